@@ -1,0 +1,182 @@
+"""Every byte kvtool prints goes through here: rich tables for people, JSON for programs.
+
+``--json`` output is built from the same result objects as the tables, so both always agree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from kvtool.model.kv import SizeResult
+from kvtool.model.spec import ModelSpec
+from kvtool.profiles.resolve import ResolvedModel
+from kvtool.profiles.schema import ModelProfile
+from kvtool.units import format_bytes, format_bytes_decimal
+
+
+def _bytes_and_decimal(num_bytes: int) -> str:
+    return f"{num_bytes:,} B ({format_bytes_decimal(num_bytes)})"
+
+
+def _source_line(profile: ModelProfile) -> str:
+    source = profile.source
+    return f"{source.repository}/{source.path}@{source.commit[:12]}"
+
+
+def print_json(data: Any) -> None:
+    """Pretty JSON on stdout, keys in the order built."""
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = 120  # pipes and CI logs: wide enough that no table row wraps
+    return console
+
+
+def _table(*columns: str, title: str | None = None) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+    for index, column in enumerate(columns):
+        table.add_column(column, justify="left" if index == 0 else "right")
+    return table
+
+
+def _group_json(result: SizeResult) -> list[dict[str, Any]]:
+    return [
+        {
+            "kind": g.kind,
+            "layers": g.num_layers,
+            "window": g.window,
+            "bytes_per_token": g.bytes_per_token,
+            "tokens_held": g.tokens_held,
+            "bytes_per_session": g.bytes_per_session,
+            "fixed_bytes_per_session": g.fixed_bytes_per_session,
+        }
+        for g in result.groups
+    ]
+
+
+def size_json(
+    resolved: ResolvedModel, results: list[SizeResult], *, contexts_typed: str
+) -> dict[str, Any] | list[dict[str, Any]]:
+    """One object per context (a list when several were asked for)."""
+    objects = [
+        {
+            "model": r.model,
+            "model_source": resolved.location,
+            "engine": r.engine,
+            "engine_source": r.engine_source,
+            "kv_dtype": r.kv_dtype,
+            "ctx_tokens": r.ctx_tokens,
+            "sessions": r.sessions,
+            "tp": r.tp,
+            "block_size": r.block_size,
+            "kv_bytes_per_token": r.kv_bytes_per_token,
+            "kv_bytes_per_token_unbounded": r.kv_bytes_per_token_unbounded,
+            "kv_bytes_per_session": r.kv_bytes_per_session,
+            "kv_bytes_per_rank_per_session": r.kv_bytes_per_rank_per_session,
+            "kv_bytes_total": r.kv_bytes_total,
+            "fixed_bytes_per_session": r.fixed_bytes_per_session,
+            "layer_groups": _group_json(r),
+            "notes": list(r.notes),
+        }
+        for r in results
+    ]
+    return objects[0] if len(objects) == 1 else objects
+
+
+def print_size(resolved: ResolvedModel, results: list[SizeResult]) -> None:
+    """The human view of ``kvtool size``: header, layer groups, one row per context."""
+    first = results[0]
+    console = _console()
+    console.print(f"[bold]{first.model}[/bold]  {resolved.location} ({resolved.origin})")
+    console.print(
+        f"engine [bold]{first.engine}[/bold] ({first.engine_source})"
+        f"  kv dtype [bold]{first.kv_dtype}[/bold]"
+        + (f"  block {first.block_size} tokens" if first.block_size > 1 else "")
+        + (f"  tp {first.tp}" if first.tp > 1 else "")
+    )
+    groups = _table("layer group", "layers", "window", "bytes/token", "state/session")
+    for g in first.groups:
+        groups.add_row(
+            g.kind,
+            str(g.num_layers),
+            f"{g.window:,}" if g.window else "-",
+            f"{g.bytes_per_token:,} B" if g.bytes_per_token else "-",
+            format_bytes(g.fixed_bytes_per_session) if g.fixed_bytes_per_session else "-",
+        )
+    groups.add_row(
+        "all layers",
+        str(sum(g.num_layers for g in first.groups)),
+        "",
+        _bytes_and_decimal(first.kv_bytes_per_token_unbounded),
+        format_bytes(first.fixed_bytes_per_session) if first.fixed_bytes_per_session else "-",
+    )
+    console.print(groups)
+    columns = ["context", "B/token at ctx", "per session"]
+    if first.tp > 1:
+        columns.append("per session, one rank")
+    columns.append(f"total ({first.sessions:,} session{'s' if first.sessions > 1 else ''})")
+    totals = _table(*columns)
+    for r in results:
+        row = [
+            f"{r.ctx_tokens:,} tokens",
+            f"{r.kv_bytes_per_token:,} B",
+            format_bytes(r.kv_bytes_per_session),
+        ]
+        if first.tp > 1:
+            row.append(format_bytes(r.kv_bytes_per_rank_per_session))
+        row.append(format_bytes(r.kv_bytes_total))
+        totals.add_row(*row)
+    console.print(totals)
+    for note in dict.fromkeys(n for r in results for n in r.notes):
+        console.print(f"note: {note}", style="dim")
+
+
+def models_json(rows: list[tuple[ModelProfile, ModelSpec, int]]) -> list[dict[str, Any]]:
+    """``kvtool models --json``: one object per bundled model."""
+    return [
+        {
+            "name": profile.name,
+            "hf_id": profile.hf_id,
+            "family": profile.family,
+            "aliases": list(profile.aliases),
+            "model_type": spec.model_type,
+            "layers": spec.num_layers,
+            "attention": "mla"
+            if spec.is_mla
+            else ",".join(dict.fromkeys(getattr(g, "kind", "") for g in spec.groups)),
+            "dtype": spec.dtype,
+            "kv_bytes_per_token": per_token,
+            "source": _source_line(profile),
+        }
+        for profile, spec, per_token in rows
+    ]
+
+
+def print_models(rows: list[tuple[ModelProfile, ModelSpec, int]]) -> None:
+    """``kvtool models``: a table of bundled models with bytes per token."""
+    table = _table("name", "hf id", "layers", "attention", "KV bytes/token (bf16, formula)")
+    for item in models_json(rows):
+        table.add_row(
+            item["name"],
+            item["hf_id"],
+            str(item["layers"]),
+            item["attention"],
+            f"{item['kv_bytes_per_token']:,} B",
+        )
+    console = _console()
+    console.print(table)
+    console.print(
+        f"{len(rows)} bundled models. Any other: pass a config.json path or an HF repo id.",
+        style="dim",
+    )

@@ -1,0 +1,403 @@
+"""Build a ``ModelSpec`` from a Hugging Face ``config.json`` dict. Pure: no I/O.
+
+The rules follow how transformers' config classes derive per-layer attention types, so a raw
+``config.json`` and the same file loaded through ``transformers.AutoConfig`` give the same spec
+(a test checks this for every bundled profile):
+
+* ``head_dim`` is read from the config when present; ``hidden_size // num_attention_heads``
+  is only the fallback (Qwen3-32B: 128, not 5120/64 = 80).
+* Falcon: ``new_decoder_architecture`` uses ``num_kv_heads`` (Falcon-40B: 8); otherwise
+  ``multi_query`` (default true) means one KV head (Falcon-7B).
+* Per-layer types come from ``layer_types`` when the config lists them, else from the
+  family's rule: Gemma 2 alternates sliding/full; Gemma 3 makes every
+  ``sliding_window_pattern``-th layer full; Qwen2/Qwen3 slide only with
+  ``use_sliding_window: true``, from layer ``max_window_layers`` on; Llama 4 makes RoPE layers
+  chunked-local (every 4th, NoPE, layer is global); Qwen3-Next/Qwen3.5 make every
+  ``full_attention_interval``-th layer full and the rest Gated DeltaNet; other models with a
+  ``sliding_window`` slide on every layer.
+* MLA is recognised by ``kv_lora_rank``; DeepSeek sparse attention by ``index_head_dim``.
+* Multimodal wrappers (Gemma 3, Llama 4, Qwen3.5) keep the language model in ``text_config``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kvtool.errors import ConfigError
+from kvtool.model.spec import (
+    AttentionLayers,
+    IndexerLayers,
+    LayerGroup,
+    MlaLayers,
+    ModelSpec,
+    StateLayers,
+)
+
+FALCON_TYPES = frozenset({"falcon", "RefinedWeb", "RefinedWebModel"})
+QWEN_SLIDING_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
+HYBRID_GDN_TYPES = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
+
+# transformers' names for per-layer attention kinds -> kvtool's group kinds
+_LAYER_TYPE_KIND = {
+    "full_attention": "full",
+    "attention": "full",
+    "global_attention": "full",
+    "sliding_attention": "sliding",
+    "local_attention": "sliding",
+    "chunked_attention": "chunked",
+    "linear_attention": "linear",
+    "mamba": "linear",
+}
+_NO_KV_LAYER_TYPES = frozenset({"mlp", "moe"})  # Nemotron-H blocks without attention or state
+
+_DTYPE_NAMES = {
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float32": "fp32",
+    "float": "fp32",
+    "bf16": "bf16",
+    "fp16": "fp16",
+    "fp32": "fp32",
+}
+
+
+# Defaults of transformers' config classes (5.24) for fields that published config.json
+# files leave out: google/gemma-3-4b-it names neither its heads nor its head_dim.
+# Applied only where the key is absent, never where it is present as null.
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma2": {
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "sliding_window": 4096,
+    },
+    "gemma3_text": {
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "sliding_window": 4096,
+    },
+    "mistral": {"sliding_window": 4096},
+    "gpt_oss": {"sliding_window": 128},
+    "llama4_text": {"attention_chunk_size": 8192},
+}
+
+
+class _Fields:
+    """Reads config fields and names the missing one, with the model_type that needs it."""
+
+    def __init__(self, config: Mapping[str, Any], source: str) -> None:
+        self.config = config
+        self.source = source
+        self.model_type = str(config.get("model_type") or "unknown")
+        self.defaults = FAMILY_DEFAULTS.get(self.model_type, {})
+
+    def get(self, *names: str, default: Any = None) -> Any:
+        for name in names:
+            value = self.config.get(name)
+            if value is not None:
+                return value
+        for name in names:
+            if name not in self.config and name in self.defaults:
+                return self.defaults[name]
+        return default
+
+    def require_int(self, *names: str) -> int:
+        value = self.get(*names)
+        if value is None:
+            raise ConfigError(
+                f"{self.source}: model_type {self.model_type!r} needs field {names[0]!r},"
+                " which the config lacks",
+                f"add {names[0]!r} to the config (see the model's config.json on Hugging Face)",
+            )
+        return self.positive_int(names[0], value)
+
+    def positive_int(self, name: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(
+                f"{self.source}: field {name!r} must be a positive integer, got {value!r}",
+                "fix the value in the config",
+            )
+        return value
+
+
+def text_config_of(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The language-model part of a config: ``text_config`` for multimodal wrappers."""
+    text = config.get("text_config")
+    if isinstance(text, Mapping) and "num_hidden_layers" in text:
+        merged = dict(text)
+        for key in ("torch_dtype", "dtype"):
+            if merged.get(key) is None and config.get(key) is not None:
+                merged[key] = config[key]
+        return merged
+    return config
+
+
+def normalize_dtype(value: Any) -> str | None:
+    """``'torch.bfloat16'`` / ``'bfloat16'`` -> ``'bf16'``; ``None`` if not a known float dtype."""
+    if value is None:
+        return None
+    name = str(value).removeprefix("torch.")
+    return _DTYPE_NAMES.get(name)
+
+
+def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> ModelSpec:
+    """Reduce a HF config dict to the layer groups that decide KV size.
+
+    ``source`` names where the config came from, for error messages.
+    Raises ConfigError naming the missing field when the config lacks one its
+    ``model_type`` needs.
+    """
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"{source or name}: a model config must be a JSON object")
+    text = text_config_of(config)
+    fields = _Fields(text, source or name)
+    notes: list[str] = []
+    if text is not config:
+        notes.append("read the language model from text_config")
+
+    layer_types = _layer_types(fields, notes)
+    num_layers = len(layer_types)
+    num_heads = fields.require_int("num_attention_heads", "n_head", "num_heads")
+    hidden_size = fields.require_int("hidden_size", "n_embd", "d_model")
+    dtype = normalize_dtype(fields.get("torch_dtype", "dtype"))
+    if dtype is None:
+        dtype = "bf16"
+        notes.append("config names no float dtype; assumed bf16")
+
+    groups: list[LayerGroup] = []
+    if fields.get("kv_lora_rank") is not None:
+        groups.extend(_mla_groups(fields, num_layers, num_heads, notes))
+    else:
+        groups.extend(_attention_groups(fields, layer_types, num_heads, hidden_size, notes))
+        groups.extend(_state_groups(fields, layer_types, hidden_size))
+    if not groups:
+        raise ConfigError(f"{fields.source}: no attention or state layers found in the config")
+
+    mtp = fields.get("num_nextn_predict_layers", "mtp_num_hidden_layers", default=0)
+    if isinstance(mtp, int) and mtp > 0:
+        notes.append(
+            f"{mtp} multi-token-prediction layer(s) not counted: engines cache KV for them"
+            " only with speculative decoding on"
+        )
+    return ModelSpec(
+        name=name,
+        model_type=fields.model_type,
+        num_layers=num_layers,
+        num_attention_heads=num_heads,
+        hidden_size=hidden_size,
+        dtype=dtype,
+        groups=tuple(groups),
+        notes=tuple(notes),
+    )
+
+
+def _layer_types(fields: _Fields, notes: list[str]) -> list[str]:
+    """One kvtool kind per block: full, sliding, chunked, linear, or none (MLP-only blocks)."""
+    listed = fields.get("layer_types", "layers_block_type")
+    if listed is None and isinstance(fields.get("hybrid_override_pattern"), str):
+        pattern = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+        try:
+            listed = [pattern[char] for char in fields.get("hybrid_override_pattern")]
+        except KeyError as exc:
+            raise ConfigError(
+                f"{fields.source}: hybrid_override_pattern has unknown block {exc.args[0]!r}"
+            ) from None
+    if listed is not None:
+        kinds = []
+        for value in listed:
+            if value in _NO_KV_LAYER_TYPES:
+                kinds.append("none")
+            elif value in _LAYER_TYPE_KIND:
+                kinds.append(_LAYER_TYPE_KIND[value])
+            else:
+                raise ConfigError(
+                    f"{fields.source}: layer_types has unknown entry {value!r}",
+                    "kvtool knows " + ", ".join(sorted(_LAYER_TYPE_KIND)),
+                )
+        return _checked_length(fields, kinds)
+
+    num_layers = fields.require_int("num_hidden_layers", "n_layer", "num_layers")
+    model_type = fields.model_type
+    window = fields.get("sliding_window")
+    if model_type == "gemma2":
+        return ["sliding" if (i + 1) % 2 else "full" for i in range(num_layers)]
+    if model_type in ("gemma3", "gemma3_text"):
+        every = fields.get("sliding_window_pattern", default=6)
+        return ["sliding" if (i + 1) % every else "full" for i in range(num_layers)]
+    if model_type in QWEN_SLIDING_TYPES:
+        if not fields.get("use_sliding_window", default=False) or window is None:
+            if window is not None:
+                notes.append("sliding_window ignored: use_sliding_window is false")
+            return ["full"] * num_layers
+        first = fields.get("max_window_layers", default=28)
+        return ["sliding" if i >= first else "full" for i in range(num_layers)]
+    if model_type in ("llama4", "llama4_text"):
+        chunk = fields.get("attention_chunk_size", default=8192)
+        interval = fields.get("no_rope_layer_interval", default=4)
+        rope = fields.get("no_rope_layers") or [
+            int((i + 1) % interval != 0) for i in range(num_layers)
+        ]
+        kinds = ["chunked" if use_rope and chunk is not None else "full" for use_rope in rope]
+        return _checked_length(fields, kinds)
+    if model_type in HYBRID_GDN_TYPES:
+        interval = fields.get("full_attention_interval", default=4)
+        return ["linear" if (i + 1) % interval else "full" for i in range(num_layers)]
+    if window is not None and fields.get("use_sliding_window", default=True) is not False:
+        return ["sliding"] * num_layers
+    return ["full"] * num_layers
+
+
+def _checked_length(fields: _Fields, kinds: list[str]) -> list[str]:
+    declared = fields.get("num_hidden_layers", "n_layer", "num_layers")
+    if declared is not None and declared != len(kinds) and fields.model_type != "nemotron_h":
+        raise ConfigError(
+            f"{fields.source}: the per-layer list has {len(kinds)} entries"
+            f" but num_hidden_layers is {declared}",
+            "make the two agree",
+        )
+    if not kinds:
+        raise ConfigError(f"{fields.source}: the config lists no layers")
+    return kinds
+
+
+def _falcon_new_decoder(fields: _Fields) -> bool:
+    """Falcon-40B/180B layout. The original remote-code configs (model_type ``RefinedWeb``)
+    have no flag; vLLM's RWConfig switches it on for them ("hack for falcon-40b")."""
+    if fields.model_type not in FALCON_TYPES:
+        return False
+    return bool(fields.get("new_decoder_architecture", default=fields.model_type == "RefinedWeb"))
+
+
+def _kv_heads(fields: _Fields, num_heads: int, notes: list[str]) -> int:
+    if fields.model_type in FALCON_TYPES:
+        if _falcon_new_decoder(fields):
+            # RWConfig (remote code) defaults n_head_kv to 1; FalconConfig to num_heads.
+            legacy = fields.model_type != "falcon"
+            heads = fields.get("num_kv_heads", "n_head_kv", default=1 if legacy else num_heads)
+            notes.append(f"Falcon new_decoder_architecture: {heads} KV heads (num_kv_heads)")
+            return int(heads)
+        if fields.get("multi_query", default=True):
+            notes.append("Falcon multi_query: one KV head shared by all query heads")
+            return 1
+        return int(fields.get("num_kv_heads", default=num_heads))
+    heads = fields.get("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
+    if heads is None:
+        return num_heads
+    return fields.positive_int("num_key_value_heads", heads)
+
+
+def _head_dim(fields: _Fields, num_heads: int, hidden_size: int, notes: list[str]) -> int:
+    derived = hidden_size // num_heads
+    explicit = fields.get("head_dim", "attention_head_dim")
+    if explicit is None:
+        return derived
+    head_dim = fields.positive_int("head_dim", explicit)
+    if head_dim != derived:
+        notes.append(
+            f"head_dim {head_dim} from the config (hidden_size/num_attention_heads"
+            f" would give {derived})"
+        )
+    return head_dim
+
+
+def _attention_groups(
+    fields: _Fields,
+    layer_types: list[str],
+    num_heads: int,
+    hidden_size: int,
+    notes: list[str],
+) -> list[LayerGroup]:
+    kv_heads = _kv_heads(fields, num_heads, notes)
+    head_dim = _head_dim(fields, num_heads, hidden_size, notes)
+    window = fields.get("sliding_window")
+    chunk = fields.get("attention_chunk_size")
+    counts: dict[str, int] = {}
+    for kind in layer_types:
+        if kind in ("full", "sliding", "chunked"):
+            counts[kind] = counts.get(kind, 0) + 1
+    if counts.get("sliding") and window is None:
+        raise ConfigError(
+            f"{fields.source}: layers are marked sliding_attention but sliding_window is not set",
+            "add the model's sliding_window to the config",
+        )
+    groups: list[LayerGroup] = []
+    for kind, count in counts.items():
+        bound = {"sliding": window, "chunked": chunk}.get(kind)
+        groups.append(
+            AttentionLayers(
+                kind=kind,  # type: ignore[arg-type]
+                num_layers=count,
+                num_kv_heads=kv_heads,
+                head_dim=head_dim,
+                v_head_dim=head_dim,
+                window=None if bound is None else fields.positive_int(kind, bound),
+                hf_cached_kv_heads=num_heads if _falcon_new_decoder(fields) else kv_heads,
+            )
+        )
+    return groups
+
+
+def _mla_groups(
+    fields: _Fields, num_layers: int, num_heads: int, notes: list[str]
+) -> list[LayerGroup]:
+    rope = fields.require_int("qk_rope_head_dim")
+    groups: list[LayerGroup] = [
+        MlaLayers(
+            num_layers=num_layers,
+            kv_lora_rank=fields.require_int("kv_lora_rank"),
+            qk_rope_head_dim=rope,
+            num_heads=num_heads,
+            qk_nope_head_dim=fields.require_int("qk_nope_head_dim"),
+            v_head_dim=fields.require_int("v_head_dim"),
+        )
+    ]
+    if fields.get("index_head_dim") is not None:
+        groups.append(
+            IndexerLayers(
+                num_layers=num_layers, index_head_dim=fields.require_int("index_head_dim")
+            )
+        )
+        notes.append("DeepSeek sparse attention: an indexer key cache beside the MLA latent")
+    return groups
+
+
+def _state_groups(fields: _Fields, layer_types: list[str], hidden_size: int) -> list[LayerGroup]:
+    count = layer_types.count("linear")
+    if not count:
+        return []
+    state_dtype = normalize_dtype(fields.get("mamba_ssm_dtype", "mamba_ssm_cache_dtype"))
+    if fields.get("linear_num_value_heads") is not None:  # Gated DeltaNet (Qwen3-Next, Qwen3.5)
+        key_heads = fields.require_int("linear_num_key_heads")
+        value_heads = fields.require_int("linear_num_value_heads")
+        key_dim = fields.require_int("linear_key_head_dim")
+        value_dim = fields.require_int("linear_value_head_dim")
+        return [
+            StateLayers(
+                kind="gated_deltanet",
+                num_layers=count,
+                conv_channels=2 * key_heads * key_dim + value_heads * value_dim,
+                conv_kernel=fields.require_int("linear_conv_kernel_dim"),
+                state_heads=value_heads,
+                state_head_elems=key_dim * value_dim,
+                state_dtype=state_dtype,
+            )
+        ]
+    # Mamba2 (Nemotron-H): conv over x, B and C; state per head is head_dim x d_state.
+    heads = fields.require_int("mamba_num_heads")
+    head_dim = fields.require_int("mamba_head_dim")
+    d_state = fields.require_int("ssm_state_size")
+    groups_n = fields.require_int("n_groups")
+    return [
+        StateLayers(
+            kind="mamba2",
+            num_layers=count,
+            conv_channels=heads * head_dim + 2 * groups_n * d_state,
+            conv_kernel=fields.require_int("conv_kernel"),
+            state_heads=heads,
+            state_head_elems=head_dim * d_state,
+            state_dtype=state_dtype,
+        )
+    ]

@@ -1,0 +1,134 @@
+"""Serving-engine conventions: how each engine lays KV out in memory.
+
+The same model caches different byte counts in different engines. Each ``EngineRules`` entry
+records one engine's choices, each read from that engine's source (docs/sizing.md cites file
+and version):
+
+* ``formula``: the textbook arithmetic. K+V per KV head per layer per token, the MLA latent,
+  windowed layers bounded by their window, no paging, no tensor-parallel replication.
+* ``vllm`` (0.33.0, v1 engine): 16-token blocks (64 for MLA, FlashMLA's only size), KV heads
+  per rank ``max(1, heads // tp)`` so heads are replicated when ``tp`` exceeds them, the MLA
+  latent replicated on every rank, sliding layers keep the blocks that overlap the last
+  ``window - 1`` tokens, hybrid Mamba/GDN models get an attention block raised until one
+  attention page holds a whole state page (``_align_hybrid_block_size``).
+* ``sglang`` (0.5.23): one-token pages, the same head sharding; sliding windows bound memory
+  only for architectures on its hybrid-SWA allow-list (gpt-oss, Llama 4); Mamba/GDN recurrent
+  state in fp32 by default.
+* ``hf`` (transformers 5.24 ``DynamicCache``): no paging, no sharding; sliding layers keep
+  ``window - 1`` tokens; MLA caches the latent (since 5.15.0); the DSA indexer key is cached in
+  the model dtype; Falcon-40B's K/V are broadcast to every query head before caching.
+* ``hf-legacy`` (transformers <= 5.14.1): as ``hf`` but MLA models cache decompressed per-head
+  K (qk_nope + qk_rope) and V (v_head_dim), about 71x the latent for DeepSeek-V3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from kvtool.errors import InputError
+
+
+@dataclass(frozen=True)
+class EngineRules:
+    """One engine's allocation choices; see the module docstring for where each comes from."""
+
+    name: str
+    source: str
+    block_size: int
+    mla_block_size: int
+    shards_over_tp: bool
+    window_rule: Literal["exact", "minus_one", "blocks"]
+    windowed_model_types: frozenset[str] | None
+    mla_layout: Literal["latent", "decompressed"]
+    indexer_layout: Literal["fp8_scaled", "model_dtype"]
+    ssm_state_default: Literal["model", "fp32"]
+    conv_state_steps: Literal["kernel_minus_one", "kernel"]
+    quantized_kv: bool
+    hybrid_block_alignment: int | None = None
+
+
+ENGINES: dict[str, EngineRules] = {
+    rules.name: rules
+    for rules in (
+        EngineRules(
+            name="formula",
+            source="textbook formula",
+            block_size=1,
+            mla_block_size=1,
+            shards_over_tp=False,
+            window_rule="exact",
+            windowed_model_types=None,
+            mla_layout="latent",
+            indexer_layout="fp8_scaled",
+            ssm_state_default="model",
+            conv_state_steps="kernel_minus_one",
+            quantized_kv=True,
+        ),
+        EngineRules(
+            name="vllm",
+            source="vLLM 0.33.0 (v1 engine)",
+            block_size=16,
+            mla_block_size=64,
+            shards_over_tp=True,
+            window_rule="blocks",
+            windowed_model_types=None,
+            mla_layout="latent",
+            indexer_layout="fp8_scaled",
+            ssm_state_default="model",
+            conv_state_steps="kernel_minus_one",
+            quantized_kv=True,
+            hybrid_block_alignment=16,
+        ),
+        EngineRules(
+            name="sglang",
+            source="SGLang 0.5.23",
+            block_size=1,
+            mla_block_size=1,
+            shards_over_tp=True,
+            window_rule="exact",
+            windowed_model_types=frozenset({"gpt_oss", "llama4", "llama4_text"}),
+            mla_layout="latent",
+            indexer_layout="fp8_scaled",
+            ssm_state_default="fp32",
+            conv_state_steps="kernel_minus_one",
+            quantized_kv=True,
+        ),
+        EngineRules(
+            name="hf",
+            source="transformers 5.24 DynamicCache",
+            block_size=1,
+            mla_block_size=1,
+            shards_over_tp=False,
+            window_rule="minus_one",
+            windowed_model_types=None,
+            mla_layout="latent",
+            indexer_layout="model_dtype",
+            ssm_state_default="model",
+            conv_state_steps="kernel",
+            quantized_kv=False,
+        ),
+        EngineRules(
+            name="hf-legacy",
+            source="transformers <= 5.14.1 DynamicCache",
+            block_size=1,
+            mla_block_size=1,
+            shards_over_tp=False,
+            window_rule="minus_one",
+            windowed_model_types=None,
+            mla_layout="decompressed",
+            indexer_layout="model_dtype",
+            ssm_state_default="model",
+            conv_state_steps="kernel",
+            quantized_kv=False,
+        ),
+    )
+}
+
+
+def get_engine(name: str) -> EngineRules:
+    """Look an engine up by name; unknown names raise InputError listing the valid ones."""
+    key = name.strip().lower()
+    if key not in ENGINES:
+        raise InputError(f"unknown --engine {name!r}", "choose one of " + ", ".join(ENGINES))
+    return ENGINES[key]

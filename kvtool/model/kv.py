@@ -1,0 +1,393 @@
+"""KV bytes per token and per session, under one engine's conventions. Pure.
+
+Worked numbers (pinned by tests):
+
+* Llama 3.1 405B, bf16, formula: 2 x 126 layers x 8 KV heads x 128 x 2 B = 516,096 B/token.
+* DeepSeek-R1, bf16: (512 + 64) x 61 layers x 2 B = 70,272 B/token; 200,000 tokens x 100
+  sessions = 1.41 TB.
+* DeepSeek-V3.2, fp8, vLLM: (656 fp8_ds_mla + 132 indexer) x 61 = 48,068 B/token.
+
+All byte counts are for the whole deployment: with ``tp`` > 1 under vLLM or SGLang they add up
+every rank, so KV heads replicated across ranks (``tp`` > KV heads) and the MLA latent (held in
+full by every rank) are counted as many times as they are stored. ``per_rank`` fields give
+one GPU's share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvtool.errors import InputError
+from kvtool.model.engines import EngineRules
+from kvtool.model.formats import FORMATS, KvFormat
+from kvtool.model.spec import (
+    AttentionLayers,
+    IndexerLayers,
+    LayerGroup,
+    MlaLayers,
+    ModelSpec,
+    StateLayers,
+    group_kind,
+)
+
+_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division: ``cdiv(200_000, 16) == 12_500``."""
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class GroupSize:
+    """One layer group's share of a session at one context length."""
+
+    kind: str
+    num_layers: int
+    window: int | None
+    bytes_per_token: int
+    tokens_held: int
+    bytes_per_session: int
+    fixed_bytes_per_session: int
+    bytes_per_rank_per_session: int
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    """KV cache for ``sessions`` sessions of ``ctx_tokens`` tokens each.
+
+    ``kv_bytes_per_token`` is the marginal cost of one more token at this context (windowed
+    groups that are already full add nothing); ``kv_bytes_per_token_unbounded`` is the per-token
+    rate of every layer before any window applies. ``kv_bytes_per_session`` includes the fixed
+    per-sequence state (``fixed_bytes_per_session``) and engine block rounding.
+    """
+
+    model: str
+    engine: str
+    engine_source: str
+    kv_dtype: str
+    ctx_tokens: int
+    sessions: int
+    tp: int
+    block_size: int
+    kv_bytes_per_token: int
+    kv_bytes_per_token_unbounded: int
+    kv_bytes_per_session: int
+    kv_bytes_total: int
+    fixed_bytes_per_session: int
+    kv_bytes_per_rank_per_session: int
+    groups: tuple[GroupSize, ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Priced:
+    """Per-rank bytes of one group: per token (token groups) or per sequence (state groups)."""
+
+    group: LayerGroup
+    rank_bytes_per_token: int
+    rank_bytes_per_sequence: int
+
+
+def size_kv(
+    spec: ModelSpec,
+    *,
+    rules: EngineRules,
+    fmt: KvFormat,
+    ctx_tokens: int,
+    sessions: int,
+    tp: int = 1,
+    block_size: int | None = None,
+) -> SizeResult:
+    """Price ``spec`` under ``rules`` and ``fmt`` for ``sessions`` x ``ctx_tokens``.
+
+    Raises InputError for combinations the engine cannot run (an fp8 cache in transformers'
+    DynamicCache, a ``tp`` that does not divide the KV heads, ...).
+    """
+    if ctx_tokens < 1 or sessions < 1 or tp < 1:
+        raise InputError("context, sessions and --tp must all be at least 1")
+    notes = list(spec.notes)
+    _check_engine_supports(spec, rules, fmt, tp)
+    priced = [_price(group, spec, rules, fmt, tp, notes) for group in spec.groups]
+    bs = _block_size(spec, rules, priced, block_size, notes)
+    replicas = tp if rules.shards_over_tp else 1
+
+    groups: list[GroupSize] = []
+    for item in priced:
+        group = item.group
+        if isinstance(group, StateLayers):
+            per_layer = item.rank_bytes_per_sequence
+            if bs > 1 and rules.hybrid_block_alignment:
+                padded = bs * _attention_page_1_token(priced)
+                per_layer = max(per_layer, padded)
+            rank_fixed = per_layer * group.num_layers
+            groups.append(
+                GroupSize(
+                    kind=group.kind,
+                    num_layers=group.num_layers,
+                    window=None,
+                    bytes_per_token=0,
+                    tokens_held=0,
+                    bytes_per_session=rank_fixed * replicas,
+                    fixed_bytes_per_session=rank_fixed * replicas,
+                    bytes_per_rank_per_session=rank_fixed,
+                )
+            )
+            continue
+        window = _effective_window(group, spec, rules, notes)
+        chunked = isinstance(group, AttentionLayers) and group.kind == "chunked"
+        held = _tokens_held(ctx_tokens, window, bs, rules, chunked=chunked)
+        rank_session = item.rank_bytes_per_token * held
+        groups.append(
+            GroupSize(
+                kind=group_kind(group),
+                num_layers=group.num_layers,
+                window=window,
+                bytes_per_token=item.rank_bytes_per_token * replicas,
+                tokens_held=held,
+                bytes_per_session=rank_session * replicas,
+                fixed_bytes_per_session=0,
+                bytes_per_rank_per_session=rank_session,
+            )
+        )
+
+    marginal = sum(g.bytes_per_token for g in groups if g.window is None or ctx_tokens < g.window)
+    per_session = sum(g.bytes_per_session for g in groups)
+    if rules.shards_over_tp and tp > 1:
+        notes.append(
+            f"--tp {tp}: byte counts add up all {tp} ranks, replicas included;"
+            " 'per rank' is one GPU's share"
+        )
+    return SizeResult(
+        model=spec.name,
+        engine=rules.name,
+        engine_source=rules.source,
+        kv_dtype=fmt.name,
+        ctx_tokens=ctx_tokens,
+        sessions=sessions,
+        tp=tp,
+        block_size=bs,
+        kv_bytes_per_token=marginal,
+        kv_bytes_per_token_unbounded=sum(g.bytes_per_token for g in groups),
+        kv_bytes_per_session=per_session,
+        kv_bytes_total=per_session * sessions,
+        fixed_bytes_per_session=sum(g.fixed_bytes_per_session for g in groups),
+        kv_bytes_per_rank_per_session=sum(g.bytes_per_rank_per_session for g in groups),
+        groups=tuple(groups),
+        notes=tuple(dict.fromkeys(notes)),
+    )
+
+
+def _check_engine_supports(spec: ModelSpec, rules: EngineRules, fmt: KvFormat, tp: int) -> None:
+    if not rules.quantized_kv and fmt.name not in _DTYPE_BYTES:
+        raise InputError(
+            f"--engine {rules.name} stores K/V in the model dtype; --kv-dtype {fmt.name}"
+            " is not a DynamicCache format",
+            "use --kv-dtype auto/bf16/fp16/fp32, or --engine vllm for quantized caches",
+        )
+    if tp != 1 and not rules.shards_over_tp:
+        raise InputError(
+            f"--tp {tp} does not apply to --engine {rules.name} (a single-process view)",
+            "use --engine vllm or sglang to see tensor-parallel sharding",
+        )
+
+
+def _shard(count: int, tp: int, what: str, rules: EngineRules) -> int:
+    """Per-rank share of ``count`` heads; replicated (1 per rank) when tp exceeds them."""
+    if not rules.shards_over_tp or tp == 1:
+        return count
+    if count >= tp and count % tp:
+        raise InputError(
+            f"--tp {tp} does not divide the model's {count} {what}",
+            f"{rules.source} needs {what} divisible by --tp; pick a divisor of {count}",
+        )
+    if count < tp and tp % count:
+        raise InputError(
+            f"--tp {tp} is not a multiple of the model's {count} {what}",
+            f"{rules.source} replicates {what} only when --tp is a multiple of {count}",
+        )
+    return max(1, count // tp)
+
+
+def _price(
+    group: LayerGroup,
+    spec: ModelSpec,
+    rules: EngineRules,
+    fmt: KvFormat,
+    tp: int,
+    notes: list[str],
+) -> _Priced:
+    model_bytes = _DTYPE_BYTES[spec.dtype]
+    if isinstance(group, AttentionLayers):
+        heads = (
+            group.cached_kv_heads_hf
+            if rules.name.startswith("hf")
+            else _shard(group.num_kv_heads, tp, "KV heads", rules)
+        )
+        if rules.name.startswith("hf") and heads != group.num_kv_heads:
+            notes.append(
+                f"transformers broadcasts K/V to all {heads} query heads before caching"
+                f" ({group.num_kv_heads} KV heads in the weights)"
+            )
+        if rules.shards_over_tp and tp > group.num_kv_heads:
+            notes.append(
+                f"--tp {tp} > {group.num_kv_heads} KV heads: each KV head is replicated on"
+                f" {tp // group.num_kv_heads} ranks"
+            )
+        per_layer = heads * (fmt.vector_bytes(group.head_dim) + fmt.vector_bytes(group.v_head_dim))
+        return _Priced(group, per_layer * group.num_layers, 0)
+    if isinstance(group, MlaLayers):
+        per_layer = _mla_bytes_per_layer(group, spec, rules, fmt, notes)
+        if rules.shards_over_tp and tp > 1:
+            notes.append(f"MLA latent is replicated on each of the {tp} tensor-parallel ranks")
+        return _Priced(group, per_layer * group.num_layers, 0)
+    if isinstance(group, IndexerLayers):
+        if rules.indexer_layout == "fp8_scaled":
+            # fp8 keys plus one fp32 scale per 128 values, whatever the main cache dtype.
+            per_layer = group.index_head_dim + group.index_head_dim // 128 * 4
+        else:
+            per_layer = group.index_head_dim * model_bytes
+        return _Priced(group, per_layer * group.num_layers, 0)
+    return _Priced(group, 0, _state_bytes_per_layer(group, spec, rules, tp))
+
+
+def _mla_bytes_per_layer(
+    group: MlaLayers, spec: ModelSpec, rules: EngineRules, fmt: KvFormat, notes: list[str]
+) -> int:
+    latent = group.kv_lora_rank + group.qk_rope_head_dim
+    if rules.mla_layout == "decompressed":
+        key = group.qk_nope_head_dim + group.qk_rope_head_dim
+        notes.append(
+            f"transformers <= 5.14 caches decompressed K ({key}) and V ({group.v_head_dim})"
+            f" for all {group.num_heads} heads"
+        )
+        return group.num_heads * (fmt.vector_bytes(key) + fmt.vector_bytes(group.v_head_dim))
+    if rules.name in ("vllm", "sglang") and spec.has_indexer and fmt.is_quantized:
+        if fmt.scales == "per_tensor":
+            # fp8_ds_mla: 512 fp8 + one fp32 scale per 128 + the RoPE part kept in bf16 = 656 B
+            notes.append("fp8 on a sparse-attention MLA model uses the fp8_ds_mla layout")
+            return group.kv_lora_rank + group.kv_lora_rank // 128 * 4 + group.qk_rope_head_dim * 2
+        if fmt.name == "nvfp4" and rules.name == "vllm":
+            # nvfp4_ds_mla: fp4 latent + fp8 RoPE + one fp8 scale per 16 fp4 values = 352 B
+            notes.append("nvfp4 on a sparse-attention MLA model uses the nvfp4_ds_mla layout")
+            return group.kv_lora_rank // 2 + group.qk_rope_head_dim + group.kv_lora_rank // 16
+    if rules.name in ("vllm", "sglang") and fmt.is_quantized and fmt.scales != "per_tensor":
+        raise InputError(
+            f"{rules.source} has no {fmt.name} cache for MLA models",
+            "use --kv-dtype fp8 or bf16, or --engine formula for the arithmetic",
+        )
+    return fmt.vector_bytes(latent)
+
+
+def _state_bytes_per_layer(group: StateLayers, spec: ModelSpec, rules: EngineRules, tp: int) -> int:
+    """Per-rank bytes of one linear-attention / Mamba layer's state for one sequence."""
+    conv_dtype = _DTYPE_BYTES[spec.dtype]
+    state_dtype = group.state_dtype or ("fp32" if rules.ssm_state_default == "fp32" else spec.dtype)
+    steps = group.conv_kernel if rules.conv_state_steps == "kernel" else group.conv_kernel - 1
+    channels = group.conv_channels
+    heads = group.state_heads
+    if rules.shards_over_tp and tp > 1:
+        for count, what in ((channels, "state channels"), (heads, "state heads")):
+            if count % tp:
+                raise InputError(
+                    f"--tp {tp} does not divide the model's {count} {what}",
+                    "pick a --tp that divides them",
+                )
+        channels //= tp
+        heads //= tp
+    return (
+        steps * channels * conv_dtype + heads * group.state_head_elems * _DTYPE_BYTES[state_dtype]
+    )
+
+
+def _attention_page_1_token(priced: list[_Priced]) -> int:
+    """Per-rank bytes of one token in one attention layer (the first token group)."""
+    for item in priced:
+        if item.rank_bytes_per_token:
+            return item.rank_bytes_per_token // item.group.num_layers
+    return 0
+
+
+def _block_size(
+    spec: ModelSpec,
+    rules: EngineRules,
+    priced: list[_Priced],
+    requested: int | None,
+    notes: list[str],
+) -> int:
+    if requested is not None and requested < 1:
+        raise InputError(f"--block-size must be at least 1, got {requested}")
+    bs = requested or (rules.mla_block_size if spec.is_mla else rules.block_size)
+    state = [item for item in priced if isinstance(item.group, StateLayers)]
+    align = rules.hybrid_block_alignment
+    page_1 = _attention_page_1_token(priced)
+    if state and align and page_1:
+        mamba_page = max(item.rank_bytes_per_sequence for item in state)
+        hybrid_bs = align * cdiv(mamba_page, align * page_1)
+        if hybrid_bs > bs:
+            notes.append(
+                f"block size raised to {hybrid_bs} tokens so one attention page holds a"
+                f" {mamba_page:,} B state page; state pages padded to match"
+            )
+            bs = hybrid_bs
+    return bs
+
+
+def _effective_window(
+    group: LayerGroup, spec: ModelSpec, rules: EngineRules, notes: list[str]
+) -> int | None:
+    if not isinstance(group, AttentionLayers) or group.window is None:
+        return None
+    allowed = rules.windowed_model_types
+    if allowed is not None and spec.model_type not in allowed:
+        notes.append(
+            f"{rules.source} keeps every token in {group.kind} layers of {spec.model_type}"
+            " (not on its hybrid-SWA list)"
+        )
+        return None
+    return group.window
+
+
+def _tokens_held(
+    ctx: int, window: int | None, bs: int, rules: EngineRules, *, chunked: bool = False
+) -> int:
+    """Tokens' worth of KV one layer holds per session at its peak up to ``ctx`` tokens.
+
+    Windowed layers are counted at their peak, not at the last token, so that a session's size
+    never shrinks as its context grows (a chunked layer empties at every chunk boundary).
+    """
+    if window is None:
+        return bs * cdiv(ctx, bs)
+    if rules.window_rule == "exact":
+        return min(ctx, window)
+    if rules.window_rule == "minus_one":
+        return min(ctx, window - 1)
+    # vLLM frees blocks that lie wholly before the tokens still attended to: the last
+    # (window - 1) for sliding layers, the current chunk for chunked ones. The count is periodic
+    # past the first window, so the last window + 2 blocks of positions contain its peak.
+    start = max(1, ctx - window - 2 * bs)
+    if chunked:
+        peak = max(cdiv(n, bs) - (n // window * window) // bs for n in range(start, ctx + 1))
+    else:
+        peak = max(cdiv(n, bs) - max(0, n - window + 1) // bs for n in range(start, ctx + 1))
+    return bs * peak
+
+
+def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str = "auto") -> int:
+    """Textbook bytes per token with every layer counted (no windows, no paging).
+
+    >>> from kvtool.model.spec import AttentionLayers, ModelSpec
+    >>> llama = ModelSpec("llama-3.1-405b", "llama", 126, 128, 16384, "bf16",
+    ...                   (AttentionLayers("full", 126, 8, 128, 128),))
+    >>> kv_bytes_per_token(llama)
+    516096
+    """
+    from kvtool.model.engines import ENGINES
+    from kvtool.model.formats import resolve_format
+
+    fmt = resolve_format(kv_dtype, spec.dtype)
+    result = size_kv(spec, rules=ENGINES["formula"], fmt=fmt, ctx_tokens=1, sessions=1)
+    return result.kv_bytes_per_token_unbounded
+
+
+__all__ = ["FORMATS", "GroupSize", "SizeResult", "kv_bytes_per_token", "size_kv"]

@@ -1,0 +1,130 @@
+"""What a model keeps per token and per sequence: its layer groups.
+
+A ``ModelSpec`` is the architecture reduced to the facts that decide KV-cache size. Layers
+that store the same thing are grouped: full-attention layers, sliding-window layers,
+chunked-local layers, MLA latent layers, DeepSeek sparse-attention indexer caches, and
+linear-attention / Mamba layers that keep a fixed state instead of per-token KV.
+Pure data: built by ``kvtool.model.config.spec_from_config`` and priced by ``kvtool.model.kv``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+AttentionKind = Literal["full", "sliding", "chunked"]
+
+
+@dataclass(frozen=True)
+class AttentionLayers:
+    """MHA / GQA / MQA layers: one K and one V vector per KV head per token.
+
+    ``window`` bounds how many past tokens a layer attends to: a sliding window for
+    ``kind="sliding"``, the chunk size of chunked local attention (Llama 4) for
+    ``kind="chunked"``, ``None`` for full attention.
+    Example: Llama 3.1 405B is one group of 126 full layers, 8 KV heads, head_dim 128.
+    """
+
+    kind: AttentionKind
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    window: int | None = None
+    hf_cached_kv_heads: int | None = None
+
+    @property
+    def cached_kv_heads_hf(self) -> int:
+        """KV heads transformers' cache really holds: Falcon-40B broadcasts K/V to all heads."""
+        return self.hf_cached_kv_heads or self.num_kv_heads
+
+
+@dataclass(frozen=True)
+class MlaLayers:
+    """Multi-head latent attention (DeepSeek V2/V3/R1, Kimi K2, GLM-5).
+
+    Engines that run the absorbed form cache one latent of ``kv_lora_rank`` plus the
+    decoupled RoPE key of ``qk_rope_head_dim`` per layer per token (DeepSeek-R1: 512 + 64).
+    The head counts and per-head dims are kept because transformers' eager implementation
+    caches the decompressed per-head K and V instead.
+    """
+
+    num_layers: int
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    num_heads: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class IndexerLayers:
+    """DeepSeek sparse attention's lightning-indexer key cache (DeepSeek-V3.2, GLM-5).
+
+    One ``index_head_dim`` key per layer per token, stored beside the MLA latent.
+    """
+
+    num_layers: int
+    index_head_dim: int
+
+
+@dataclass(frozen=True)
+class StateLayers:
+    """Linear-attention or Mamba layers: a fixed-size recurrent state per sequence.
+
+    The state is a causal-conv window of ``conv_kernel - 1`` steps over ``conv_channels``
+    channels, plus a recurrent state of ``state_heads x state_head_elems`` elements.
+    For Gated DeltaNet (Qwen3-Next) the recurrent state is per value head, key_dim x
+    value_dim; for Mamba2 (Nemotron-H) it is per head, head_dim x ssm_state_size.
+    ``state_dtype`` is the recurrent state's dtype when the model config fixes one
+    (Qwen3.5's ``mamba_ssm_dtype: float32``), else ``None`` (the KV dtype is used).
+    """
+
+    kind: Literal["gated_deltanet", "mamba2"]
+    num_layers: int
+    conv_channels: int
+    conv_kernel: int
+    state_heads: int
+    state_head_elems: int
+    state_dtype: str | None = None
+
+
+LayerGroup = AttentionLayers | MlaLayers | IndexerLayers | StateLayers
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model as the KV cache sees it.
+
+    ``dtype`` is the model's own activation dtype (what ``--kv-dtype auto`` resolves to).
+    ``notes`` say which convention was read from the config, e.g. where ``head_dim`` came
+    from, so the user can check it.
+    """
+
+    name: str
+    model_type: str
+    num_layers: int
+    num_attention_heads: int
+    hidden_size: int
+    dtype: str
+    groups: tuple[LayerGroup, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def is_mla(self) -> bool:
+        """True when the model caches MLA latents rather than per-head K/V."""
+        return any(isinstance(group, MlaLayers) for group in self.groups)
+
+    @property
+    def has_indexer(self) -> bool:
+        """True for DeepSeek sparse attention models (V3.2, GLM-5) with an indexer cache."""
+        return any(isinstance(group, IndexerLayers) for group in self.groups)
+
+
+def group_kind(group: LayerGroup) -> str:
+    """The name a group is reported under: full, sliding, chunked, mla, indexer, or a state kind."""
+    if isinstance(group, AttentionLayers | StateLayers):
+        return group.kind
+    if isinstance(group, MlaLayers):
+        return "mla"
+    return "indexer"

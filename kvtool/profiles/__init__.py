@@ -1,0 +1,1 @@
+"""Bundled and user-supplied profiles: model configs now, hardware and storage later."""

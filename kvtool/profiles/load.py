@@ -1,0 +1,75 @@
+"""Read bundled profiles and model config files from disk.
+
+Bundled profiles ship inside the wheel as ``kvtool/_profiles`` (hatch force-include of the
+top-level ``profiles/`` folder); in a source checkout they are read from ``profiles/``.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kvtool.errors import ConfigError, InputError
+from kvtool.profiles.schema import ModelProfile, model_profile_from_dict
+
+
+def builtin_root() -> Path:
+    """The folder that holds the bundled ``models/`` (and later ``hardware/``) profiles."""
+    packaged = Path(str(resources.files("kvtool"))) / "_profiles"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "profiles"
+
+
+@cache
+def model_profiles(root: Path | None = None) -> tuple[tuple[ModelProfile, Path], ...]:
+    """Every bundled model profile with its folder, sorted by name."""
+    base = (root or builtin_root()) / "models"
+    found = []
+    for folder in sorted(base.iterdir()) if base.is_dir() else []:
+        toml_file = folder / "profile.toml"
+        if toml_file.is_file():
+            found.append((read_model_profile(toml_file), folder))
+    return tuple(found)
+
+
+def read_model_profile(path: Path) -> ModelProfile:
+    """Parse and validate one profile.toml."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML: {exc}") from None
+    return model_profile_from_dict(data, file=str(path))
+
+
+def find_model_profile(name: str, root: Path | None = None) -> tuple[ModelProfile, Path] | None:
+    """The bundled profile answering to ``name`` (name, HF id or alias; any case), if any."""
+    wanted = name.strip().lower()
+    for profile, folder in model_profiles(root):
+        if wanted in profile.names():
+            return profile, folder
+    return None
+
+
+def read_config_json(path: Path) -> dict[str, Any]:
+    """Load a config.json; malformed JSON raises ConfigError with file, line and column."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a UTF-8 text file") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+            "fix the file or pass another config",
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a model config must be a JSON object")
+    return data

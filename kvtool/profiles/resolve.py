@@ -1,0 +1,95 @@
+"""Turn what the user typed after ``kvtool size`` into a ``ModelSpec``.
+
+Order: a bundled profile (name, alias or HF id, any case); a path to a config.json or to a
+folder holding one; any other Hugging Face repo id through ``transformers.AutoConfig``, which
+honours ``HF_HOME``, ``HF_HUB_OFFLINE`` and ``HF_TOKEN``. Only that last route imports
+transformers, so bundled names and files stay instant.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvtool.errors import InputError
+from kvtool.model.config import spec_from_config
+from kvtool.model.spec import ModelSpec
+from kvtool.profiles.load import find_model_profile, model_profiles, read_config_json
+from kvtool.profiles.schema import ModelProfile
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model spec plus where its config came from (``bundled``, ``file`` or ``hub``)."""
+
+    spec: ModelSpec
+    origin: str
+    location: str
+    profile: ModelProfile | None = None
+
+
+def resolve_model(ref: str) -> ResolvedModel:
+    """Find ``ref`` and build its spec; unknown names raise InputError with the closest names."""
+    ref = ref.strip()
+    if not ref:
+        raise InputError("no model given", "name a bundled model (kvtool models) or a config path")
+    found = find_model_profile(ref)
+    if found:
+        profile, folder = found
+        config = read_config_json(folder / "config.json")
+        spec = spec_from_config(config, name=profile.name, source=f"bundled {profile.name}")
+        return ResolvedModel(spec, "bundled", profile.hf_id, profile)
+    path = Path(ref).expanduser()
+    if path.exists():
+        file = path / "config.json" if path.is_dir() else path
+        if not file.is_file():
+            raise InputError(f"{path} holds no config.json", "pass the config file itself")
+        config = read_config_json(file)
+        name = path.name if path.is_dir() else (file.parent.name or file.stem)
+        return ResolvedModel(
+            spec_from_config(config, name=name, source=str(file)), "file", str(file)
+        )
+    if _looks_like_repo_id(ref):
+        config = load_hub_config(ref)
+        return ResolvedModel(spec_from_config(config, name=ref, source=ref), "hub", ref)
+    raise InputError(f"unknown model {ref!r}", _closest_hint(ref))
+
+
+def _looks_like_repo_id(ref: str) -> bool:
+    parts = ref.split("/")
+    return len(parts) == 2 and all(parts) and not ref.startswith((".", "~"))
+
+
+def _closest_hint(ref: str) -> str:
+    names: dict[str, str] = {}
+    for profile, _ in model_profiles():
+        for name in (profile.name, profile.hf_id, *profile.aliases):
+            names.setdefault(name.lower(), profile.name)
+    close = difflib.get_close_matches(ref.lower(), names, n=6, cutoff=0.5)
+    suggestions = list(dict.fromkeys(names[c] for c in close))[:3]
+    if suggestions:
+        return "did you mean " + ", ".join(suggestions) + "? (kvtool models lists all)"
+    return "kvtool models lists the bundled names; or pass a config.json path or an HF repo id"
+
+
+def load_hub_config(repo_id: str) -> dict[str, Any]:
+    """``AutoConfig.from_pretrained(repo_id).to_dict()``; needs the ``hf`` extra."""
+    try:
+        from transformers import AutoConfig
+    except ImportError:
+        raise InputError(
+            f"{repo_id!r} is not a bundled model and transformers is not installed",
+            "pip install 'kvtool[hf]', or download its config.json and pass the path",
+        ) from None
+    try:
+        config = AutoConfig.from_pretrained(repo_id)
+    except (OSError, ValueError, KeyError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(
+            f"could not load the config of {repo_id!r} through transformers: {first}",
+            "check the repo id, HF_TOKEN for gated models, or HF_HUB_OFFLINE; or pass a path",
+        ) from None
+    data: dict[str, Any] = config.to_dict()
+    return data

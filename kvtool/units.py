@@ -1,0 +1,112 @@
+"""Parse and format the quantities kvtool talks about: token counts and byte sizes.
+
+Pure functions, no I/O. Token counts follow vLLM's ``--max-model-len`` convention
+(``human_readable_int`` in vLLM's argument utilities: lowercase k/m/g/t are powers of 1000 and
+may carry decimals, uppercase K/M/G/T are powers of 1024 and may not), so ``200k`` is 200,000
+tokens and ``128K`` is 131,072.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kvtool.errors import InputError
+
+_TOKEN_SUFFIX = {
+    "": 1,
+    "k": 1000,
+    "m": 1000**2,
+    "g": 1000**3,
+    "t": 1000**4,
+    "K": 1024,
+    "M": 1024**2,
+    "G": 1024**3,
+    "T": 1024**4,
+}
+_TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)\s*$")
+
+
+def parse_count(text: str, *, what: str = "--ctx") -> int:
+    """Parse a positive count such as ``200k`` (200,000), ``128K`` (131,072) or ``1.5m``.
+
+    Fractions are allowed with decimal suffixes only, and only where the result is a whole
+    number (``1.5k`` = 1500; ``1.5K`` is refused, as vLLM refuses it).
+    Raises InputError naming ``what`` for zero, negative or unreadable values.
+    """
+    match = _TOKEN_RE.match(text)
+    if not match:
+        raise InputError(
+            f"{what} {text!r} is not a count",
+            "use a positive number, optionally with k/m/g/t (x1000) or K/M/G/T (x1024), e.g. 200k",
+        )
+    number, suffix = str(match.group(1)), str(match.group(2))
+    multiplier: int = _TOKEN_SUFFIX[suffix]
+    if "." in number and (suffix == "" or suffix.isupper()):
+        raise InputError(
+            f"{what} {text!r}: decimals are allowed only with k/m/g/t (powers of 1000)",
+            f"write e.g. {number}{suffix.lower() or 'k'} or a whole number",
+        )
+    if "." in number:
+        whole, frac = number.split(".")
+        numerator = int(whole + frac) * multiplier
+        denominator = 10 ** len(frac)
+        if numerator % denominator:
+            raise InputError(
+                f"{what} {text!r} is not a whole number of tokens",
+                "drop the fraction or use a larger unit",
+            )
+        value: int = numerator // denominator
+    else:
+        value = int(number) * multiplier
+    if value <= 0:
+        raise InputError(f"{what} must be at least 1, got {text!r}", "pass a positive count")
+    return value
+
+
+def parse_count_list(text: str, *, what: str = "--ctx") -> list[int]:
+    """Parse ``8k,32k,128K`` into ``[8000, 32000, 131072]``; order kept, duplicates dropped."""
+    parts = text.split(",")
+    if not text.strip() or any(not part.strip() for part in parts):
+        raise InputError(f"{what} {text!r} has an empty item", "use e.g. --ctx 8k,32k,200k")
+    values: list[int] = []
+    for part in parts:
+        value = parse_count(part, what=what)
+        if value not in values:
+            values.append(value)
+    return values
+
+
+_DECIMAL = ["B", "kB", "MB", "GB", "TB", "PB", "EB"]
+_BINARY = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+
+
+def _scaled(value: float, base: int, names: list[str]) -> str:
+    index = 0
+    while abs(value) >= base and index < len(names) - 1:
+        value /= base
+        index += 1
+    if index == 0:
+        return f"{int(value):,} B"
+    return f"{value:.3g} {names[index]}" if value < 100 else f"{value:,.0f} {names[index]}"
+
+
+def format_bytes_decimal(num_bytes: float) -> str:
+    """``70272`` -> ``'70.3 kB'`` (SI, powers of 1000)."""
+    return _scaled(float(num_bytes), 1000, _DECIMAL)
+
+
+def format_bytes_binary(num_bytes: float) -> str:
+    """``70272`` -> ``'68.6 KiB'`` (IEC, powers of 1024)."""
+    return _scaled(float(num_bytes), 1024, _BINARY)
+
+
+def format_bytes(num_bytes: float) -> str:
+    """Both conventions side by side: ``'14.1 TB (12.8 TiB)'``; plain bytes below 1000."""
+    if abs(num_bytes) < 1000:
+        return f"{int(num_bytes):,} B"
+    return f"{format_bytes_decimal(num_bytes)} ({format_bytes_binary(num_bytes)})"
+
+
+def format_count(tokens: int) -> str:
+    """``200000`` -> ``'200,000'``."""
+    return f"{tokens:,}"
