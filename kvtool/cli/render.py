@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from kvtool.model.kv import SizeResult
-from kvtool.model.spec import ModelSpec
+from kvtool.model.spec import ModelSpec, group_kind
 from kvtool.profiles.resolve import ResolvedModel
 from kvtool.profiles.schema import ModelProfile
 from kvtool.units import format_bytes, format_bytes_decimal
@@ -40,13 +40,15 @@ def _console() -> Any:
     return console
 
 
-def _table(*columns: str, title: str | None = None) -> Any:
+def _table(*columns: str, text_columns: int = 1) -> Any:
+    """A plain table; the first ``text_columns`` are left-aligned names that never wrap."""
     from rich import box
     from rich.table import Table
 
-    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for index, column in enumerate(columns):
-        table.add_column(column, justify="left" if index == 0 else "right")
+        is_text = index < text_columns
+        table.add_column(column, justify="left" if is_text else "right", no_wrap=is_text)
     return table
 
 
@@ -152,9 +154,7 @@ def models_json(rows: list[tuple[ModelProfile, ModelSpec, int]]) -> list[dict[st
             "aliases": list(profile.aliases),
             "model_type": spec.model_type,
             "layers": spec.num_layers,
-            "attention": "mla"
-            if spec.is_mla
-            else ",".join(dict.fromkeys(getattr(g, "kind", "") for g in spec.groups)),
+            "attention": "+".join(dict.fromkeys(group_kind(g) for g in spec.groups)),
             "dtype": spec.dtype,
             "kv_bytes_per_token": per_token,
             "source": _source_line(profile),
@@ -165,18 +165,21 @@ def models_json(rows: list[tuple[ModelProfile, ModelSpec, int]]) -> list[dict[st
 
 def print_models(rows: list[tuple[ModelProfile, ModelSpec, int]]) -> None:
     """``kvtool models``: a table of bundled models with bytes per token."""
-    table = _table("name", "hf id", "layers", "attention", "KV bytes/token (bf16, formula)")
+    table = _table("name", "hf id", "KV B/token", text_columns=2)
+    table.add_column("layer groups", justify="left", overflow="fold")
+    for column in table.columns:
+        column.no_wrap = column.header != "layer groups"
     for item in models_json(rows):
         table.add_row(
             item["name"],
             item["hf_id"],
-            str(item["layers"]),
+            f"{item['kv_bytes_per_token']:,}",
             item["attention"],
-            f"{item['kv_bytes_per_token']:,} B",
         )
     console = _console()
     console.print(table)
     console.print(
-        f"{len(rows)} bundled models. Any other: pass a config.json path or an HF repo id.",
+        f"{len(rows)} bundled models; KV bytes per token by the textbook formula in the model"
+        " dtype. Any other model: pass a config.json path or an HF repo id.",
         style="dim",
     )

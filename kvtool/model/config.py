@@ -48,6 +48,7 @@ _LAYER_TYPE_KIND = {
     "chunked_attention": "chunked",
     "linear_attention": "linear",
     "mamba": "linear",
+    "indexed_attention": "full",  # DeepSeek sparse attention (MLA + indexer) in transformers 5
 }
 _NO_KV_LAYER_TYPES = frozenset({"mlp", "moe"})  # Nemotron-H blocks without attention or state
 
@@ -355,13 +356,35 @@ def _mla_groups(
         )
     ]
     if fields.get("index_head_dim") is not None:
+        indexed = _indexer_layer_count(fields, num_layers)
         groups.append(
-            IndexerLayers(
-                num_layers=num_layers, index_head_dim=fields.require_int("index_head_dim")
-            )
+            IndexerLayers(num_layers=indexed, index_head_dim=fields.require_int("index_head_dim"))
         )
         notes.append("DeepSeek sparse attention: an indexer key cache beside the MLA latent")
+        if indexed < num_layers:
+            notes.append(
+                f"{num_layers - indexed} layers reuse the previous layer's top-k and cache no"
+                " indexer keys"
+            )
     return groups
+
+
+def _indexer_layer_count(fields: _Fields, num_layers: int) -> int:
+    """Layers that run their own indexer. GLM-5.1-style configs mark others ``shared``
+    (``indexer_types``, ``index_topk_pattern`` or ``index_topk_freq``; transformers'
+    GlmMoeDsaConfig); without those every layer has one (DeepSeek-V3.2)."""
+    types = fields.get("indexer_types")
+    if types is None and isinstance(fields.get("index_topk_pattern"), str):
+        types = ["full" if c == "F" else "shared" for c in fields.get("index_topk_pattern")]
+    if types is None and fields.get("index_topk_freq") is not None:
+        freq = max(int(fields.get("index_topk_freq")), 1)
+        offset = int(fields.get("index_skip_topk_offset", default=2))
+        types = [
+            "full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(num_layers)
+        ]
+    if types is None:
+        return num_layers
+    return sum(1 for t in types if t == "full")
 
 
 def _state_groups(fields: _Fields, layer_types: list[str], hidden_size: int) -> list[LayerGroup]:

@@ -9,6 +9,8 @@ transformers, so bundled names and files stay instant.
 from __future__ import annotations
 
 import difflib
+import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,7 +77,13 @@ def _closest_hint(ref: str) -> str:
 
 
 def load_hub_config(repo_id: str) -> dict[str, Any]:
-    """``AutoConfig.from_pretrained(repo_id).to_dict()``; needs the ``hf`` extra."""
+    """``AutoConfig.from_pretrained(repo_id).to_dict()``; needs the ``hf`` extra.
+
+    transformers' and huggingface_hub's own log lines (no PyTorch, retries) are kept off the
+    terminal: kvtool reports the outcome in one line of its own.
+    """
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     try:
         from transformers import AutoConfig
     except ImportError:

@@ -1,0 +1,164 @@
+"""``kvtool size`` and ``kvtool models`` end to end, in-process and as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliResult
+
+Run = Callable[..., CliResult]
+
+REQUIRED_KEYS = {
+    "model", "engine", "kv_dtype", "ctx_tokens", "sessions", "kv_bytes_per_token",
+    "kv_bytes_per_session", "kv_bytes_total", "fixed_bytes_per_session", "layer_groups",
+}
+
+
+def test_size_table_for_the_brief_example(kvtool: Run) -> None:
+    result = kvtool("size", "deepseek-r1", "--ctx", "200k", "--sessions", "100")
+    assert result.exit_code == 0, result.stderr
+    assert "deepseek-r1" in result.stdout
+    assert "200,000 tokens" in result.stdout  # the resolved count is always printed
+    assert "70,272 B" in result.stdout
+    assert "1.41 TB (1.28 TiB)" in result.stdout
+    assert "vLLM 0.33.0" in result.stdout
+
+
+def test_size_json_single_context_is_one_object(kvtool: Run) -> None:
+    result = kvtool("size", "DeepSeek-R1", "--ctx", "200k", "--sessions", "100", "--json")
+    data = json.loads(result.stdout)
+    assert REQUIRED_KEYS <= data.keys()
+    assert data["ctx_tokens"] == 200_000
+    assert data["kv_bytes_per_token"] == 70_272
+    assert data["kv_bytes_total"] == 1_405_440_000_000
+    assert data["layer_groups"][0] == {
+        "kind": "mla", "layers": 61, "window": None, "bytes_per_token": 70_272,
+        "tokens_held": 200_000, "bytes_per_session": 14_054_400_000,
+        "fixed_bytes_per_session": 0,
+    }
+
+
+def test_size_json_several_contexts_is_a_list(kvtool: Run) -> None:
+    result = kvtool("size", "gpt-oss-120b", "--ctx", "1k,128K", "--json", "--engine", "formula")
+    data = json.loads(result.stdout)
+    assert [item["ctx_tokens"] for item in data] == [1000, 131_072]
+    # the 18 sliding layers stop growing past their 128-token window
+    assert data[0]["kv_bytes_per_token"] == data[1]["kv_bytes_per_token"] == 18 * 8 * 64 * 2 * 2
+    assert data[1]["kv_bytes_per_session"] == 18 * 2048 * (131_072 + 128)
+
+
+def test_size_accepts_hf_ids_any_case_and_config_paths(kvtool: Run, tmp_path: Path) -> None:
+    by_id = json.loads(kvtool("size", "deepseek-ai/deepseek-r1", "--json").stdout)
+    config = Path(__file__).parents[2] / "profiles/models/deepseek-r1/config.json"
+    (tmp_path / "config.json").write_bytes(config.read_bytes())
+    by_folder = json.loads(kvtool("size", str(tmp_path), "--json").stdout)
+    by_file = json.loads(kvtool("size", str(tmp_path / "config.json"), "--json").stdout)
+    assert by_id["kv_bytes_per_session"] == by_folder["kv_bytes_per_session"]
+    assert by_file["kv_bytes_per_session"] == by_folder["kv_bytes_per_session"]
+
+
+def test_tp_table_shows_per_rank_column(kvtool: Run) -> None:
+    result = kvtool("size", "llama-3.1-70b", "--ctx", "8k", "--tp", "16", "--kv-dtype", "fp8")
+    assert result.exit_code == 0
+    assert "one rank" in result.stdout
+    assert "replicated on 2 ranks" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["size", "deepsek-r2"], "unknown model 'deepsek-r2' (did you mean deepseek-r1"),
+        (["size", "deepseek-r1", "--ctx", "0"], "--ctx must be at least 1"),
+        (["size", "deepseek-r1", "--ctx", "-5"], "--ctx '-5' is not a count"),
+        (["size", "deepseek-r1", "--ctx", "lots"], "--ctx 'lots' is not a count"),
+        (["size", "deepseek-r1", "--sessions", "0"], "--sessions must be at least 1"),
+        (["size", "deepseek-r1", "--sessions", "ten"], "--sessions 'ten' is not a count"),
+        (["size", "deepseek-r1", "--kv-dtype", "fp6"], "unknown --kv-dtype 'fp6'"),
+        (["size", "deepseek-r1", "--engine", "trtllm"], "unknown --engine 'trtllm'"),
+        (["size", "llama-3.1-8b", "--tp", "3"], "--tp 3 does not divide the model's 8 KV heads"),
+        (["size", "nosuchorg/nosuchmodel-xyz"], ""),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(kvtool: Run, args: list[str], message: str) -> None:
+    result = kvtool(*args)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("kvtool: error: ")
+    assert message in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_malformed_config_names_file_and_position(kvtool: Run, tmp_path: Path) -> None:
+    bad = tmp_path / "config.json"
+    bad.write_text('{"model_type": "llama", "num_hidden_layers": 32,}')
+    result = kvtool("size", str(bad))
+    assert result.exit_code == 2
+    assert f"{bad}: malformed JSON at line 1, column 49" in result.stderr
+
+
+def test_config_missing_a_field_names_it(kvtool: Run, tmp_path: Path) -> None:
+    config = json.loads(
+        (Path(__file__).parents[2] / "profiles/models/deepseek-v3/config.json").read_text()
+    )
+    del config["kv_lora_rank"]
+    config["kv_lora_rank"] = 512
+    del config["qk_nope_head_dim"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    result = kvtool("size", str(tmp_path))
+    assert result.exit_code == 2
+    assert "needs field 'qk_nope_head_dim'" in result.stderr
+
+
+def test_models_lists_every_bundled_profile(kvtool: Run) -> None:
+    result = kvtool("models", "--json")
+    data = json.loads(result.stdout)
+    by_name = {item["name"]: item for item in data}
+    assert by_name["deepseek-r1"]["kv_bytes_per_token"] == 70_272
+    assert by_name["llama-3.1-405b"]["kv_bytes_per_token"] == 516_096
+    assert len(data) >= 20
+    table = kvtool("models").stdout
+    assert "deepseek-ai/DeepSeek-R1" in table
+
+
+def run_module(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kvtool", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"NO_COLOR": "1", "COLUMNS": "100", "PATH": "/usr/bin:/bin"},
+    )
+
+
+def test_python_m_kvtool_runs_and_exits_2_on_bad_input() -> None:
+    good = run_module("size", "deepseek-r1", "--ctx", "200k", "--sessions", "100", "--json")
+    assert good.returncode == 0, good.stderr
+    assert json.loads(good.stdout)["kv_bytes_total"] == 1_405_440_000_000
+    bad = run_module("size", "deepseek-r1", "--ctx", "zero")
+    assert bad.returncode == 2
+    assert bad.stderr.count("\n") == 1
+    assert "Traceback" not in bad.stderr
+
+
+def test_size_imports_no_heavy_packages() -> None:
+    code = (
+        "import sys; from kvtool.cli.app import app\n"
+        "try:\n"
+        "    app(['size', 'deepseek-r1', '--ctx', '200k', '--sessions', '100'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = {'torch', 'transformers', 'boto3', 'numpy'} & set(sys.modules)\n"
+        "print(sorted(heavy), file=sys.stderr)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stderr.strip().splitlines()[-1] == "[]"
