@@ -87,7 +87,8 @@ def _scaled(value: float, base: int, names: list[str]) -> str:
         index += 1
     if index == 0:
         return f"{int(value):,} B"
-    return f"{value:.3g} {names[index]}" if value < 100 else f"{value:,.0f} {names[index]}"
+    digits = 2 if value < 10 else 1 if value < 100 else 0
+    return f"{value:,.{digits}f} {names[index]}"
 
 
 def format_bytes_decimal(num_bytes: float) -> str:

@@ -37,9 +37,19 @@ def kvtool() -> Callable[..., CliResult]:
 
     def run(*args: str) -> CliResult:
         result = runner.invoke(
-            app, list(args), env={"NO_COLOR": "1", "COLUMNS": "100", "HF_HUB_OFFLINE": "1"},
+            app,
+            list(args),
+            env={"NO_COLOR": "1", "COLUMNS": "100", "HF_HUB_OFFLINE": "1"},
             catch_exceptions=False,
         )
         return CliResult(result.exit_code, result.stdout, result.stderr)
 
     return run
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-readme",
+        action="store_true",
+        help="rewrite the outputs of README.md's $ kvtool examples instead of checking them",
+    )

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
@@ -31,25 +30,44 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 
-def _console() -> Any:
-    from rich.console import Console
+class _Table:
+    """A plain fixed-width text table.
 
-    console = Console(highlight=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console.width = 120  # pipes and CI logs: wide enough that no table row wraps
-    return console
+    Hand-rolled rather than rich's Table: importing rich.console and rich.table costs about
+    20 ms, a fifth of kvtool's whole start-up budget, and these tables need no styling.
+    """
+
+    def __init__(self, *columns: str, left: tuple[int, ...] = (0,)) -> None:
+        self.columns = columns
+        self.left = left
+        self.rows: list[tuple[str, ...]] = []
+
+    def add_row(self, *cells: str) -> None:
+        self.rows.append(cells)
+
+    def render(self) -> str:
+        widths = [
+            max(len(cell) for cell in column)
+            for column in zip(self.columns, *self.rows, strict=True)
+        ]
+
+        def line(cells: tuple[str, ...]) -> str:
+            parts = [
+                cell.ljust(width) if index in self.left else cell.rjust(width)
+                for index, (cell, width) in enumerate(zip(cells, widths, strict=True))
+            ]
+            return "  ".join(parts).rstrip()
+
+        rule = "  ".join("-" * width for width in widths)
+        return "\n".join([line(self.columns), rule, *(line(row) for row in self.rows)])
 
 
-def _table(*columns: str, text_columns: int = 1) -> Any:
-    """A plain table; the first ``text_columns`` are left-aligned names that never wrap."""
-    from rich import box
-    from rich.table import Table
+def _table(*columns: str, left: tuple[int, ...] = (0,)) -> _Table:
+    return _Table(*columns, left=left)
 
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for index, column in enumerate(columns):
-        is_text = index < text_columns
-        table.add_column(column, justify="left" if is_text else "right", no_wrap=is_text)
-    return table
+
+def _print(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
 
 
 def _group_json(result: SizeResult) -> list[dict[str, Any]]:
@@ -99,14 +117,13 @@ def size_json(
 def print_size(resolved: ResolvedModel, results: list[SizeResult]) -> None:
     """The human view of ``kvtool size``: header, layer groups, one row per context."""
     first = results[0]
-    console = _console()
-    console.print(f"[bold]{first.model}[/bold]  {resolved.location} ({resolved.origin})")
-    console.print(
-        f"engine [bold]{first.engine}[/bold] ({first.engine_source})"
-        f"  kv dtype [bold]{first.kv_dtype}[/bold]"
+    _print(f"{first.model}  {resolved.location} ({resolved.origin})")
+    _print(
+        f"engine {first.engine} ({first.engine_source})  kv dtype {first.kv_dtype}"
         + (f"  block {first.block_size} tokens" if first.block_size > 1 else "")
         + (f"  tp {first.tp}" if first.tp > 1 else "")
     )
+    _print()
     groups = _table("layer group", "layers", "window", "bytes/token", "state/session")
     for g in first.groups:
         groups.add_row(
@@ -123,11 +140,13 @@ def print_size(resolved: ResolvedModel, results: list[SizeResult]) -> None:
         _bytes_and_decimal(first.kv_bytes_per_token_unbounded),
         format_bytes(first.fixed_bytes_per_session) if first.fixed_bytes_per_session else "-",
     )
-    console.print(groups)
+    _print(groups.render())
+    _print()
     columns = ["context", "B/token at ctx", "per session"]
     if first.tp > 1:
         columns.append("per session, one rank")
-    columns.append(f"total ({first.sessions:,} session{'s' if first.sessions > 1 else ''})")
+    plural = "s" if first.sessions > 1 else ""
+    columns.append(f"total ({first.sessions:,} session{plural})")
     totals = _table(*columns)
     for r in results:
         row = [
@@ -139,9 +158,12 @@ def print_size(resolved: ResolvedModel, results: list[SizeResult]) -> None:
             row.append(format_bytes(r.kv_bytes_per_rank_per_session))
         row.append(format_bytes(r.kv_bytes_total))
         totals.add_row(*row)
-    console.print(totals)
-    for note in dict.fromkeys(n for r in results for n in r.notes):
-        console.print(f"note: {note}", style="dim")
+    _print(totals.render())
+    notes = list(dict.fromkeys(n for r in results for n in r.notes))
+    if notes:
+        _print()
+    for note in notes:
+        _print(f"note: {note}")
 
 
 def models_json(rows: list[tuple[ModelProfile, ModelSpec, int]]) -> list[dict[str, Any]]:
@@ -165,10 +187,7 @@ def models_json(rows: list[tuple[ModelProfile, ModelSpec, int]]) -> list[dict[st
 
 def print_models(rows: list[tuple[ModelProfile, ModelSpec, int]]) -> None:
     """``kvtool models``: a table of bundled models with bytes per token."""
-    table = _table("name", "hf id", "KV B/token", text_columns=2)
-    table.add_column("layer groups", justify="left", overflow="fold")
-    for column in table.columns:
-        column.no_wrap = column.header != "layer groups"
+    table = _table("name", "hf id", "KV bytes/token", "layer groups", left=(0, 1, 3))
     for item in models_json(rows):
         table.add_row(
             item["name"],
@@ -176,10 +195,9 @@ def print_models(rows: list[tuple[ModelProfile, ModelSpec, int]]) -> None:
             f"{item['kv_bytes_per_token']:,}",
             item["attention"],
         )
-    console = _console()
-    console.print(table)
-    console.print(
+    _print(table.render())
+    _print()
+    _print(
         f"{len(rows)} bundled models; KV bytes per token by the textbook formula in the model"
-        " dtype. Any other model: pass a config.json path or an HF repo id.",
-        style="dim",
+        " dtype.\nAny other model: pass a config.json path or a Hugging Face repo id."
     )

@@ -17,38 +17,54 @@ def size(
     model: Annotated[
         str,
         typer.Argument(
+            metavar="MODEL",
             help="Bundled model name or alias (see `kvtool models`), a config.json path or a"
-            " folder holding one, or a Hugging Face repo id (needs kvtool[hf])."
+            " folder holding one, or a Hugging Face repo id (needs the hf extra).",
         ),
     ],
     ctx: Annotated[
         str,
         typer.Option(
             "--ctx",
+            metavar="TOKENS[,TOKENS...]",
             help="Context length(s) per session, comma-separated. k/m = x1000, K/M = x1024"
             " (vLLM's --max-model-len rule): 200k = 200,000; 128K = 131,072.",
         ),
     ] = "8k",
     sessions: Annotated[
-        str, typer.Option("--sessions", "-n", help="Concurrent sessions (e.g. 100, 1k).")
+        str,
+        typer.Option("--sessions", "-n", metavar="N", help="Concurrent sessions (e.g. 100, 1k)."),
     ] = "1",
     kv_dtype: Annotated[
         str,
         typer.Option(
             "--kv-dtype",
+            metavar="DTYPE",
             help="KV element format: " + ", ".join(KV_DTYPE_CHOICES) + ". auto = model dtype.",
         ),
     ] = "auto",
     engine: Annotated[
         str,
-        typer.Option("--engine", "-e", help="Allocation convention: " + ", ".join(ENGINES) + "."),
+        typer.Option(
+            "--engine",
+            "-e",
+            metavar="ENGINE",
+            help="Allocation convention: " + ", ".join(ENGINES) + ".",
+        ),
     ] = "vllm",
     tp: Annotated[
-        str, typer.Option("--tp", help="Tensor-parallel size (vllm, sglang): per-rank view.")
+        str,
+        typer.Option(
+            "--tp", metavar="N", help="Tensor-parallel size (vllm, sglang): per-rank view."
+        ),
     ] = "1",
     block_size: Annotated[
         str | None,
-        typer.Option("--block-size", help="Override the engine's KV block/page size in tokens."),
+        typer.Option(
+            "--block-size",
+            metavar="TOKENS",
+            help="Override the engine's KV block/page size in tokens.",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:

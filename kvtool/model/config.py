@@ -83,6 +83,8 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "mistral": {"sliding_window": 4096},
     "gpt_oss": {"sliding_window": 128},
     "llama4_text": {"attention_chunk_size": 8192},
+    # vLLM and transformers both keep Nemotron-H's Mamba2 recurrent state in float32.
+    "nemotron_h": {"mamba_ssm_cache_dtype": "float32", "head_dim": 128},
 }
 
 

@@ -67,7 +67,7 @@ ENGINES: dict[str, EngineRules] = {
         ),
         EngineRules(
             name="vllm",
-            source="vLLM 0.33.0 (v1 engine)",
+            source="vLLM 0.33.0, v1 engine",
             block_size=16,
             mla_block_size=64,
             shards_over_tp=True,

@@ -49,6 +49,11 @@ def read_model_profile(path: Path) -> ModelProfile:
 def find_model_profile(name: str, root: Path | None = None) -> tuple[ModelProfile, Path] | None:
     """The bundled profile answering to ``name`` (name, HF id or alias; any case), if any."""
     wanted = name.strip().lower()
+    base = (root or builtin_root()) / "models"
+    direct = base / wanted
+    if "/" not in wanted and (direct / "profile.toml").is_file():
+        # Fast path: the canonical name is the folder name, so one file is read, not all.
+        return read_model_profile(direct / "profile.toml"), direct
     for profile, folder in model_profiles(root):
         if wanted in profile.names():
             return profile, folder

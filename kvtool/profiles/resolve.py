@@ -8,9 +8,6 @@ transformers, so bundled names and files stay instant.
 
 from __future__ import annotations
 
-import difflib
-import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +62,8 @@ def _looks_like_repo_id(ref: str) -> bool:
 
 
 def _closest_hint(ref: str) -> str:
+    import difflib
+
     names: dict[str, str] = {}
     for profile, _ in model_profiles():
         for name in (profile.name, profile.hf_id, *profile.aliases):
@@ -82,6 +81,9 @@ def load_hub_config(repo_id: str) -> dict[str, Any]:
     transformers' and huggingface_hub's own log lines (no PyTorch, retries) are kept off the
     terminal: kvtool reports the outcome in one line of its own.
     """
+    import logging
+    import os
+
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     try:

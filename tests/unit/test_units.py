@@ -28,7 +28,9 @@ def test_parse_count_follows_vllm_suffixes(text: str, tokens: int) -> None:
     assert parse_count(text) == tokens
 
 
-@pytest.mark.parametrize("text", ["0", "-5", "abc", "", "1.5K", "12kk", "1.0001k", "0k", "5 tokens"])
+@pytest.mark.parametrize(
+    "text", ["0", "-5", "abc", "", "1.5K", "12kk", "1.0001k", "0k", "5 tokens"]
+)
 def test_parse_count_rejects_garbage_with_the_option_name(text: str) -> None:
     with pytest.raises(InputError, match="--sessions"):
         parse_count(text, what="--sessions")

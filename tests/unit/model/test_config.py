@@ -61,8 +61,13 @@ def test_falcon_40b_new_decoder_uses_n_head_kv_and_hf_broadcasts() -> None:
 
 
 def test_falcon_model_type_without_multi_query_keeps_all_heads() -> None:
-    config = {"model_type": "falcon", "hidden_size": 4544, "num_attention_heads": 71,
-              "num_hidden_layers": 32, "multi_query": False}
+    config = {
+        "model_type": "falcon",
+        "hidden_size": 4544,
+        "num_attention_heads": 71,
+        "num_hidden_layers": 32,
+        "multi_query": False,
+    }
     assert attention(spec_from_config(config, name="f"), "full").num_kv_heads == 71
 
 
@@ -88,7 +93,8 @@ def test_gpt_oss_layer_types_list_is_read() -> None:
 
 def test_qwen_sliding_window_is_off_unless_use_sliding_window() -> None:
     config = bundled_config("qwen2.5-7b")
-    assert config["sliding_window"] and config["use_sliding_window"] is False
+    assert config["sliding_window"] == 131072
+    assert config["use_sliding_window"] is False
     assert [g.kind for g in bundled_spec("qwen2.5-7b").groups] == ["full"]
     on = dict(config, use_sliding_window=True, max_window_layers=20)
     spec = spec_from_config(on, name="q")
@@ -147,22 +153,36 @@ def test_missing_field_is_named_with_the_model_type() -> None:
 
 
 def test_layers_marked_sliding_need_a_window() -> None:
-    config = {"model_type": "gpt_oss", "hidden_size": 64, "num_attention_heads": 4,
-              "num_hidden_layers": 2, "sliding_window": None,
-              "layer_types": ["sliding_attention", "full_attention"]}
+    config = {
+        "model_type": "gpt_oss",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "sliding_window": None,
+        "layer_types": ["sliding_attention", "full_attention"],
+    }
     with pytest.raises(ConfigError, match="sliding_window is not set"):
         spec_from_config(config, name="x")
 
 
 def test_layer_types_length_must_match_layer_count() -> None:
-    config = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
-              "num_hidden_layers": 3, "layer_types": ["full_attention"] * 2}
+    config = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 3,
+        "layer_types": ["full_attention"] * 2,
+    }
     with pytest.raises(ConfigError, match="2 entries but num_hidden_layers is 3"):
         spec_from_config(config, name="x")
 
 
 def test_non_integer_field_is_rejected() -> None:
-    config = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": "four",
-              "num_hidden_layers": 3}
+    config = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_attention_heads": "four",
+        "num_hidden_layers": 3,
+    }
     with pytest.raises(ConfigError, match="'num_attention_heads' must be a positive integer"):
         spec_from_config(config, name="x")

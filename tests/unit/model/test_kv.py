@@ -286,12 +286,23 @@ def test_windowed_groups_never_hold_more_than_their_window(
 def test_fp8_is_at_most_half_of_bf16_plus_scales(
     layers: int, kv_heads: int, head_dim: int, fp8: str
 ) -> None:
-    spec = ModelSpec("m", "llama", layers, kv_heads, kv_heads * head_dim, "bf16",
-                     (AttentionLayers("full", layers, kv_heads, head_dim, head_dim),))
+    spec = ModelSpec(
+        "m",
+        "llama",
+        layers,
+        kv_heads,
+        kv_heads * head_dim,
+        "bf16",
+        (AttentionLayers("full", layers, kv_heads, head_dim, head_dim),),
+    )
     bf16 = kv_bytes_per_token(spec, "bf16")
     quantized = kv_bytes_per_token(spec, fp8)
-    scales = 2 * layers * kv_heads * (4 if FORMATS[resolve_format(fp8, "bf16").name].scales
-                                      == "per_token_head" else 0)
+    scales = (
+        2
+        * layers
+        * kv_heads
+        * (4 if FORMATS[resolve_format(fp8, "bf16").name].scales == "per_token_head" else 0)
+    )
     assert quantized <= bf16 // 2 + scales
     assert quantized >= bf16 // 2
 

@@ -35,8 +35,19 @@ REMOTE_CODE_ONLY = set(NOT_LOADABLE_BY_AUTOCONFIG)
 def test_at_least_twenty_models_across_families() -> None:
     assert len(PROFILES) >= 20
     families = {profile.family for profile, _ in PROFILES}
-    for family in ("Llama", "Qwen", "DeepSeek", "Kimi", "Mistral", "Gemma", "gpt-oss", "Phi",
-                   "GLM", "Falcon", "MiniMax"):
+    for family in (
+        "Llama",
+        "Qwen",
+        "DeepSeek",
+        "Kimi",
+        "Mistral",
+        "Gemma",
+        "gpt-oss",
+        "Phi",
+        "GLM",
+        "Falcon",
+        "MiniMax",
+    ):
         assert family in families
 
 
@@ -90,9 +101,10 @@ def test_kimi_k2_matches_the_deepseek_v3_config_class_it_names(tmp_path: Path) -
     (folder,) = [f for p, f in PROFILES if p.name == "kimi-k2"]
     raw_config = read_config_json(folder / "config.json")
     via_class = DeepseekV3Config.from_dict(raw_config).to_dict()
-    assert spec_from_config(via_class, name="k").groups == spec_from_config(
-        raw_config, name="k"
-    ).groups
+    assert (
+        spec_from_config(via_class, name="k").groups
+        == spec_from_config(raw_config, name="k").groups
+    )
 
 
 def write_profile(tmp_path: Path, text: str) -> Path:

@@ -1,0 +1,58 @@
+"""The README's examples are real: each ``$ kvtool ...`` block is run and its output compared.
+
+Refresh the outputs after an intended change with ``pytest tests/test_readme.py --update-readme``.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvtool import get_engine, resolve_format, resolve_model, size_kv
+from kvtool.cli.app import app
+
+ROOT = Path(__file__).parents[1]
+README = ROOT / "README.md"
+BLOCK = re.compile(r"```console\n\$ (kvtool [^\n]*)\n(.*?)```", re.DOTALL)
+ENV = {"NO_COLOR": "1", "COLUMNS": "100", "HF_HUB_OFFLINE": "1"}
+
+
+def run(command: str) -> str:
+    result = CliRunner().invoke(app, shlex.split(command)[1:], env=ENV, catch_exceptions=False)
+    text = result.stdout + result.stderr
+    return "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"
+
+
+def test_readme_outputs_are_current(request: pytest.FixtureRequest) -> None:
+    text = README.read_text()
+    blocks = BLOCK.findall(text)
+    assert len(blocks) >= 6
+    if request.config.getoption("--update-readme"):
+        updated = BLOCK.sub(lambda m: f"```console\n$ {m[1]}\n{run(m[1])}```", text)
+        README.write_text(updated)
+        return
+    for command, shown in blocks:
+        assert run(command) == shown, f"README output of `{command}` is stale"
+
+
+def test_readme_quickstart_commands_match_ci() -> None:
+    text = README.read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    test_command = "pip install torch==2.13.0 && pip install -e '.[test]' && python -m pytest"
+    assert test_command in text
+    assert test_command in ci.splitlines()
+    assert "pip install . && kvtool size deepseek-r1 --ctx 200k --sessions 100" in text
+
+
+def test_readme_library_example_holds() -> None:
+    model = resolve_model("deepseek-r1")
+    fmt = resolve_format("auto", model.spec.dtype)
+    result = size_kv(
+        model.spec, rules=get_engine("vllm"), fmt=fmt, ctx_tokens=200_000, sessions=100
+    )
+    assert result.kv_bytes_total == 1_405_440_000_000
+    assert "print(result.kv_bytes_total)  # 1405440000000" in README.read_text()
