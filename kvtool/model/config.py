@@ -69,16 +69,19 @@ _DTYPE_NAMES = {
 # Applied only where the key is absent, never where it is present as null.
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma2": {
+        "tie_word_embeddings": True,
         "num_attention_heads": 8,
         "num_key_value_heads": 4,
         "head_dim": 256,
         "sliding_window": 4096,
     },
     "gemma3_text": {
+        "tie_word_embeddings": True,
         "num_attention_heads": 8,
         "num_key_value_heads": 4,
         "head_dim": 256,
         "sliding_window": 4096,
+        "vocab_size": 262_208,
     },
     "mistral": {"sliding_window": 4096},
     "gpt_oss": {"sliding_window": 128},
@@ -88,7 +91,7 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-class _Fields:
+class ConfigFields:
     """Reads config fields and names the missing one, with the model_type that needs it."""
 
     def __init__(self, config: Mapping[str, Any], source: str) -> None:
@@ -156,7 +159,7 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
     if not isinstance(config, Mapping):
         raise ConfigError(f"{source or name}: a model config must be a JSON object")
     text = text_config_of(config)
-    fields = _Fields(text, source or name)
+    fields = ConfigFields(text, source or name)
     notes: list[str] = []
     if text is not config:
         notes.append("read the language model from text_config")
@@ -197,7 +200,7 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
     )
 
 
-def _layer_types(fields: _Fields, notes: list[str]) -> list[str]:
+def _layer_types(fields: ConfigFields, notes: list[str]) -> list[str]:
     """One kvtool kind per block: full, sliding, chunked, linear, or none (MLP-only blocks)."""
     listed = fields.get("layer_types", "layers_block_type")
     if listed is None and isinstance(fields.get("hybrid_override_pattern"), str):
@@ -253,7 +256,7 @@ def _layer_types(fields: _Fields, notes: list[str]) -> list[str]:
     return ["full"] * num_layers
 
 
-def _checked_length(fields: _Fields, kinds: list[str]) -> list[str]:
+def _checked_length(fields: ConfigFields, kinds: list[str]) -> list[str]:
     declared = fields.get("num_hidden_layers", "n_layer", "num_layers")
     if declared is not None and declared != len(kinds) and fields.model_type != "nemotron_h":
         raise ConfigError(
@@ -266,7 +269,7 @@ def _checked_length(fields: _Fields, kinds: list[str]) -> list[str]:
     return kinds
 
 
-def _falcon_new_decoder(fields: _Fields) -> bool:
+def _falcon_new_decoder(fields: ConfigFields) -> bool:
     """Falcon-40B/180B layout. The original remote-code configs (model_type ``RefinedWeb``)
     have no flag; vLLM's RWConfig switches it on for them ("hack for falcon-40b")."""
     if fields.model_type not in FALCON_TYPES:
@@ -274,7 +277,7 @@ def _falcon_new_decoder(fields: _Fields) -> bool:
     return bool(fields.get("new_decoder_architecture", default=fields.model_type == "RefinedWeb"))
 
 
-def _kv_heads(fields: _Fields, num_heads: int, notes: list[str]) -> int:
+def _kv_heads(fields: ConfigFields, num_heads: int, notes: list[str]) -> int:
     if fields.model_type in FALCON_TYPES:
         if _falcon_new_decoder(fields):
             # RWConfig (remote code) defaults n_head_kv to 1; FalconConfig to num_heads.
@@ -292,7 +295,7 @@ def _kv_heads(fields: _Fields, num_heads: int, notes: list[str]) -> int:
     return fields.positive_int("num_key_value_heads", heads)
 
 
-def _head_dim(fields: _Fields, num_heads: int, hidden_size: int, notes: list[str]) -> int:
+def _head_dim(fields: ConfigFields, num_heads: int, hidden_size: int, notes: list[str]) -> int:
     derived = hidden_size // num_heads
     explicit = fields.get("head_dim", "attention_head_dim")
     if explicit is None:
@@ -307,7 +310,7 @@ def _head_dim(fields: _Fields, num_heads: int, hidden_size: int, notes: list[str
 
 
 def _attention_groups(
-    fields: _Fields,
+    fields: ConfigFields,
     layer_types: list[str],
     num_heads: int,
     hidden_size: int,
@@ -344,7 +347,7 @@ def _attention_groups(
 
 
 def _mla_groups(
-    fields: _Fields, num_layers: int, num_heads: int, notes: list[str]
+    fields: ConfigFields, num_layers: int, num_heads: int, notes: list[str]
 ) -> list[LayerGroup]:
     rope = fields.require_int("qk_rope_head_dim")
     groups: list[LayerGroup] = [
@@ -371,7 +374,7 @@ def _mla_groups(
     return groups
 
 
-def _indexer_layer_count(fields: _Fields, num_layers: int) -> int:
+def _indexer_layer_count(fields: ConfigFields, num_layers: int) -> int:
     """Layers that run their own indexer. GLM-5.1-style configs mark others ``shared``
     (``indexer_types``, ``index_topk_pattern`` or ``index_topk_freq``; transformers'
     GlmMoeDsaConfig); without those every layer has one (DeepSeek-V3.2)."""
@@ -389,7 +392,9 @@ def _indexer_layer_count(fields: _Fields, num_layers: int) -> int:
     return sum(1 for t in types if t == "full")
 
 
-def _state_groups(fields: _Fields, layer_types: list[str], hidden_size: int) -> list[LayerGroup]:
+def _state_groups(
+    fields: ConfigFields, layer_types: list[str], hidden_size: int
+) -> list[LayerGroup]:
     count = layer_types.count("linear")
     if not count:
         return []
