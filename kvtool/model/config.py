@@ -363,7 +363,11 @@ def _mla_groups(
     if fields.get("index_head_dim") is not None:
         indexed = _indexer_layer_count(fields, num_layers)
         groups.append(
-            IndexerLayers(num_layers=indexed, index_head_dim=fields.require_int("index_head_dim"))
+            IndexerLayers(
+                num_layers=indexed,
+                index_head_dim=fields.require_int("index_head_dim"),
+                num_heads=int(fields.get("index_n_heads", default=64)),
+            )
         )
         notes.append("DeepSeek sparse attention: an indexer key cache beside the MLA latent")
         if indexed < num_layers:

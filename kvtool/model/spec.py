@@ -66,6 +66,7 @@ class IndexerLayers:
 
     num_layers: int
     index_head_dim: int
+    num_heads: int = 64
 
 
 @dataclass(frozen=True)

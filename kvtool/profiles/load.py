@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from kvtool.errors import ConfigError, InputError
-from kvtool.profiles.schema import ModelProfile, model_profile_from_dict
+from kvtool.profiles.schema import (
+    ModelProfile,
+    NodeProfile,
+    StorageProfile,
+    model_profile_from_dict,
+    node_profile_from_dict,
+    storage_profile_from_dict,
+)
 
 
 def builtin_root() -> Path:
@@ -39,11 +46,7 @@ def model_profiles(root: Path | None = None) -> tuple[tuple[ModelProfile, Path],
 
 def read_model_profile(path: Path) -> ModelProfile:
     """Parse and validate one profile.toml."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: not valid TOML: {exc}") from None
-    return model_profile_from_dict(data, file=str(path))
+    return model_profile_from_dict(_read_toml(path), file=str(path))
 
 
 def find_model_profile(name: str, root: Path | None = None) -> tuple[ModelProfile, Path] | None:
@@ -78,3 +81,64 @@ def read_config_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a model config must be a JSON object")
     return data
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML: {exc}") from None
+
+
+@cache
+def node_profiles(root: Path | None = None) -> tuple[NodeProfile, ...]:
+    """Every bundled accelerator-node profile (profiles/hardware/*.toml), sorted by name."""
+    folder = (root or builtin_root()) / "hardware"
+    return tuple(
+        node_profile_from_dict(_read_toml(path), file=str(path))
+        for path in sorted(folder.glob("*.toml"))
+    )
+
+
+@cache
+def storage_profiles(root: Path | None = None) -> tuple[StorageProfile, ...]:
+    """Every bundled storage profile (profiles/storage/*.toml), sorted by name."""
+    folder = (root or builtin_root()) / "storage"
+    return tuple(
+        storage_profile_from_dict(_read_toml(path), file=str(path))
+        for path in sorted(folder.glob("*.toml"))
+    )
+
+
+def _closest(ref: str, names: list[str], what: str, listing: str) -> InputError:
+    import difflib
+
+    close = difflib.get_close_matches(ref.lower(), names, n=3, cutoff=0.4)
+    hint = ("did you mean " + ", ".join(close) + "? ") if close else ""
+    return InputError(f"unknown {what} {ref!r}", f"{hint}{listing} lists them; or pass a .toml")
+
+
+def load_node_profile(ref: str) -> NodeProfile:
+    """A bundled node by name or alias (any case), or a user's TOML file."""
+    if ref.endswith(".toml"):
+        path = Path(ref).expanduser()
+        return node_profile_from_dict(_read_toml(path), file=str(path))
+    for profile in node_profiles():
+        if ref.strip().lower() in profile.names():
+            return profile
+    names = [name for profile in node_profiles() for name in profile.names()]
+    raise _closest(ref, names, "hardware", "kvtool hardware")
+
+
+def load_storage_profile(ref: str) -> StorageProfile:
+    """A bundled storage profile by name or alias (any case), or a user's TOML file."""
+    if ref.endswith(".toml"):
+        path = Path(ref).expanduser()
+        return storage_profile_from_dict(_read_toml(path), file=str(path))
+    for profile in storage_profiles():
+        if ref.strip().lower() in profile.names():
+            return profile
+    names = [name for profile in storage_profiles() for name in profile.names()]
+    raise _closest(ref, names, "storage", "kvtool hardware")

@@ -1,0 +1,185 @@
+"""Place a deployment's KV cache in the four tiers: HBM, host DRAM, FSx for Lustre, S3.
+
+Pure arithmetic on profiles and sizes. The rules, from the brief (shared/BRIEF.md):
+
+* T1 (HBM) holds what fits under the 85% pressure line of the KV space the engine gets:
+  ``chips x HBM x gpu_memory_utilization - weights - activation reserve`` per node (vLLM's
+  default ``--gpu-memory-utilization`` is 0.9).
+* T2 (host DRAM) takes what T1 evicts, up to ``host_memory_fraction`` of DRAM (estimate: the
+  rest is the OS, the engine process and pinned staging buffers).
+* T3 (FSx for Lustre) takes the rest, up to ``--fsx-capacity``; without one, kvtool reports
+  the capacity T3 would need.
+* T4 (S3) takes whatever T3 cannot hold.
+
+Worked example (tests/unit/plan/test_placement.py): Llama 3.1 405B at 200K tokens x 100
+sessions is 10.3 TB of KV; a Trn3 UltraServer's 20.7 TB of pooled HBM holds it in T1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvtool.errors import InputError
+from kvtool.profiles.schema import NodeProfile
+from kvtool.units import format_bytes
+
+PRESSURE_FRACTION = 0.85
+GPU_MEMORY_UTILIZATION = 0.9
+HOST_MEMORY_FRACTION = 0.8
+ACTIVATION_RESERVE_GB_PER_CHIP = 2.0
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """What placement needs: the node, how many, the model's weights, one session's KV."""
+
+    node: NodeProfile
+    nodes: int
+    weights_bytes: int
+    kv_bytes_per_session: int
+    sessions: int
+    fsx_capacity_bytes: int | None = None
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
+    pressure_fraction: float = PRESSURE_FRACTION
+    host_memory_fraction: float = HOST_MEMORY_FRACTION
+    activation_reserve_gb_per_chip: float = ACTIVATION_RESERVE_GB_PER_CHIP
+
+
+@dataclass(frozen=True)
+class TierUse:
+    """One tier of the plan. ``capacity_bytes`` is None for a tier sized to fit (T3 without
+    ``--fsx-capacity``) or unbounded (S3)."""
+
+    name: str
+    medium: str
+    capacity_bytes: int | None
+    used_bytes: int
+    sessions: int
+
+    @property
+    def utilization(self) -> float | None:
+        """Used over capacity, or None when the tier has no fixed capacity."""
+        if not self.capacity_bytes:
+            return None
+        return self.used_bytes / self.capacity_bytes
+
+
+@dataclass(frozen=True)
+class TierPlan:
+    """Where every session's KV lives, and what it would take to keep all of it in HBM."""
+
+    tiers: tuple[TierUse, ...]
+    weights_bytes_per_node: int
+    kv_space_bytes_per_node: int
+    pressure_bytes_per_node: int
+    sessions_per_node_in_t1: int
+    nodes_for_all_in_t1: int
+    total_kv_bytes: int
+    t3_bytes_needed: int
+    notes: tuple[str, ...]
+
+    @property
+    def fits_in_t1(self) -> bool:
+        """True when no session spills out of HBM."""
+        return self.tiers[0].sessions == sum(t.sessions for t in self.tiers)
+
+
+def kv_space_per_node(inputs: PlanInputs) -> int:
+    """Bytes of HBM the engine can give KV on one node (before the 85% pressure line)."""
+    node = inputs.node
+    usable = node.hbm_bytes * inputs.gpu_memory_utilization
+    reserve = node.chips * inputs.activation_reserve_gb_per_chip * 1e9
+    return int(usable - inputs.weights_bytes - reserve)
+
+
+def plan_tiers(inputs: PlanInputs) -> TierPlan:
+    """Fill T1, then T2, T3 and T4 with whole sessions; raise InputError for impossible plans."""
+    if inputs.nodes < 1 or inputs.sessions < 1 or inputs.kv_bytes_per_session < 1:
+        raise InputError("nodes, sessions and the per-session KV size must be positive")
+    node = inputs.node
+    space = kv_space_per_node(inputs)
+    if space <= 0:
+        raise InputError(
+            f"the weights ({format_bytes(inputs.weights_bytes)}) leave no room for KV in"
+            f" {node.name}'s {format_bytes(node.hbm_bytes)} of HBM"
+            f" at gpu_memory_utilization {inputs.gpu_memory_utilization}",
+            "use more or larger accelerators (--hardware), or narrower weights (--weights-dtype)",
+        )
+    pressure = int(space * inputs.pressure_fraction)
+    per_session = inputs.kv_bytes_per_session
+    per_node_t1 = pressure // per_session
+    if per_node_t1 == 0:
+        raise InputError(
+            f"one session ({format_bytes(per_session)} of KV) does not fit under the 85%"
+            f" line of one {node.name} ({format_bytes(pressure)})",
+            "shorten --ctx, quantize the cache (--kv-dtype fp8), or use larger nodes",
+        )
+    notes: list[str] = []
+    remaining = inputs.sessions
+    tiers: list[TierUse] = []
+
+    t1_sessions = min(remaining, per_node_t1 * inputs.nodes)
+    remaining -= t1_sessions
+    tiers.append(
+        TierUse(
+            name="T1",
+            medium=f"HBM ({inputs.nodes} x {node.chips} x {node.accelerator})",
+            capacity_bytes=space * inputs.nodes,
+            used_bytes=t1_sessions * per_session,
+            sessions=t1_sessions,
+        )
+    )
+
+    t2_capacity = int(node.host_memory_bytes * inputs.host_memory_fraction) * inputs.nodes
+    t2_sessions = min(remaining, t2_capacity // per_session)
+    remaining -= t2_sessions
+    tiers.append(
+        TierUse(
+            name="T2",
+            medium=f"host DRAM ({inputs.nodes} x {node.host_memory_gib:,.0f} GiB)",
+            capacity_bytes=t2_capacity,
+            used_bytes=t2_sessions * per_session,
+            sessions=t2_sessions,
+        )
+    )
+
+    t3_needed = remaining * per_session
+    if inputs.fsx_capacity_bytes is None:
+        t3_sessions = remaining
+        if remaining:
+            notes.append(
+                f"T3 sized to fit: it needs {format_bytes(t3_needed)}"
+                " (pass --fsx-capacity to bound it)"
+            )
+    else:
+        t3_sessions = min(remaining, inputs.fsx_capacity_bytes // per_session)
+    remaining -= t3_sessions
+    tiers.append(
+        TierUse(
+            name="T3",
+            medium="FSx for Lustre (shared)",
+            capacity_bytes=inputs.fsx_capacity_bytes,
+            used_bytes=t3_sessions * per_session,
+            sessions=t3_sessions,
+        )
+    )
+    tiers.append(
+        TierUse(
+            name="T4",
+            medium="S3",
+            capacity_bytes=None,
+            used_bytes=remaining * per_session,
+            sessions=remaining,
+        )
+    )
+    return TierPlan(
+        tiers=tuple(tiers),
+        weights_bytes_per_node=inputs.weights_bytes,
+        kv_space_bytes_per_node=space,
+        pressure_bytes_per_node=pressure,
+        sessions_per_node_in_t1=per_node_t1,
+        nodes_for_all_in_t1=-(-inputs.sessions // per_node_t1),
+        total_kv_bytes=inputs.sessions * per_session,
+        t3_bytes_needed=t3_needed,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,26 @@
+"""Helpers for planning tests: bundled models priced under vLLM, bundled hardware."""
+
+from __future__ import annotations
+
+from kvtool.model.engines import ENGINES
+from kvtool.model.formats import resolve_format
+from kvtool.model.kv import size_kv
+from kvtool.model.params import ParamCount, count_params
+from kvtool.model.spec import ModelSpec
+from kvtool.profiles.load import find_model_profile, read_config_json
+
+
+def model(name: str) -> tuple[ModelSpec, ParamCount]:
+    from kvtool.model.config import spec_from_config
+
+    found = find_model_profile(name)
+    assert found is not None
+    config = read_config_json(found[1] / "config.json")
+    return spec_from_config(config, name=name), count_params(config)
+
+
+def session_bytes(spec: ModelSpec, ctx: int, kv_dtype: str = "auto") -> int:
+    fmt = resolve_format(kv_dtype, spec.dtype)
+    return size_kv(
+        spec, rules=ENGINES["vllm"], fmt=fmt, ctx_tokens=ctx, sessions=1
+    ).kv_bytes_per_session
