@@ -111,3 +111,47 @@ def format_bytes(num_bytes: float) -> str:
 def format_count(tokens: int) -> str:
     """``200000`` -> ``'200,000'``."""
     return f"{tokens:,}"
+
+
+_BYTE_UNITS = {
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "tb": 1000**4,
+    "pb": 1000**5,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+    "pib": 1024**5,
+}
+_BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_bytes(text: str, *, what: str = "--fsx-capacity") -> int:
+    """Parse a size such as ``96TiB``, ``100 TB`` or ``1200GiB`` into bytes; the unit is
+    required, so ``96`` alone is refused rather than read as 96 bytes."""
+    match = _BYTES_RE.match(text)
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in _BYTE_UNITS:
+        raise InputError(
+            f"{what} {text!r} is not a size",
+            "use a number with a unit: B, kB, MB, GB, TB, PB or KiB, MiB, GiB, TiB, PiB",
+        )
+    value = float(match.group(1)) * _BYTE_UNITS[unit]
+    if value < 1:
+        raise InputError(f"{what} must be positive, got {text!r}")
+    return int(value)
+
+
+def parse_fraction(text: str, *, what: str) -> float:
+    """Parse a number in (0, 1], such as ``0.9`` or ``40%``; InputError names ``what``."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise InputError(f"{what} {text!r} is not a number", "use e.g. 0.4 or 40%") from None
+    if not 0 < value <= 1:
+        raise InputError(f"{what} must be in (0, 1], got {text!r}", "use e.g. 0.4 or 40%")
+    return value

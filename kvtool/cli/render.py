@@ -11,6 +11,7 @@ from typing import Any
 
 from kvtool.model.kv import SizeResult
 from kvtool.model.spec import ModelSpec, group_kind
+from kvtool.plan.deployment import DeploymentPlan
 from kvtool.profiles.resolve import ResolvedModel
 from kvtool.profiles.schema import ModelProfile
 from kvtool.units import format_bytes, format_bytes_decimal
@@ -86,9 +87,10 @@ def _group_json(result: SizeResult) -> list[dict[str, Any]]:
 
 
 def size_json(
-    resolved: ResolvedModel, results: list[SizeResult], *, contexts_typed: str
+    resolved: ResolvedModel, results: list[SizeResult], plans: list[DeploymentPlan] | None = None
 ) -> dict[str, Any] | list[dict[str, Any]]:
-    """One object per context (a list when several were asked for)."""
+    """One object per context (a list when several were asked for), with the tier plan when
+    ``--hardware`` was given."""
     objects = [
         {
             "model": r.model,
@@ -111,7 +113,77 @@ def size_json(
         }
         for r in results
     ]
+    for obj, plan in zip(objects, plans or [], strict=False):
+        obj.update(plan_json(plan))
     return objects[0] if len(objects) == 1 else objects
+
+
+def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
+    """The ``tiers``, ``plan``, ``reload`` and ``fan_in`` keys of ``kvtool size --json``."""
+    tiers = plan.tiers
+    a = plan.assumptions
+    return {
+        "tiers": [
+            {
+                "name": t.name,
+                "medium": t.medium,
+                "capacity_bytes": t.capacity_bytes,
+                "used_bytes": t.used_bytes,
+                "sessions": t.sessions,
+                "utilization": None if t.utilization is None else round(t.utilization, 4),
+            }
+            for t in tiers.tiers
+        ],
+        "plan": {
+            "weights_dtype": plan.weights_dtype,
+            "weights_bytes_per_node": tiers.weights_bytes_per_node,
+            "kv_space_bytes_per_node": tiers.kv_space_bytes_per_node,
+            "pressure_line_bytes_per_node": tiers.pressure_bytes_per_node,
+            "sessions_per_node_in_t1": tiers.sessions_per_node_in_t1,
+            "nodes_for_all_in_t1": tiers.nodes_for_all_in_t1,
+            "total_kv_bytes": tiers.total_kv_bytes,
+            "t3_bytes_needed": tiers.t3_bytes_needed,
+            "fits_in_t1": tiers.fits_in_t1,
+            "notes": list(tiers.notes),
+        },
+        "reload": {
+            "assumptions": {
+                "mfu": a.mfu,
+                "concurrent_loads": a.concurrent_loads,
+                "t3_path": a.t3_path,
+                "compute": "fp8" if a.use_fp8_compute else "bf16",
+            },
+            "paths": [
+                {
+                    "tier": p.tier,
+                    "description": p.description,
+                    "latency_s": p.latency_s,
+                    "node_bytes_per_s": p.node_bytes_per_s,
+                    "reload_wins_from_tokens": plan.crossovers[p.tier],
+                }
+                for p in plan.paths
+            ],
+            "break_even": [
+                {
+                    "ctx_tokens": row.ctx_tokens,
+                    "session_bytes": row.session_bytes,
+                    "recompute_s": row.recompute_s,
+                    "reload_s": row.reload_s,
+                }
+                for row in plan.break_even
+            ],
+        },
+        "fan_in": [
+            {
+                "path": f.path,
+                "link_gbps": f.link_gbps,
+                "bytes_per_s": f.bytes_per_s,
+                "sessions_per_s": f.sessions_per_s,
+                "seconds_per_session": f.seconds_per_session,
+            }
+            for f in plan.fan_in
+        ],
+    }
 
 
 def print_size(resolved: ResolvedModel, results: list[SizeResult]) -> None:
@@ -201,3 +273,87 @@ def print_models(rows: list[tuple[ModelProfile, ModelSpec, int]]) -> None:
         f"{len(rows)} bundled models; KV bytes per token by the textbook formula in the model"
         " dtype.\nAny other model: pass a config.json path or a Hugging Face repo id."
     )
+
+
+def _seconds(value: float) -> str:
+    if value < 1e-3:
+        return f"{value * 1e6:,.0f} us"
+    if value < 1:
+        return f"{value * 1e3:,.1f} ms"
+    return f"{value:,.2f} s"
+
+
+def _crossover(tokens: int | None) -> str:
+    if tokens is None:
+        return "never (up to 10M tokens)"
+    if tokens <= 1:
+        return "always"
+    return f"from {tokens:,} tokens"
+
+
+def print_plans(plans: list[DeploymentPlan]) -> None:
+    """The tier plan, reload-vs-recompute and fan-in sections of ``kvtool size --hardware``."""
+    for plan in plans:
+        tiers = plan.tiers
+        _print()
+        _print(f"Tier plan at {plan.ctx_tokens:,} tokens")
+        _print(
+            f"weights {format_bytes(tiers.weights_bytes_per_node)} per node ({plan.weights_dtype});"
+            f" KV space {format_bytes(tiers.kv_space_bytes_per_node)} per node, 85% line"
+            f" {format_bytes(tiers.pressure_bytes_per_node)} = {tiers.sessions_per_node_in_t1:,}"
+            " sessions"
+        )
+        table = _table("tier", "medium", "capacity", "used", "sessions", "use", left=(0, 1))
+        for t in tiers.tiers:
+            table.add_row(
+                t.name,
+                t.medium,
+                "-" if t.capacity_bytes is None else format_bytes(t.capacity_bytes),
+                format_bytes(t.used_bytes) if t.used_bytes else "0",
+                f"{t.sessions:,}",
+                "-" if t.utilization is None else f"{t.utilization:.0%}",
+            )
+        _print(table.render())
+        _print(
+            f"all in HBM: {tiers.nodes_for_all_in_t1:,} node(s) of this type"
+            + (" (fits now)" if tiers.fits_in_t1 else "")
+        )
+        for note in tiers.notes:
+            _print(f"note: {note}")
+        a = plan.assumptions
+        _print()
+        _print(
+            f"Reload vs recompute ({a.concurrent_loads} restores in flight per node share its"
+            f" links; prefill at {a.mfu:.0%} MFU, {'fp8' if a.use_fp8_compute else 'bf16'} peak)"
+        )
+        for path in plan.paths:
+            _print(
+                f"  {path.tier}: {path.description}; latency {_seconds(path.latency_s)};"
+                f" reload wins {_crossover(plan.crossovers[path.tier])}"
+            )
+        tiers_in_use = [p.tier for p in plan.paths]
+        table = _table("context", "session KV", "recompute", *(f"{t} reload" for t in tiers_in_use))
+        for row in plan.break_even:
+            cells = [
+                f"{row.ctx_tokens:,}",
+                format_bytes_decimal(row.session_bytes),
+                _seconds(row.recompute_s),
+            ]
+            for tier in tiers_in_use:
+                mark = " *" if row.reload_s[tier] < row.recompute_s else ""
+                cells.append(_seconds(row.reload_s[tier]) + mark)
+            table.add_row(*cells)
+        _print(table.render())
+        _print("(* reload beats recompute)")
+        _print()
+        _print(f"Fan-in from T3 at {plan.ctx_tokens:,} tokens (one node, all its link)")
+        table = _table("path", "link", "GB/s", "sessions/s", "per session")
+        for f in plan.fan_in:
+            table.add_row(
+                f.path,
+                f"{f.link_gbps:,.0f} Gbps",
+                f"{f.bytes_per_s / 1e9:,.1f}",
+                f"{f.sessions_per_s:,.1f}",
+                _seconds(f.seconds_per_session),
+            )
+        _print(table.render())

@@ -66,6 +66,84 @@ def size(
             help="Override the engine's KV block/page size in tokens.",
         ),
     ] = None,
+    hardware: Annotated[
+        str | None,
+        typer.Option(
+            "--hardware",
+            metavar="NODE",
+            help="Add a tier plan for this node type (kvtool hardware lists them) or a .toml.",
+            rich_help_panel="Tier plan",
+        ),
+    ] = None,
+    nodes: Annotated[
+        str,
+        typer.Option(
+            "--nodes", metavar="N", help="Nodes serving the sessions.", rich_help_panel="Tier plan"
+        ),
+    ] = "1",
+    fsx_capacity: Annotated[
+        str | None,
+        typer.Option(
+            "--fsx-capacity",
+            metavar="SIZE",
+            help="FSx for Lustre capacity, e.g. 96TiB (default: sized to fit).",
+            rich_help_panel="Tier plan",
+        ),
+    ] = None,
+    fsx_throughput: Annotated[
+        str | None,
+        typer.Option(
+            "--fsx-throughput",
+            metavar="MBPS",
+            help="FSx per-unit throughput in MB/s per TiB: 125, 250, 500 or 1000.",
+            rich_help_panel="Tier plan",
+        ),
+    ] = None,
+    t3_path: Annotated[
+        str,
+        typer.Option(
+            "--t3-path",
+            metavar="PATH",
+            help="Client path to FSx: ena, efa, efa-gds.",
+            rich_help_panel="Tier plan",
+        ),
+    ] = "efa",
+    weights_dtype: Annotated[
+        str,
+        typer.Option(
+            "--weights-dtype",
+            metavar="DTYPE",
+            help="auto (the checkpoint's), bf16, fp16, fp8, int8, int4, mxfp4, nvfp4.",
+            rich_help_panel="Tier plan",
+        ),
+    ] = "auto",
+    mfu: Annotated[
+        str,
+        typer.Option(
+            "--mfu",
+            metavar="FRACTION",
+            help="Prefill model-FLOPs utilisation for recompute times.",
+            rich_help_panel="Tier plan",
+        ),
+    ] = "0.4",
+    concurrent_loads: Annotated[
+        str,
+        typer.Option(
+            "--concurrent-loads",
+            metavar="N",
+            help="Sessions restoring at once on a node (share its links).",
+            rich_help_panel="Tier plan",
+        ),
+    ] = "16",
+    gpu_memory_utilization: Annotated[
+        str,
+        typer.Option(
+            "--gpu-memory-utilization",
+            metavar="FRACTION",
+            help="Share of HBM the engine may use (vLLM's default 0.9).",
+            rich_help_panel="Tier plan",
+        ),
+    ] = "0.9",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """How much KV cache MODEL needs: per token, per session, and for all sessions.
@@ -77,6 +155,8 @@ def size(
       kvtool size llama-3.1-70b --ctx 8k,32k,128K --kv-dtype fp8 --tp 8
 
       kvtool size ./my-model/config.json --ctx 1m --engine formula --json
+
+      kvtool size deepseek-r1 --ctx 128K --sessions 500 --hardware p5en --nodes 4
     """
     from kvtool.cli import render
 
@@ -99,7 +179,25 @@ def size(
         )
         for tokens in contexts
     ]
+    plans = None
+    if hardware is not None:
+        from kvtool.cli.planning import PlanRequest, plan_contexts
+
+        request = PlanRequest(
+            hardware=hardware,
+            nodes=parse_count(nodes, what="--nodes"),
+            fsx_capacity=fsx_capacity,
+            fsx_throughput=fsx_throughput,
+            t3_path=t3_path,
+            weights_dtype=weights_dtype,
+            mfu=mfu,
+            concurrent_loads=parse_count(concurrent_loads, what="--concurrent-loads"),
+            gpu_memory_utilization=gpu_memory_utilization,
+        )
+        plans = plan_contexts(resolved, results, request, rules=rules, fmt=fmt, block=block)
     if as_json:
-        render.print_json(render.size_json(resolved, results, contexts_typed=ctx))
+        render.print_json(render.size_json(resolved, results, plans))
     else:
         render.print_size(resolved, results)
+        if plans:
+            render.print_plans(plans)

@@ -29,6 +29,7 @@ class ParamCount:
 
     total: int
     active: int
+    routed_experts: int = 0
 
 
 def _mlp(fields: ConfigFields, hidden: int, intermediate: int) -> int:
@@ -129,6 +130,7 @@ def count_params(config: Mapping[str, Any]) -> ParamCount:
 
     types = _block_types(fields, num_layers, layers)
     total = embeddings
+    routed_total = 0
     active = vocab * hidden  # the output projection (tied or not); the lookup is free
     for index, kind in enumerate(types):
         if kind == "attention":
@@ -146,6 +148,7 @@ def count_params(config: Mapping[str, Any]) -> ParamCount:
         if _moe_layer(fields, index, num_layers):
             expert = _mlp(fields, hidden, expert_size)
             routed = experts * expert + hidden * experts
+            routed_total += experts * expert
             total += routed + _mlp(fields, hidden, shared) * (shared > 0)
             active += (
                 top_k * expert + hidden * experts + _mlp(fields, hidden, shared) * (shared > 0)
@@ -153,7 +156,7 @@ def count_params(config: Mapping[str, Any]) -> ParamCount:
         else:
             block = _mlp(fields, hidden, dense_mlp)
             total, active = total + block, active + block
-    return ParamCount(total=total, active=active)
+    return ParamCount(total=total, active=active, routed_experts=routed_total)
 
 
 def _block_types(fields: ConfigFields, num_layers: int, layers: Any) -> list[str]:
@@ -171,3 +174,43 @@ def _block_types(fields: ConfigFields, num_layers: int, layers: Any) -> list[str
     if fields.get("linear_num_value_heads") is not None and interval:
         return ["linear" if (i + 1) % int(interval) else "attention" for i in range(num_layers)]
     return ["attention"] * num_layers
+
+
+# Bytes per weight for each --weights-dtype. Block-scaled formats include their scales:
+# MXFP4 keeps one 8-bit scale per 32 values (OCP MX spec), NVFP4 one FP8 scale per 16.
+WEIGHT_BYTES = {
+    "fp32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "mxfp4": 0.5 + 1 / 32,
+    "nvfp4": 0.5 + 1 / 16,
+    "int4": 0.5 + 2 / 128,  # group size 128 with an fp16 scale (GPTQ/AWQ style; estimate)
+}
+
+
+def weights_dtype_of(config: Mapping[str, Any], model_dtype: str) -> str:
+    """The checkpoint's own weight format: ``quantization_config.quant_method`` when it names
+    one kvtool knows (fp8 for DeepSeek-V3/R1 and Kimi K2, mxfp4 for gpt-oss), else the model
+    dtype."""
+    quant = config.get("quantization_config")
+    if not isinstance(quant, Mapping):
+        text = config.get("text_config")
+        quant = text.get("quantization_config") if isinstance(text, Mapping) else None
+    method = str(quant.get("quant_method", "")).lower() if isinstance(quant, Mapping) else ""
+    if method in ("fp8", "mxfp4", "nvfp4"):
+        return method
+    return model_dtype
+
+
+def weight_bytes(params: ParamCount, weights_dtype: str, *, model_dtype: str) -> int:
+    """Bytes of one model replica's weights.
+
+    gpt-oss ships MXFP4 experts and BF16 everything else, so ``mxfp4`` applies to the routed
+    experts only when the model has any. Raises KeyError for an unknown dtype (the CLI checks).
+    """
+    if weights_dtype == "mxfp4" and params.routed_experts:
+        rest = params.total - params.routed_experts
+        return int(params.routed_experts * WEIGHT_BYTES["mxfp4"] + rest * WEIGHT_BYTES[model_dtype])
+    return int(params.total * WEIGHT_BYTES[weights_dtype])

@@ -21,11 +21,12 @@ from kvtool.profiles.schema import ModelProfile
 
 @dataclass(frozen=True)
 class ResolvedModel:
-    """A model spec plus where its config came from (``bundled``, ``file`` or ``hub``)."""
+    """A model spec, the config it came from, and where (``bundled``, ``file`` or ``hub``)."""
 
     spec: ModelSpec
     origin: str
     location: str
+    config: dict[str, Any]
     profile: ModelProfile | None = None
 
 
@@ -39,7 +40,7 @@ def resolve_model(ref: str) -> ResolvedModel:
         profile, folder = found
         config = read_config_json(folder / "config.json")
         spec = spec_from_config(config, name=profile.name, source=f"bundled {profile.name}")
-        return ResolvedModel(spec, "bundled", profile.hf_id, profile)
+        return ResolvedModel(spec, "bundled", profile.hf_id, config, profile)
     path = Path(ref).expanduser()
     if path.exists():
         file = path / "config.json" if path.is_dir() else path
@@ -47,12 +48,11 @@ def resolve_model(ref: str) -> ResolvedModel:
             raise InputError(f"{path} holds no config.json", "pass the config file itself")
         config = read_config_json(file)
         name = path.name if path.is_dir() else (file.parent.name or file.stem)
-        return ResolvedModel(
-            spec_from_config(config, name=name, source=str(file)), "file", str(file)
-        )
+        spec = spec_from_config(config, name=name, source=str(file))
+        return ResolvedModel(spec, "file", str(file), config)
     if _looks_like_repo_id(ref):
         config = load_hub_config(ref)
-        return ResolvedModel(spec_from_config(config, name=ref, source=ref), "hub", ref)
+        return ResolvedModel(spec_from_config(config, name=ref, source=ref), "hub", ref, config)
     raise InputError(f"unknown model {ref!r}", _closest_hint(ref))
 
 
