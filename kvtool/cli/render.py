@@ -13,7 +13,7 @@ from kvtool.model.kv import SizeResult
 from kvtool.model.spec import ModelSpec, group_kind
 from kvtool.plan.deployment import DeploymentPlan
 from kvtool.profiles.resolve import ResolvedModel
-from kvtool.profiles.schema import ModelProfile
+from kvtool.profiles.schema import ModelProfile, NodeProfile, StorageProfile
 from kvtool.units import format_bytes, format_bytes_decimal
 
 
@@ -357,3 +357,38 @@ def print_plans(plans: list[DeploymentPlan]) -> None:
                 _seconds(f.seconds_per_session),
             )
         _print(table.render())
+
+
+def hardware_json(
+    nodes: tuple[NodeProfile, ...], storage: tuple[StorageProfile, ...]
+) -> dict[str, Any]:
+    """``kvtool hardware --json``: every profile's fields, sources included."""
+    from dataclasses import asdict
+
+    return {
+        "nodes": [asdict(n) for n in nodes],
+        "storage": [asdict(s) for s in storage],
+    }
+
+
+def print_hardware(nodes: tuple[NodeProfile, ...], storage: tuple[StorageProfile, ...]) -> None:
+    """``kvtool hardware``: one row per node profile, then the storage profiles."""
+    table = _table("node", "accelerators", "HBM", "BF16 PF", "host DRAM", "EFA", "GDS", left=(0, 1))
+    for n in nodes:
+        table.add_row(
+            n.name,
+            f"{n.chips} x {n.accelerator}",
+            format_bytes_decimal(n.hbm_bytes),
+            f"{n.chips * n.bf16_tflops_per_chip / 1000:,.1f}",
+            f"{n.host_memory_gib:,.0f} GiB" if n.host_memory_gib else "n/p",
+            f"{n.efa_gbps:,.0f} Gbps",
+            "yes" if n.gds else "no",
+        )
+    _print(table.render())
+    _print()
+    table = _table("storage", "tier", "medium", "latency", left=(0, 1, 2))
+    for s in storage:
+        table.add_row(s.name, s.tier.upper(), s.medium, _seconds(s.latency_us * 1e-6))
+    _print(table.render())
+    _print()
+    _print("n/p = not published (no T2 is planned). Sources: profiles/hardware/*.toml [sources].")

@@ -1,0 +1,29 @@
+"""``kvtool hardware``: the bundled node and storage profiles."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kvtool.profiles.load import node_profiles, storage_profiles
+
+
+def hardware(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """List the bundled accelerator-node and storage profiles (sources in profiles/*.toml).
+
+    Examples:
+
+      kvtool hardware
+
+      kvtool size deepseek-r1 --ctx 128K --sessions 500 --hardware p5en --nodes 4
+    """
+    from kvtool.cli import render
+
+    nodes, storage = node_profiles(), storage_profiles()
+    if as_json:
+        render.print_json(render.hardware_json(nodes, storage))
+    else:
+        render.print_hardware(nodes, storage)

@@ -1,0 +1,133 @@
+"""``kvtool size --hardware`` and ``kvtool hardware`` end to end."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliResult
+
+Run = Callable[..., CliResult]
+HARDWARE_DIR = Path(__file__).parents[2] / "profiles" / "hardware"
+
+
+def test_json_adds_tiers_and_plan(kvtool: Run) -> None:
+    result = kvtool(
+        "size",
+        "llama-3.1-405b",
+        "--ctx",
+        "200k",
+        "--sessions",
+        "100",
+        "--hardware",
+        "trn3-ultraserver",
+        "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert [t["name"] for t in data["tiers"]] == ["T1", "T2", "T3", "T4"]
+    for tier in data["tiers"]:
+        assert {"name", "medium", "capacity_bytes", "used_bytes", "sessions", "utilization"} <= set(
+            tier
+        )
+    assert data["plan"]["fits_in_t1"] is True
+    assert data["plan"]["total_kv_bytes"] == 516_096 * 200_000 * 100
+    assert {p["tier"] for p in data["reload"]["paths"]} == {"T3", "T4"}  # no published DRAM
+
+
+def test_several_contexts_give_one_plan_each(kvtool: Run) -> None:
+    result = kvtool(
+        "size",
+        "deepseek-r1",
+        "--ctx",
+        "32k,200k",
+        "--sessions",
+        "500",
+        "--hardware",
+        "p5en",
+        "--nodes",
+        "4",
+        "--fsx-capacity",
+        "96TiB",
+        "--json",
+    )
+    data = json.loads(result.stdout)
+    assert [d["ctx_tokens"] for d in data] == [32_000, 200_000]
+    assert data[0]["plan"]["weights_dtype"] == "fp8"  # the checkpoint's quantization_config
+    t3 = data[1]["tiers"][2]
+    assert t3["capacity_bytes"] == 96 * 2**40
+    assert [f["path"] for f in data[1]["fan_in"]] == ["ENA/TCP", "EFA", "EFA+GDS"]
+
+
+def test_table_shows_plan_crossovers_and_fan_in(kvtool: Run) -> None:
+    result = kvtool(
+        "size",
+        "llama-3.1-70b",
+        "--ctx",
+        "128K",
+        "--sessions",
+        "200",
+        "--hardware",
+        "p5en",
+        "--nodes",
+        "2",
+    )
+    assert result.exit_code == 0, result.stderr
+    for text in (
+        "Tier plan at 131,072 tokens",
+        "85% line",
+        "Reload vs recompute",
+        "reload wins from",
+        "Fan-in from T3",
+        "EFA+GDS",
+    ):
+        assert text in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--hardware", "p5x"], "unknown hardware 'p5x' (did you mean p5"),
+        (["--hardware", "p5", "--fsx-capacity", "lots"], "--fsx-capacity 'lots' is not a size"),
+        (["--hardware", "p5", "--fsx-throughput", "300"], "is not an FSx option"),
+        (["--hardware", "p5", "--t3-path", "nfs"], "unknown --t3-path 'nfs'"),
+        (["--hardware", "p5", "--weights-dtype", "fp6"], "unknown --weights-dtype 'fp6'"),
+        (["--hardware", "p5", "--nodes", "0"], "--nodes must be at least 1"),
+        (["--hardware", "p5", "--mfu", "1.5"], "--mfu must be in (0, 1]"),
+    ],
+)
+def test_plan_input_errors_are_one_line(kvtool: Run, args: list[str], message: str) -> None:
+    result = kvtool("size", "llama-3.1-8b", *args)
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert message in result.stderr
+
+
+def test_weights_larger_than_hbm_is_exit_2(kvtool: Run) -> None:
+    result = kvtool("size", "llama-3.1-405b", "--hardware", "p4d")
+    assert result.exit_code == 2
+    assert "leave no room for KV" in result.stderr
+
+
+def test_user_hardware_profile_file(kvtool: Run, tmp_path: Path) -> None:
+    text = (HARDWARE_DIR / "p5en.48xlarge.toml").read_text()
+    mine = tmp_path / "my-node.toml"
+    mine.write_text(text.replace('name = "p5en.48xlarge"', 'name = "my-node"'))
+    result = kvtool("size", "llama-3.1-8b", "--hardware", str(mine), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert "8 x NVIDIA H200" in json.loads(result.stdout)["tiers"][0]["medium"]
+    mine.write_text(text.replace("gds = true", "gds = true\nwarp_drive = 1"))
+    bad = kvtool("size", "llama-3.1-8b", "--hardware", str(mine))
+    assert bad.exit_code == 2
+    assert "unknown key 'warp_drive'" in bad.stderr
+
+
+def test_hardware_lists_profiles(kvtool: Run) -> None:
+    table = kvtool("hardware").stdout
+    assert "trn3-ultraserver" in table
+    assert "fsx-lustre-persistent2" in table
+    data = json.loads(kvtool("hardware", "--json").stdout)
+    assert any(n["name"] == "p5en.48xlarge" for n in data["nodes"])
