@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import typer
 
+from kvtool.cli import advise as advise_cmd
 from kvtool.cli import hardware as hardware_cmd
 from kvtool.cli import models as models_cmd
 from kvtool.cli import size as size_cmd
@@ -53,6 +54,7 @@ app = typer.Typer(
 app.command("size", no_args_is_help=True)(reports_errors(size_cmd.size))
 app.command("models")(reports_errors(models_cmd.models))
 app.command("hardware")(reports_errors(hardware_cmd.hardware))
+app.command("advise", no_args_is_help=True)(reports_errors(advise_cmd.advise))
 
 
 def main() -> None:

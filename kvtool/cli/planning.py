@@ -122,3 +122,39 @@ def plan_contexts(
         )
         for result in results
     ]
+
+
+def emit_config(
+    resolved: ResolvedModel,
+    plan: DeploymentPlan,
+    request: PlanRequest,
+    target: str,
+    *,
+    fmt: KvFormat,
+    t3_dir: str,
+    eager: bool = False,
+) -> str:
+    """The engine configuration for ``plan`` (the longest context asked for)."""
+    from kvtool import __version__
+    from kvtool.plan.emit import EmitInputs, emit
+
+    hardware = build_hardware(request)
+    tiers = {t.name: t for t in plan.tiers.tiers}
+    t3_used = tiers["T3"].used_bytes + tiers["T4"].used_bytes
+    inputs = EmitInputs(
+        model_id=resolved.profile.hf_id if resolved.profile else resolved.location,
+        node_name=hardware.node.name,
+        chips=hardware.node.chips,
+        max_model_len=plan.ctx_tokens,
+        kv_dtype=fmt.name,
+        model_dtype=resolved.spec.dtype,
+        gpu_memory_utilization=hardware.gpu_memory_utilization,
+        t2_bytes_per_node=(tiers["T2"].capacity_bytes or 0) // hardware.nodes,
+        kv_space_bytes_per_node=plan.tiers.kv_space_bytes_per_node,
+        t3_bytes_per_node=-(-t3_used // hardware.nodes),
+        t3_dir=t3_dir,
+        use_gds=plan.assumptions.t3_path == "efa_gds" and hardware.node.gds,
+        eager=eager,
+        kvtool_version=__version__,
+    )
+    return emit(target.strip().lower(), inputs)

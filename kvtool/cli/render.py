@@ -9,6 +9,7 @@ import json
 import sys
 from typing import Any
 
+from kvtool.cli.advising import AdviceResult
 from kvtool.model.kv import SizeResult
 from kvtool.model.spec import ModelSpec, group_kind
 from kvtool.plan.deployment import DeploymentPlan
@@ -392,3 +393,55 @@ def print_hardware(nodes: tuple[NodeProfile, ...], storage: tuple[StorageProfile
     _print(table.render())
     _print()
     _print("n/p = not published (no T2 is planned). Sources: profiles/hardware/*.toml [sources].")
+
+
+def advice_json(result: AdviceResult) -> dict[str, Any]:
+    """``kvtool advise --json``."""
+    advice = result.advice
+    return {
+        "model": result.model,
+        "hardware": result.node,
+        "nodes": result.request.nodes,
+        "sessions": result.request.sessions,
+        "contexts": {str(k): v for k, v in result.request.contexts.items()},
+        "session_bytes": {str(k): v for k, v in result.session_bytes.items()},
+        "working_set_bytes": advice.working_set_bytes,
+        "peak_working_set_bytes": advice.peak_working_set_bytes,
+        "nodes_for_peak_in_t1": advice.nodes_for_peak_in_t1,
+        "criteria": [
+            {
+                "name": c.name,
+                "met": c.met,
+                "value": c.value,
+                "threshold": c.threshold,
+                "reason": c.reason,
+            }
+            for c in advice.criteria
+        ],
+        "criteria_met": sum(c.met for c in advice.criteria),
+        "tiers": list(advice.tiers),
+        "posture": advice.posture,
+        "reasons": list(advice.reasons),
+    }
+
+
+def print_advice(result: AdviceResult) -> None:
+    """``kvtool advise``: the criteria, then the recommendation and its reasons."""
+    advice = result.advice
+    _print(
+        f"{result.model} on {result.request.nodes} x {result.node},"
+        f" {result.request.sessions:,} sessions (peak x{result.request.peak_to_mean:g})"
+    )
+    _print(
+        f"working set {format_bytes(advice.working_set_bytes)}, at peak"
+        f" {format_bytes(advice.peak_working_set_bytes)}"
+    )
+    _print()
+    table = _table("criterion", "met", "value", "threshold", left=(0, 1, 2, 3))
+    for c in advice.criteria:
+        table.add_row(c.name, "yes" if c.met else "no", c.value, c.threshold)
+    _print(table.render())
+    _print()
+    _print(f"recommended tiers: {' + '.join(advice.tiers)}    write posture: {advice.posture}")
+    for reason in advice.reasons:
+        _print(f"  - {reason}")

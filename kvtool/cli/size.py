@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
 
+from kvtool.errors import InputError
 from kvtool.model.engines import ENGINES, get_engine
 from kvtool.model.formats import KV_DTYPE_CHOICES, resolve_format
 from kvtool.model.kv import SizeResult, size_kv
@@ -144,6 +146,32 @@ def size(
             rich_help_panel="Tier plan",
         ),
     ] = "0.9",
+    emit: Annotated[
+        str | None,
+        typer.Option(
+            "--emit",
+            metavar="ENGINE",
+            help="Print a configuration for the plan instead: lmcache, vllm, sglang, dynamo.",
+            rich_help_panel="Tier plan",
+        ),
+    ] = None,
+    t3_dir: Annotated[
+        str,
+        typer.Option(
+            "--t3-dir",
+            metavar="PATH",
+            help="KV directory on the FSx mount (--emit).",
+            rich_help_panel="Tier plan",
+        ),
+    ] = "/fsx/kvcache",
+    eager: Annotated[
+        bool,
+        typer.Option(
+            "--eager",
+            help="Write KV to the shared tier when prefill ends (--emit); the default is lazy.",
+            rich_help_panel="Tier plan",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """How much KV cache MODEL needs: per token, per session, and for all sessions.
@@ -157,6 +185,8 @@ def size(
       kvtool size ./my-model/config.json --ctx 1m --engine formula --json
 
       kvtool size deepseek-r1 --ctx 128K --sessions 500 --hardware p5en --nodes 4
+
+      kvtool size llama-3.1-70b --ctx 128K --sessions 200 --hardware p5en --emit lmcache
     """
     from kvtool.cli import render
 
@@ -180,6 +210,8 @@ def size(
         for tokens in contexts
     ]
     plans = None
+    if emit is not None and hardware is None:
+        raise InputError("--emit needs a plan", "add --hardware NODE (kvtool hardware lists them)")
     if hardware is not None:
         from kvtool.cli.planning import PlanRequest, plan_contexts
 
@@ -195,6 +227,13 @@ def size(
             gpu_memory_utilization=gpu_memory_utilization,
         )
         plans = plan_contexts(resolved, results, request, rules=rules, fmt=fmt, block=block)
+        if emit is not None:
+            from kvtool.cli.planning import emit_config
+
+            sys.stdout.write(
+                emit_config(resolved, plans[-1], request, emit, fmt=fmt, t3_dir=t3_dir, eager=eager)
+            )
+            return
     if as_json:
         render.print_json(render.size_json(resolved, results, plans))
     else:

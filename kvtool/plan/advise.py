@@ -1,0 +1,227 @@
+"""Is the four-tier architecture worth it for this workload? The brief's criteria, applied.
+
+Pure. ``shared/BRIEF.md`` ("When the architecture is worth it") lists six signs that a shared
+T3 pays off; kvtool evaluates each with the workload's numbers and says why it is met or not:
+
+1. the working set (mean concurrency) exceeds the cluster's HBM (the 85% line);
+2. over 30% of requests share a prefix;
+3. the mean idle time between turns exceeds 30 s;
+4. GPUs are being added to hold KV rather than to decode (the operator says so; kvtool shows
+   how many nodes it would take to hold the peak working set in HBM, but cannot know why a
+   fleet grows);
+5. peak-to-mean concurrency exceeds 3x;
+6. prefill and decode are disaggregated.
+
+T3 is recommended when two or more hold ("several"), or when the peak working set does not fit
+T1 + T2 at all. T2 is left out when a node's usable DRAM is smaller than its HBM KV space (a
+Trn3 UltraServer's pooled HBM: go T1 -> T3, as the brief says). T4 is added when sessions idle
+for 10 minutes or more (kvtool's reading of "idle much longer") or must survive restarts.
+The write posture is eager when prefill and decode are disaggregated (required: the decode node
+never ran the prefill), when KV must survive a node failure, or when shared prefixes are worth
+writing once for the whole cluster; lazy otherwise (it saves the second write).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvtool.errors import InputError
+from kvtool.units import format_bytes
+
+SHARED_PREFIX_THRESHOLD = 0.30
+IDLE_THRESHOLD_S = 30.0
+PEAK_TO_MEAN_THRESHOLD = 3.0
+EXPORT_IDLE_S = 600.0
+SEVERAL = 2
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What ``kvtool advise`` needs to know about the traffic.
+
+    ``contexts`` maps a context length in tokens to the share of sessions at that length.
+    """
+
+    sessions: int
+    contexts: dict[int, float]
+    shared_prefix: float = 0.0
+    mean_idle_s: float = 0.0
+    peak_to_mean: float = 1.0
+    disaggregated: bool = False
+    survive_node_failure: bool = False
+    durable_sessions: bool = False
+    gpus_added_for_kv: bool = False
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The cluster side: per-session bytes at each context, and tier capacities."""
+
+    session_bytes: dict[int, int]
+    nodes: int
+    t1_pressure_bytes_per_node: int
+    t2_bytes_per_node: int
+    hbm_kv_space_bytes_per_node: int
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One of the brief's six signs, evaluated."""
+
+    name: str
+    met: bool
+    value: str
+    threshold: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The recommended tier set and write posture, with every reason."""
+
+    tiers: tuple[str, ...]
+    posture: str
+    criteria: tuple[Criterion, ...]
+    reasons: tuple[str, ...]
+    working_set_bytes: int
+    peak_working_set_bytes: int
+    nodes_for_peak_in_t1: int
+    notes: tuple[str, ...] = field(default=())
+
+
+def mean_session_bytes(workload: Workload, capacity: Capacity) -> float:
+    """Session KV averaged over the context distribution."""
+    return sum(share * capacity.session_bytes[ctx] for ctx, share in workload.contexts.items())
+
+
+def advise(workload: Workload, capacity: Capacity) -> Advice:
+    """Apply the brief's criteria; see the module docstring for the rules."""
+    mean_bytes = mean_session_bytes(workload, capacity)
+    working = int(workload.sessions * mean_bytes)
+    peak = int(working * workload.peak_to_mean)
+    t1_cluster = capacity.t1_pressure_bytes_per_node * capacity.nodes
+    t2_cluster = capacity.t2_bytes_per_node * capacity.nodes
+    nodes_for_peak = -(-peak // capacity.t1_pressure_bytes_per_node)
+
+    criteria = (
+        Criterion(
+            "working set exceeds HBM",
+            working > t1_cluster,
+            format_bytes(working),
+            f"HBM at the 85% line: {format_bytes(t1_cluster)}",
+            "mean concurrency x mean session KV against every node's T1",
+        ),
+        Criterion(
+            "shared prefixes",
+            workload.shared_prefix > SHARED_PREFIX_THRESHOLD,
+            f"{workload.shared_prefix:.0%}",
+            f"> {SHARED_PREFIX_THRESHOLD:.0%}",
+            "a prefix computed once on T3 is read by every node",
+        ),
+        Criterion(
+            "long idle time",
+            workload.mean_idle_s > IDLE_THRESHOLD_S,
+            f"{workload.mean_idle_s:,.0f} s",
+            f"> {IDLE_THRESHOLD_S:.0f} s",
+            "idle sessions are demoted off the node and come back later",
+        ),
+        Criterion(
+            "GPUs added to hold KV",
+            workload.gpus_added_for_kv,
+            f"{'yes' if workload.gpus_added_for_kv else 'no'} ({nodes_for_peak:,} nodes would"
+            f" hold the peak in HBM; {capacity.nodes:,} run)",
+            "yes",
+            "nodes bought for memory, not for decode throughput (your call)",
+        ),
+        Criterion(
+            "bursty concurrency",
+            workload.peak_to_mean > PEAK_TO_MEAN_THRESHOLD,
+            f"{workload.peak_to_mean:g}x",
+            f"> {PEAK_TO_MEAN_THRESHOLD:g}x",
+            "peaks spill to a shared tier instead of sizing HBM for them",
+        ),
+        Criterion(
+            "disaggregated prefill/decode",
+            workload.disaggregated,
+            "yes" if workload.disaggregated else "no",
+            "yes",
+            "the decode node must read KV another node wrote",
+        ),
+    )
+    met = sum(c.met for c in criteria)
+    reasons: list[str] = []
+    tiers = ["T1"]
+    use_t2 = capacity.t2_bytes_per_node >= capacity.hbm_kv_space_bytes_per_node
+    fits_t1 = peak <= t1_cluster
+    fits_t1_t2 = peak <= t1_cluster + (t2_cluster if use_t2 else 0)
+    if not fits_t1 and use_t2:
+        tiers.append("T2")
+        reasons.append("T2: the peak working set does not fit the cluster's HBM")
+    elif not fits_t1:
+        reasons.append(
+            "T2 skipped: a node's usable DRAM is smaller than its HBM KV space; go T1 -> T3"
+        )
+    if met >= SEVERAL or not fits_t1_t2:
+        tiers.append("T3")
+        why = f"{met} of the brief's 6 criteria hold" if met >= SEVERAL else ""
+        if not fits_t1_t2:
+            why = (why + "; " if why else "") + "the peak working set exceeds T1 + T2"
+        reasons.append(f"T3: {why}")
+    else:
+        reasons.append(f"T3 not needed: {met} of 6 criteria hold (several = {SEVERAL} or more)")
+    if "T3" in tiers and (workload.mean_idle_s >= EXPORT_IDLE_S or workload.durable_sessions):
+        tiers.append("T4")
+        reasons.append(
+            "T4: sessions idle 10 minutes or more, or must be durable: export them to S3"
+        )
+    if len(tiers) == 1:
+        reasons.append("T1 only: the peak working set fits HBM and few criteria hold")
+
+    if workload.disaggregated:
+        posture, why = "eager", "prefill and decode are disaggregated, so eager is required"
+    elif workload.survive_node_failure:
+        posture, why = "eager", "KV must survive a node failure"
+    elif "T3" in tiers and workload.shared_prefix > SHARED_PREFIX_THRESHOLD:
+        posture, why = "eager", "shared prefixes are worth writing to T3 once for the cluster"
+    else:
+        posture, why = "lazy", "nothing needs KV off the node at once; lazy saves the second write"
+    reasons.append(f"posture {posture}: {why}")
+    return Advice(
+        tiers=tuple(tiers),
+        posture=posture,
+        criteria=criteria,
+        reasons=tuple(reasons),
+        working_set_bytes=working,
+        peak_working_set_bytes=peak,
+        nodes_for_peak_in_t1=nodes_for_peak,
+    )
+
+
+_WORKLOAD_KEYS = {
+    "model",
+    "hardware",
+    "nodes",
+    "sessions",
+    "contexts",
+    "shared_prefix",
+    "mean_idle_s",
+    "peak_to_mean",
+    "disaggregated",
+    "survive_node_failure",
+    "durable_sessions",
+    "engine",
+    "kv_dtype",
+    "tp",
+    "weights_dtype",
+}
+
+
+def check_workload_keys(data: Mapping[str, Any], *, file: str) -> None:
+    """Unknown keys in a workload file are an error naming the file and the key."""
+    unknown = sorted(set(data) - _WORKLOAD_KEYS)
+    if unknown:
+        raise InputError(
+            f"{file}: unknown key {unknown[0]!r}", "allowed: " + ", ".join(sorted(_WORKLOAD_KEYS))
+        )

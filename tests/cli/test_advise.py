@@ -1,0 +1,85 @@
+"""``kvtool advise`` from flags and from a YAML workload file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliResult
+
+Run = Callable[..., CliResult]
+
+
+def test_flags_give_tiers_posture_and_reasons(kvtool: Run) -> None:
+    result = kvtool(
+        "advise",
+        "--model",
+        "deepseek-r1",
+        "--hardware",
+        "p5en",
+        "--nodes",
+        "4",
+        "--sessions",
+        "400",
+        "--ctx",
+        "8k:0.5,128k:0.5",
+        "--shared-prefix",
+        "40%",
+        "--idle",
+        "120",
+        "--peak-to-mean",
+        "4",
+        "--disaggregated",
+        "--gpus-added-for-kv",
+        "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["criteria_met"] == 6
+    assert data["tiers"] == ["T1", "T2", "T3"]
+    assert data["posture"] == "eager"
+    assert data["session_bytes"]["128000"] == 70_272 * 128_000
+
+
+def test_yaml_file_and_flag_override(kvtool: Run, tmp_path: Path) -> None:
+    workload = tmp_path / "workload.yaml"
+    workload.write_text(
+        "model: llama-3.1-70b\nhardware: trn3-ultraserver\nsessions: 100\n"
+        "contexts: {200k: 1.0}\npeak_to_mean: 1.5\n"
+    )
+    data = json.loads(kvtool("advise", str(workload), "--json").stdout)
+    assert data["tiers"] == ["T1"]
+    override = json.loads(kvtool("advise", str(workload), "--sessions", "2000", "--json").stdout)
+    assert override["tiers"] == ["T1", "T3"]  # no published DRAM on Trn3: T1 -> T3
+    table = kvtool("advise", str(workload)).stdout
+    assert "recommended tiers: T1" in table
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("model: llama-3.1-8b\nhardware: p5\nsesions: 10\n", "unknown key 'sesions'"),
+        ("model: [unclosed\n", "malformed YAML at line"),
+        ("- a\n- b\n", "must be a YAML mapping"),
+        (
+            "model: llama-3.1-8b\nhardware: p5\ncontexts: {8k: 0.5, 32k: 0.2}\n",
+            "shares add up to 0.7",
+        ),
+    ],
+)
+def test_bad_workload_files(kvtool: Run, tmp_path: Path, content: str, message: str) -> None:
+    workload = tmp_path / "w.yaml"
+    workload.write_text(content)
+    result = kvtool("advise", str(workload))
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert message in result.stderr
+
+
+def test_missing_model_is_reported(kvtool: Run) -> None:
+    result = kvtool("advise", "--hardware", "p5")
+    assert result.exit_code == 2
+    assert "advise needs a model and a hardware type" in result.stderr

@@ -1,0 +1,90 @@
+"""The brief's criteria for the four-tier architecture, one at a time and together."""
+
+from __future__ import annotations
+
+from kvtool.plan.advise import Capacity, Workload, advise
+
+GB = 10**9
+# One node: 800 GB of HBM under the 85% line, 1,600 GB of DRAM, sessions of 10 GB at 32K.
+CAPACITY = Capacity(
+    session_bytes={32_000: 10 * GB, 128_000: 40 * GB},
+    nodes=1,
+    t1_pressure_bytes_per_node=800 * GB,
+    t2_bytes_per_node=1_600 * GB,
+    hbm_kv_space_bytes_per_node=940 * GB,
+)
+
+
+def met(advice_names: list[str], workload: Workload, capacity: Capacity = CAPACITY) -> None:
+    advice = advise(workload, capacity)
+    assert [c.name for c in advice.criteria if c.met] == advice_names
+
+
+def test_short_contexts_at_low_concurrency_need_only_t1() -> None:
+    advice = advise(Workload(sessions=10, contexts={32_000: 1.0}), CAPACITY)
+    assert advice.tiers == ("T1",)
+    assert advice.posture == "lazy"
+    assert not any(c.met for c in advice.criteria)
+
+
+def test_medium_working_set_adds_t2_only() -> None:
+    advice = advise(Workload(sessions=100, contexts={32_000: 1.0}), CAPACITY)
+    assert advice.tiers == ("T1", "T2")  # 1 TB: over HBM, under HBM + DRAM; 1 criterion
+    assert [c.name for c in advice.criteria if c.met] == ["working set exceeds HBM"]
+
+
+def test_each_criterion_is_evaluated_against_its_threshold() -> None:
+    met(["shared prefixes"], Workload(sessions=1, contexts={32_000: 1.0}, shared_prefix=0.31))
+    met([], Workload(sessions=1, contexts={32_000: 1.0}, shared_prefix=0.30))
+    met(["long idle time"], Workload(sessions=1, contexts={32_000: 1.0}, mean_idle_s=31))
+    met(["bursty concurrency"], Workload(sessions=1, contexts={32_000: 1.0}, peak_to_mean=3.5))
+    met(
+        ["disaggregated prefill/decode"],
+        Workload(sessions=1, contexts={32_000: 1.0}, disaggregated=True),
+    )
+    met(
+        ["GPUs added to hold KV"],
+        Workload(sessions=1, contexts={32_000: 1.0}, gpus_added_for_kv=True),
+    )
+
+
+def test_several_criteria_bring_t3_and_disaggregation_forces_eager() -> None:
+    advice = advise(
+        Workload(
+            sessions=20,
+            contexts={32_000: 0.5, 128_000: 0.5},
+            shared_prefix=0.5,
+            mean_idle_s=120,
+            disaggregated=True,
+        ),
+        CAPACITY,
+    )
+    assert "T3" in advice.tiers
+    assert advice.posture == "eager"
+    assert any("disaggregated" in r for r in advice.reasons)
+
+
+def test_long_idle_sessions_are_exported_to_s3() -> None:
+    advice = advise(
+        Workload(sessions=30, contexts={128_000: 1.0}, mean_idle_s=900, shared_prefix=0.4),
+        CAPACITY,
+    )
+    assert advice.tiers == ("T1", "T2", "T3", "T4")
+
+
+def test_pooled_hbm_larger_than_dram_skips_t2() -> None:
+    ultraserver = Capacity(
+        session_bytes={128_000: 40 * GB},
+        nodes=1,
+        t1_pressure_bytes_per_node=15_000 * GB,
+        t2_bytes_per_node=0,
+        hbm_kv_space_bytes_per_node=17_600 * GB,
+    )
+    advice = advise(Workload(sessions=500, contexts={128_000: 1.0}, peak_to_mean=4), ultraserver)
+    assert advice.tiers == ("T1", "T3")
+    assert any("T2 skipped" in r for r in advice.reasons)
+
+
+def test_working_set_is_weighted_by_the_context_mix() -> None:
+    advice = advise(Workload(sessions=10, contexts={32_000: 0.75, 128_000: 0.25}), CAPACITY)
+    assert advice.working_set_bytes == 10 * (0.75 * 10 + 0.25 * 40) * GB
