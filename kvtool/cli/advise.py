@@ -1,7 +1,5 @@
 """``kvtool advise``: which tiers and which write posture a workload needs, and why."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any
 

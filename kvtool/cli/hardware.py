@@ -1,7 +1,5 @@
 """``kvtool hardware``: the bundled node and storage profiles."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

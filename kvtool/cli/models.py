@@ -1,7 +1,5 @@
 """``kvtool models``: the bundled model profiles with their KV bytes per token."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kvtool.cli.advising import AdviceResult
-from kvtool.model.kv import SizeResult
-from kvtool.model.spec import ModelSpec, group_kind
-from kvtool.plan.deployment import DeploymentPlan
-from kvtool.profiles.resolve import ResolvedModel
-from kvtool.profiles.schema import ModelProfile, NodeProfile, StorageProfile
+from kvtool.model.spec import group_kind
 from kvtool.units import format_bytes, format_bytes_decimal
+
+if TYPE_CHECKING:  # types only: importing the planners here would slow `kvtool size`
+    from kvtool.cli.advising import AdviceResult
+    from kvtool.model.kv import SizeResult
+    from kvtool.model.spec import ModelSpec
+    from kvtool.plan.deployment import DeploymentPlan
+    from kvtool.profiles.resolve import ResolvedModel
+    from kvtool.profiles.schema import ModelProfile, NodeProfile, StorageProfile
 
 
 def _bytes_and_decimal(num_bytes: int) -> str:

@@ -1,7 +1,5 @@
 """``kvtool size``: KV bytes per token, per session and in total for a model."""
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated
 
