@@ -127,7 +127,6 @@ def plan_contexts(
 def emit_config(
     resolved: ResolvedModel,
     plan: DeploymentPlan,
-    request: PlanRequest,
     target: str,
     *,
     fmt: KvFormat,
@@ -138,7 +137,7 @@ def emit_config(
     from kvtool import __version__
     from kvtool.plan.emit import EmitInputs, emit
 
-    hardware = build_hardware(request)
+    hardware = plan.hardware
     tiers = {t.name: t for t in plan.tiers.tiers}
     t3_used = tiers["T3"].used_bytes + tiers["T4"].used_bytes
     inputs = EmitInputs(

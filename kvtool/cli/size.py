@@ -229,7 +229,7 @@ def size(
             from kvtool.cli.planning import emit_config
 
             sys.stdout.write(
-                emit_config(resolved, plans[-1], request, emit, fmt=fmt, t3_dir=t3_dir, eager=eager)
+                emit_config(resolved, plans[-1], emit, fmt=fmt, t3_dir=t3_dir, eager=eager)
             )
             return
     if as_json:

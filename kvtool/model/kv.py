@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvtool.errors import InputError
-from kvtool.model.engines import EngineRules
-from kvtool.model.formats import FORMATS, KvFormat
+from kvtool.model.engines import ENGINES, EngineRules
+from kvtool.model.formats import KvFormat, resolve_format
 from kvtool.model.spec import (
     AttentionLayers,
     IndexerLayers,
@@ -382,12 +382,6 @@ def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str = "auto") -> int:
     >>> kv_bytes_per_token(llama)
     516096
     """
-    from kvtool.model.engines import ENGINES
-    from kvtool.model.formats import resolve_format
-
     fmt = resolve_format(kv_dtype, spec.dtype)
     result = size_kv(spec, rules=ENGINES["formula"], fmt=fmt, ctx_tokens=1, sessions=1)
     return result.kv_bytes_per_token_unbounded
-
-
-__all__ = ["FORMATS", "GroupSize", "SizeResult", "kv_bytes_per_token", "size_kv"]

@@ -69,6 +69,7 @@ class DeploymentPlan:
     """Everything ``kvtool size --hardware`` reports for one context length."""
 
     ctx_tokens: int
+    hardware: Hardware
     weights_dtype: str
     weights_bytes: int
     tiers: TierPlan
@@ -139,6 +140,7 @@ def plan_deployment(
         )
     return DeploymentPlan(
         ctx_tokens=ctx_tokens,
+        hardware=hardware,
         weights_dtype=weights_dtype,
         weights_bytes=weights_bytes,
         tiers=tiers,
