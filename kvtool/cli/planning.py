@@ -24,6 +24,8 @@ class PlanRequest:
 
     hardware: str
     nodes: int
+    t3: str
+    t4: str
     fsx_capacity: str | None
     fsx_throughput: str | None
     t3_path: str
@@ -35,7 +37,14 @@ class PlanRequest:
 
 def build_hardware(request: PlanRequest) -> Hardware:
     """Profiles and FSx settings for the request; bad values raise InputError."""
-    t3 = load_storage_profile("fsx")
+    t3 = load_storage_profile(request.t3)
+    t4 = load_storage_profile(request.t4)
+    for profile, tier, option in ((t3, "t3", "--t3"), (t4, "t4", "--t4")):
+        if profile.tier != tier:
+            raise InputError(
+                f"{option} {profile.name!r} is a {profile.tier.upper()} profile",
+                "kvtool hardware lists the storage profiles and their tiers",
+            )
     throughput = None
     if request.fsx_throughput is not None:
         try:
@@ -46,13 +55,13 @@ def build_hardware(request: PlanRequest) -> Hardware:
             options = ", ".join(str(o) for o in t3.throughput_mbps_per_tib_options)
             raise InputError(
                 f"--fsx-throughput {request.fsx_throughput!r} is not an FSx option",
-                f"PERSISTENT_2 SSD offers {options} MB/s per TiB",
+                f"{t3.name} offers {options} MB/s per TiB",
             )
     return Hardware(
         node=load_node_profile(request.hardware),
         nodes=request.nodes,
         t3=t3,
-        t4=load_storage_profile("s3"),
+        t4=t4,
         fsx_capacity_bytes=None
         if request.fsx_capacity is None
         else parse_bytes(request.fsx_capacity, what="--fsx-capacity"),

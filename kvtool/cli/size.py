@@ -99,6 +99,24 @@ def size(
             rich_help_panel="Tier plan",
         ),
     ] = None,
+    t3: Annotated[
+        str,
+        typer.Option(
+            "--t3",
+            metavar="STORAGE",
+            help="T3 profile: fsx-lustre-persistent2, -persistent1, -scratch2, or a .toml.",
+            rich_help_panel="Tier plan",
+        ),
+    ] = "fsx-lustre-persistent2",
+    t4: Annotated[
+        str,
+        typer.Option(
+            "--t4",
+            metavar="STORAGE",
+            help="T4 profile: s3-standard, s3-express-one-zone.",
+            rich_help_panel="Tier plan",
+        ),
+    ] = "s3-standard",
     t3_path: Annotated[
         str,
         typer.Option(
@@ -216,6 +234,8 @@ def size(
         request = PlanRequest(
             hardware=hardware,
             nodes=parse_count(nodes, what="--nodes"),
+            t3=t3,
+            t4=t4,
             fsx_capacity=fsx_capacity,
             fsx_throughput=fsx_throughput,
             t3_path=t3_path,

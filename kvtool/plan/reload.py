@@ -81,12 +81,15 @@ def tier_paths(
                 min(links, dram),
             )
         )
-    path = t3_path if (t3_path != "efa_gds" or node.gds) else "efa"
-    ceiling_gbps = {
+    ceilings = {
         "ena": min(t3.client_ena_gbps, node.ena_gbps),
         "efa": min(t3.client_efa_gbps, node.efa_gbps),
-        "efa_gds": min(t3.client_efa_gds_gbps, node.efa_gbps),
-    }[path]
+        "efa_gds": min(t3.client_efa_gds_gbps, node.efa_gbps) if node.gds else 0.0,
+    }
+    # Fall back to the best path the node and the file system both offer (no GDS on Trainium,
+    # no EFA on PERSISTENT_1 or SCRATCH file systems).
+    path = next(p for p in (t3_path, "efa", "ena") if ceilings[p] > 0 or p == "ena")
+    ceiling_gbps = ceilings[path]
     t3_bw = _gbps(ceiling_gbps)
     why = f"{path.upper().replace('_', '+')} client ceiling {ceiling_gbps:,.0f} Gbps"
     if fsx_bytes_per_s_per_node is not None and fsx_bytes_per_s_per_node < t3_bw:

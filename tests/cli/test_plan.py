@@ -131,3 +131,18 @@ def test_hardware_lists_profiles(kvtool: Run) -> None:
     assert "fsx-lustre-persistent2" in table
     data = json.loads(kvtool("hardware", "--json").stdout)
     assert any(n["name"] == "p5en.48xlarge" for n in data["nodes"])
+
+
+def test_t3_and_t4_profiles_can_be_chosen(kvtool: Run) -> None:
+    result = kvtool(
+        "size", "llama-3.1-8b", "--ctx", "32k", "--hardware", "p5en",
+        "--t3", "fsx-scratch2", "--t4", "s3-express", "--json",
+    )
+    data = json.loads(result.stdout)
+    paths = {p["tier"]: p["description"] for p in data["reload"]["paths"]}
+    assert paths["T3"].startswith("fsx-lustre-scratch2: ENA client ceiling 100 Gbps")
+    assert paths["T4"].startswith("s3-express-one-zone")
+    assert [f["path"] for f in data["fan_in"]] == ["ENA/TCP"]  # SCRATCH_2 has no EFA
+    wrong = kvtool("size", "llama-3.1-8b", "--hardware", "p5", "--t3", "s3")
+    assert wrong.exit_code == 2
+    assert "is a T4 profile" in wrong.stderr

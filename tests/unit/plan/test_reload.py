@@ -88,3 +88,9 @@ def test_gds_path_falls_back_to_efa_without_gds() -> None:
     trn2 = load_node_profile("trn2")
     paths = tier_paths(trn2, FSX, S3, t3_path="efa_gds", fsx_bytes_per_s_per_node=None)
     assert next(p for p in paths if p.tier == "T3").node_bytes_per_s == 700e9 / 8
+
+
+def test_file_system_without_efa_falls_back_to_tcp() -> None:
+    scratch = load_storage_profile("fsx-scratch2")
+    paths = tier_paths(P5EN, scratch, S3, t3_path="efa_gds", fsx_bytes_per_s_per_node=None)
+    assert next(p for p in paths if p.tier == "T3").node_bytes_per_s == 100e9 / 8
