@@ -135,8 +135,17 @@ def test_hardware_lists_profiles(kvtool: Run) -> None:
 
 def test_t3_and_t4_profiles_can_be_chosen(kvtool: Run) -> None:
     result = kvtool(
-        "size", "llama-3.1-8b", "--ctx", "32k", "--hardware", "p5en",
-        "--t3", "fsx-scratch2", "--t4", "s3-express", "--json",
+        "size",
+        "llama-3.1-8b",
+        "--ctx",
+        "32k",
+        "--hardware",
+        "p5en",
+        "--t3",
+        "fsx-scratch2",
+        "--t4",
+        "s3-express",
+        "--json",
     )
     data = json.loads(result.stdout)
     paths = {p["tier"]: p["description"] for p in data["reload"]["paths"]}
