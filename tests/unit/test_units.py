@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvtool.errors import InputError
-from kvtool.units import format_bytes, parse_count, parse_count_list
+from kvtool.units import format_bytes, parse_bytes, parse_count, parse_count_list, parse_fraction
 
 
 @pytest.mark.parametrize(
@@ -56,3 +56,41 @@ def test_format_bytes_shows_decimal_and_binary() -> None:
     assert format_bytes(70_272) == "70.3 kB (68.6 KiB)"
     assert format_bytes(1_405_440_000_000) == "1.41 TB (1.28 TiB)"
     assert format_bytes(999) == "999 B"
+
+
+@given(
+    st.integers(min_value=1, max_value=10**6),
+    st.sampled_from(["B", "kB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB"]),
+)
+def test_parse_bytes_round_trips_whole_sizes(number: int, unit: str) -> None:
+    scale = {
+        "B": 1,
+        "kB": 10**3,
+        "MB": 10**6,
+        "GB": 10**9,
+        "TB": 10**12,
+        "KiB": 2**10,
+        "MiB": 2**20,
+        "GiB": 2**30,
+        "TiB": 2**40,
+    }[unit]
+    assert parse_bytes(f"{number}{unit}") == number * scale
+    assert parse_bytes(f"{number} {unit.lower()}") == number * scale
+
+
+@pytest.mark.parametrize("text", ["96", "lots", "-1TiB", "0GB", "12 parsecs", ""])
+def test_parse_bytes_needs_a_positive_number_and_a_unit(text: str) -> None:
+    with pytest.raises(InputError, match="--fsx-capacity"):
+        parse_bytes(text)
+
+
+@given(st.floats(min_value=0.001, max_value=1.0, allow_nan=False))
+def test_parse_fraction_accepts_decimals_and_percentages(value: float) -> None:
+    assert parse_fraction(repr(value), what="--mfu") == pytest.approx(value)
+    assert parse_fraction(f"{value * 100!r}%", what="--mfu") == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["0", "1.5", "-0.2", "abc", "150%"])
+def test_parse_fraction_rejects_out_of_range(text: str) -> None:
+    with pytest.raises(InputError, match="--mfu"):
+        parse_fraction(text, what="--mfu")
