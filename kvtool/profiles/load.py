@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kvtool.errors import ConfigError, InputError
 from kvtool.profiles.schema import (
@@ -112,33 +113,39 @@ def storage_profiles(root: Path | None = None) -> tuple[StorageProfile, ...]:
     )
 
 
-def _closest(ref: str, names: list[str], what: str, listing: str) -> InputError:
+P = TypeVar("P", NodeProfile, StorageProfile)
+
+
+def _load(
+    ref: str,
+    parse: Callable[..., P],
+    bundled: tuple[P, ...],
+    what: str,
+) -> P:
+    """A bundled profile by name or alias (any case), or a user's TOML file; unknown names
+    raise InputError with the closest bundled names."""
+    if ref.endswith(".toml"):
+        path = Path(ref).expanduser()
+        return parse(_read_toml(path), file=str(path))
+    wanted = ref.strip().lower()
+    for profile in bundled:
+        if wanted in profile.names():
+            return profile
     import difflib
 
-    close = difflib.get_close_matches(ref.lower(), names, n=3, cutoff=0.4)
+    names = [name for profile in bundled for name in profile.names()]
+    close = difflib.get_close_matches(wanted, names, n=3, cutoff=0.4)
     hint = ("did you mean " + ", ".join(close) + "? ") if close else ""
-    return InputError(f"unknown {what} {ref!r}", f"{hint}{listing} lists them; or pass a .toml")
+    raise InputError(
+        f"unknown {what} {ref!r}", f"{hint}kvtool hardware lists them; or pass a .toml"
+    )
 
 
 def load_node_profile(ref: str) -> NodeProfile:
     """A bundled node by name or alias (any case), or a user's TOML file."""
-    if ref.endswith(".toml"):
-        path = Path(ref).expanduser()
-        return node_profile_from_dict(_read_toml(path), file=str(path))
-    for profile in node_profiles():
-        if ref.strip().lower() in profile.names():
-            return profile
-    names = [name for profile in node_profiles() for name in profile.names()]
-    raise _closest(ref, names, "hardware", "kvtool hardware")
+    return _load(ref, node_profile_from_dict, node_profiles(), "hardware")
 
 
 def load_storage_profile(ref: str) -> StorageProfile:
     """A bundled storage profile by name or alias (any case), or a user's TOML file."""
-    if ref.endswith(".toml"):
-        path = Path(ref).expanduser()
-        return storage_profile_from_dict(_read_toml(path), file=str(path))
-    for profile in storage_profiles():
-        if ref.strip().lower() in profile.names():
-            return profile
-    names = [name for profile in storage_profiles() for name in profile.names()]
-    raise _closest(ref, names, "storage", "kvtool hardware")
+    return _load(ref, storage_profile_from_dict, storage_profiles(), "storage")
