@@ -1,16 +1,13 @@
-"""The ``kvtool`` command: global wiring, and the mapping of errors to exit codes.
+"""The ``kvtool`` command: global wiring, and the one mapping of outcomes to exit codes.
 
-Exit codes: 0 success; 1 a check or benchmark found a failure; 2 bad input (an unknown model,
-a malformed config, an option value that makes no sense). Library errors arrive as
-``KvtoolError`` and leave as one line on stderr, never as a traceback.
+Commands return nothing (success) or a status from ``kvtool.cli.status``; library errors
+arrive as ``KvtoolError`` and leave as one line on stderr with status 2, never a traceback.
 """
-
-from __future__ import annotations
 
 import functools
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -18,39 +15,76 @@ from kvtool.cli import advise as advise_cmd
 from kvtool.cli import hardware as hardware_cmd
 from kvtool.cli import models as models_cmd
 from kvtool.cli import size as size_cmd
+from kvtool.cli import status
 from kvtool.errors import KvtoolError
-
-EXIT_INPUT_ERROR = 2
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def error_line(exc: KvtoolError) -> str:
+    """``kvtool: error: <what is wrong> (<how to fix it>)``."""
+    return f"kvtool: error: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
+
+
 def reports_errors(command: F) -> F:
-    """Wrap a command so KvtoolError prints one line on stderr and exits with status 2."""
+    """Wrap a command: its returned status becomes the exit code; KvtoolError prints one line
+    on stderr and exits 2; Ctrl-C exits 130 without a traceback."""
 
     @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> None:
         try:
-            return command(*args, **kwargs)
+            outcome = command(*args, **kwargs)
         except KvtoolError as exc:
-            message = f"kvtool: error: {exc.message}"
-            if exc.hint:
-                message += f" ({exc.hint})"
-            print(message, file=sys.stderr)
-            raise typer.Exit(EXIT_INPUT_ERROR) from None
+            print(error_line(exc), file=sys.stderr)
+            raise typer.Exit(status.USAGE) from None
+        except KeyboardInterrupt:
+            print("kvtool: interrupted", file=sys.stderr)
+            raise typer.Exit(status.INTERRUPTED) from None
+        if outcome:
+            raise typer.Exit(int(outcome))
 
     return wrapper  # type: ignore[return-value]
 
 
 app = typer.Typer(
     name="kvtool",
-    help="Size, place, benchmark and check KV-cache tiers for LLM serving.\n\n"
+    help="Size the KV cache of an LLM deployment, plan where it lives (GPU HBM, host DRAM,"
+    " FSx for Lustre, S3), and emit the serving engine's configuration.\n\n"
     "Example: kvtool size deepseek-r1 --ctx 200k --sessions 100",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from kvtool import __version__
+
+        print(f"kvtool {__version__}")
+        raise typer.Exit(status.OK)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print kvtool's version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """Size the KV cache of an LLM deployment, plan where it lives (GPU HBM, host DRAM, FSx for
+    Lustre, S3), and emit the serving engine's configuration.
+
+    Example: kvtool size deepseek-r1 --ctx 200k --sessions 100
+    """
+
+
 app.command("size", no_args_is_help=True)(reports_errors(size_cmd.size))
 app.command("models")(reports_errors(models_cmd.models))
 app.command("hardware")(reports_errors(hardware_cmd.hardware))

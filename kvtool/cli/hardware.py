@@ -18,10 +18,11 @@ def hardware(
 
       kvtool size deepseek-r1 --ctx 128K --sessions 500 --hardware p5en --nodes 4
     """
-    from kvtool.cli import render
+    from kvtool.cli.render import catalog as render
+    from kvtool.cli.render.text import print_json
 
     nodes, storage = node_profiles(), storage_profiles()
     if as_json:
-        render.print_json(render.hardware_json(nodes, storage))
+        print_json(render.hardware_json(nodes, storage))
     else:
         render.print_hardware(nodes, storage)

@@ -18,7 +18,8 @@ def models(
 
       kvtool models
     """
-    from kvtool.cli import render
+    from kvtool.cli.render import catalog as render
+    from kvtool.cli.render.text import print_json
 
     rows = []
     for profile, folder in model_profiles():
@@ -26,6 +27,6 @@ def models(
         spec = spec_from_config(config, name=profile.name, source=f"bundled {profile.name}")
         rows.append((profile, spec, kv_bytes_per_token(spec)))
     if as_json:
-        render.print_json(render.models_json(rows))
+        print_json(render.models_json(rows))
     else:
         render.print_models(rows)

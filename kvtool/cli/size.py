@@ -1,16 +1,22 @@
 """``kvtool size``: KV bytes per token, per session and in total for a model."""
 
 import sys
-from typing import Annotated
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kvtool.errors import InputError
 from kvtool.model.engines import ENGINES, get_engine
 from kvtool.model.formats import KV_DTYPE_CHOICES, resolve_format
-from kvtool.model.kv import SizeResult, size_kv
+from kvtool.model.kv import size_kv
 from kvtool.profiles.resolve import resolve_model
 from kvtool.units import parse_count, parse_count_list
+
+if TYPE_CHECKING:
+    from kvtool.model.kv import SizeResult
+    from kvtool.plan.deployment import DeploymentPlan
+    from kvtool.profiles.resolve import ResolvedModel
 
 
 def size(
@@ -53,11 +59,14 @@ def size(
         ),
     ] = "vllm",
     tp: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--tp", metavar="N", help="Tensor-parallel size (vllm, sglang): per-rank view."
+            "--tp",
+            metavar="N",
+            help="Tensor-parallel size (vllm, sglang): per-rank view. Default 1; with --hardware,"
+            " the chips of one instance.",
         ),
-    ] = "1",
+    ] = None,
     block_size: Annotated[
         str | None,
         typer.Option(
@@ -76,11 +85,14 @@ def size(
         ),
     ] = None,
     nodes: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--nodes", metavar="N", help="Nodes serving the sessions.", rich_help_panel="Tier plan"
+            "--nodes",
+            metavar="N",
+            help="Nodes serving the sessions (default 1).",
+            rich_help_panel="Tier plan",
         ),
-    ] = "1",
+    ] = None,
     fsx_capacity: Annotated[
         str | None,
         typer.Option(
@@ -100,68 +112,68 @@ def size(
         ),
     ] = None,
     t3: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--t3",
             metavar="STORAGE",
             help="T3 profile: fsx-lustre-persistent2, -persistent1, -scratch2, or a .toml.",
             rich_help_panel="Tier plan",
         ),
-    ] = "fsx-lustre-persistent2",
+    ] = None,
     t4: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--t4",
             metavar="STORAGE",
             help="T4 profile: s3-standard, s3-express-one-zone.",
             rich_help_panel="Tier plan",
         ),
-    ] = "s3-standard",
+    ] = None,
     t3_path: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--t3-path",
             metavar="PATH",
-            help="Client path to FSx: ena, efa, efa-gds.",
+            help="Client path to FSx: ena, efa (default), efa-gds.",
             rich_help_panel="Tier plan",
         ),
-    ] = "efa",
+    ] = None,
     weights_dtype: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--weights-dtype",
             metavar="DTYPE",
             help="auto (the checkpoint's), bf16, fp16, fp8, int8, int4, mxfp4, nvfp4.",
             rich_help_panel="Tier plan",
         ),
-    ] = "auto",
+    ] = None,
     mfu: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--mfu",
             metavar="FRACTION",
-            help="Prefill model-FLOPs utilisation for recompute times.",
+            help="Prefill model-FLOPs utilisation for recompute times (default 0.4).",
             rich_help_panel="Tier plan",
         ),
-    ] = "0.4",
+    ] = None,
     concurrent_loads: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--concurrent-loads",
             metavar="N",
-            help="Sessions restoring at once on a node (share its links).",
+            help="Sessions restoring at once on a node (default 16).",
             rich_help_panel="Tier plan",
         ),
-    ] = "16",
+    ] = None,
     gpu_memory_utilization: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--gpu-memory-utilization",
             metavar="FRACTION",
-            help="Share of HBM the engine may use (vLLM's default 0.9).",
+            help="Share of HBM the engine may use (default 0.9, vLLM's).",
             rich_help_panel="Tier plan",
         ),
-    ] = "0.9",
+    ] = None,
     emit: Annotated[
         str | None,
         typer.Option(
@@ -172,14 +184,14 @@ def size(
         ),
     ] = None,
     t3_dir: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--t3-dir",
             metavar="PATH",
-            help="KV directory on the FSx mount (--emit).",
+            help="KV directory on the FSx mount (--emit; default /fsx/kvcache).",
             rich_help_panel="Tier plan",
         ),
-    ] = "/fsx/kvcache",
+    ] = None,
     eager: Annotated[
         bool,
         typer.Option(
@@ -204,57 +216,119 @@ def size(
 
       kvtool size llama-3.1-70b --ctx 128K --sessions 200 --hardware p5en --emit lmcache
     """
-    from kvtool.cli import render
-
     contexts = parse_count_list(ctx, what="--ctx")
     count = parse_count(sessions, what="--sessions")
-    tp_size = parse_count(tp, what="--tp")
+    tp_size = None if tp is None else parse_count(tp, what="--tp")
     block = None if block_size is None else parse_count(block_size, what="--block-size")
     rules = get_engine(engine)
+    plan_options = {
+        "--nodes": nodes,
+        "--fsx-capacity": fsx_capacity,
+        "--fsx-throughput": fsx_throughput,
+        "--t3": t3,
+        "--t4": t4,
+        "--t3-path": t3_path,
+        "--weights-dtype": weights_dtype,
+        "--mfu": mfu,
+        "--concurrent-loads": concurrent_loads,
+        "--gpu-memory-utilization": gpu_memory_utilization,
+        "--emit": emit,
+    }
+    if hardware is None:
+        given = [name for name, value in plan_options.items() if value is not None]
+        if "--emit" in given:
+            raise InputError(
+                "--emit needs a plan", "add --hardware NODE (kvtool hardware lists them)"
+            )
+        _no_effect(given, "without --hardware")
+    if emit is None:
+        _no_effect(
+            [n for n, v in (("--t3-dir", t3_dir), ("--eager", eager or None)) if v],
+            "without --emit",
+        )
+    elif as_json:
+        raise InputError("--emit prints an engine configuration, not JSON", "drop --json or --emit")
     resolved = resolve_model(model)
     fmt = resolve_format(kv_dtype, resolved.spec.dtype)
-    results: list[SizeResult] = [
-        size_kv(
-            resolved.spec,
-            rules=rules,
-            fmt=fmt,
-            ctx_tokens=tokens,
-            sessions=count,
-            tp=tp_size,
-            block_size=block,
-        )
-        for tokens in contexts
-    ]
-    plans = None
-    if emit is not None and hardware is None:
-        raise InputError("--emit needs a plan", "add --hardware NODE (kvtool hardware lists them)")
-    if hardware is not None:
-        from kvtool.cli.planning import PlanRequest, plan_contexts
+    if hardware is None:
+        results = [
+            size_kv(
+                resolved.spec,
+                rules=rules,
+                fmt=fmt,
+                ctx_tokens=tokens,
+                sessions=count,
+                tp=tp_size or 1,
+                block_size=block,
+            )
+            for tokens in contexts
+        ]
+        return _render(resolved, results, (), as_json)
 
-        request = PlanRequest(
-            hardware=hardware,
-            nodes=parse_count(nodes, what="--nodes"),
+    from kvtool.cli.options import hardware_from_options, reload_assumptions
+    from kvtool.plan.deployment import plan_contexts
+
+    planned = plan_contexts(
+        resolved.spec,
+        rules=rules,
+        fmt=fmt,
+        contexts=contexts,
+        sessions=count,
+        hardware=hardware_from_options(
+            hardware,
+            nodes=nodes,
+            t3_path=t3_path,
             t3=t3,
             t4=t4,
             fsx_capacity=fsx_capacity,
             fsx_throughput=fsx_throughput,
-            t3_path=t3_path,
-            weights_dtype=weights_dtype,
-            mfu=mfu,
-            concurrent_loads=parse_count(concurrent_loads, what="--concurrent-loads"),
             gpu_memory_utilization=gpu_memory_utilization,
-        )
-        plans = plan_contexts(resolved, results, request, rules=rules, fmt=fmt, block=block)
-        if emit is not None:
-            from kvtool.cli.planning import emit_config
+        ),
+        tp=tp_size,
+        block_size=block,
+        weights_dtype=weights_dtype or "auto",
+        assumptions=reload_assumptions(mfu=mfu, concurrent_loads=concurrent_loads),
+    )
+    if emit is not None:
+        from kvtool import __version__
+        from kvtool.plan.emit import emit as emit_config
+        from kvtool.plan.emit import emit_inputs
 
-            sys.stdout.write(
-                emit_config(resolved, plans[-1], emit, fmt=fmt, t3_dir=t3_dir, eager=eager)
-            )
-            return
+        longest = max(planned.plans, key=lambda plan: plan.ctx_tokens)
+        inputs = emit_inputs(
+            longest,
+            model_id=resolved.profile.hf_id if resolved.profile else resolved.location,
+            kv_dtype=fmt.name,
+            model_dtype=resolved.spec.dtype,
+            t3_dir=t3_dir or "/fsx/kvcache",
+            eager=eager,
+            kvtool_version=__version__,
+        )
+        sys.stdout.write(emit_config(emit.strip().lower(), inputs))
+        return None
+    return _render(resolved, planned.sizes, planned.plans, as_json)
+
+
+def _no_effect(options: list[str], why: str) -> None:
+    for option in options:
+        print(f"kvtool: note: {option} has no effect {why}", file=sys.stderr)
+
+
+def _render(
+    resolved: "ResolvedModel",
+    results: "Sequence[SizeResult]",
+    plans: "tuple[DeploymentPlan, ...]",
+    as_json: bool,
+) -> None:
+    from kvtool.cli.render import size as render
+
     if as_json:
-        render.print_json(render.size_json(resolved, results, plans))
-    else:
-        render.print_size(resolved, results)
-        if plans:
-            render.print_plans(plans)
+        from kvtool.cli.render.text import print_json
+
+        print_json(render.size_json(resolved, results, plans))
+        return
+    render.print_size(resolved, results)
+    if plans:
+        from kvtool.cli.render.plan import print_plans
+
+        print_plans(plans)

@@ -27,6 +27,7 @@ from typing import Any
 from kvtool.errors import ConfigError
 from kvtool.model.spec import (
     AttentionLayers,
+    FeedForward,
     IndexerLayers,
     LayerGroup,
     MlaLayers,
@@ -82,7 +83,13 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
         "head_dim": 256,
         "sliding_window": 4096,
         "vocab_size": 262_208,
+        "max_position_embeddings": 131_072,
     },
+    # FalconConfig's default; the RefinedWeb remote-code configs name no limit and vLLM then
+    # assumes 2,048 too.
+    "falcon": {"max_position_embeddings": 2048},
+    "RefinedWeb": {"max_position_embeddings": 2048},
+    "RefinedWebModel": {"max_position_embeddings": 2048},
     "mistral": {"sliding_window": 4096},
     "gpt_oss": {"sliding_window": 128},
     "llama4_text": {"attention_chunk_size": 8192},
@@ -91,13 +98,68 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+# ``architectures[0]`` -> model_type, for configs saved without a model_type (transformers'
+# own mapping, for the families whose layout rules kvtool applies by model_type).
+ARCHITECTURE_TYPES = {
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "mistral",
+    "MixtralForCausalLM": "mixtral",
+    "Qwen2ForCausalLM": "qwen2",
+    "Qwen2MoeForCausalLM": "qwen2_moe",
+    "Qwen3ForCausalLM": "qwen3",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "Qwen3NextForCausalLM": "qwen3_next",
+    "Gemma2ForCausalLM": "gemma2",
+    "Gemma3ForCausalLM": "gemma3_text",
+    "Gemma3ForConditionalGeneration": "gemma3",
+    "FalconForCausalLM": "falcon",
+    "Llama4ForCausalLM": "llama4_text",
+    "Llama4ForConditionalGeneration": "llama4",
+    "GptOssForCausalLM": "gpt_oss",
+    "DeepseekV2ForCausalLM": "deepseek_v2",
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "Phi3ForCausalLM": "phi3",
+    "NemotronHForCausalLM": "nemotron_h",
+    "Glm4MoeForCausalLM": "glm4_moe",
+    "MiniMaxM2ForCausalLM": "minimax_m2",
+}
+# Fields only Falcon's configs carry; a config that has one is read by Falcon's rules.
+_FALCON_FIELDS = ("multi_query", "new_decoder_architecture", "n_head_kv", "parallel_attn")
+
+
+def infer_model_type(config: Mapping[str, Any], notes: list[str]) -> str:
+    """``model_type``, else the one its ``architectures`` imply, else Falcon's when it has a
+    Falcon-only field, else ``"unknown"``; every guess adds a note."""
+    declared = config.get("model_type")
+    if declared:
+        return str(declared)
+    architectures = config.get("architectures") or []
+    arch = str(architectures[0]) if isinstance(architectures, list) and architectures else ""
+    if arch in ARCHITECTURE_TYPES:
+        notes.append(f"config names no model_type; read as {ARCHITECTURE_TYPES[arch]} ({arch})")
+        return ARCHITECTURE_TYPES[arch]
+    falcon = [name for name in _FALCON_FIELDS if name in config]
+    if falcon or arch == "RWForCausalLM":
+        why = f"it has {falcon[0]}" if falcon else arch
+        notes.append(f"config names no model_type; read by Falcon's rules because {why}")
+        return "falcon"
+    what = f"architecture {arch!r} is not one kvtool has verified" if arch else "no architectures"
+    notes.append(
+        f"config names no model_type and {what}: sized as plain attention layers from its"
+        " fields (unverified)"
+    )
+    return "unknown"
+
+
 class ConfigFields:
     """Reads config fields and names the missing one, with the model_type that needs it."""
 
-    def __init__(self, config: Mapping[str, Any], source: str) -> None:
+    def __init__(
+        self, config: Mapping[str, Any], source: str, notes: list[str] | None = None
+    ) -> None:
         self.config = config
         self.source = source
-        self.model_type = str(config.get("model_type") or "unknown")
+        self.model_type = infer_model_type(config, notes if notes is not None else [])
         self.defaults = FAMILY_DEFAULTS.get(self.model_type, {})
 
     def get(self, *names: str, default: Any = None) -> Any:
@@ -159,8 +221,8 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
     if not isinstance(config, Mapping):
         raise ConfigError(f"{source or name}: a model config must be a JSON object")
     text = text_config_of(config)
-    fields = ConfigFields(text, source or name)
     notes: list[str] = []
+    fields = ConfigFields(text, source or name, notes)
     if text is not config:
         notes.append("read the language model from text_config")
 
@@ -197,7 +259,103 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
         dtype=dtype,
         groups=tuple(groups),
         notes=tuple(notes),
+        layer_kinds=tuple(layer_types),
+        vocab_size=_optional_int(fields, "vocab_size", "padded_vocab_size") or 0,
+        tied_embeddings=bool(
+            fields.get("tie_word_embeddings", default=fields.model_type in FALCON_TYPES)
+        ),
+        feed_forward=_feed_forward(fields, layer_types, hidden_size),
+        weights_dtype=weights_dtype_of(config, dtype),
+        max_position_embeddings=max_context_of(fields),
     )
+
+
+def _optional_int(fields: ConfigFields, *names: str) -> int | None:
+    value = fields.get(*names)
+    return None if value is None else fields.positive_int(names[0], value)
+
+
+# Keys vLLM reads, in order, for a model's longest context (``_get_and_verify_max_len`` in
+# vllm/config/model.py, 0.33.0); 2,048 when none is present, as vLLM assumes.
+_MAX_LEN_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+
+
+def max_context_of(fields: ConfigFields) -> int | None:
+    """The longest context vLLM would accept for this config without an override.
+
+    The first of vLLM's keys, scaled by ``rope_scaling`` as vLLM scales it: YaRN gives
+    ``original_max_position_embeddings x factor``, linear and dynamic scaling multiply the
+    key by ``factor``; llama3 and longrope leave it (the key already counts them).
+    """
+    found = [int(v) for k in _MAX_LEN_KEYS if isinstance(v := fields.get(k), int) and v > 0]
+    if not found:
+        return None
+    limit = found[0]
+    rope = fields.get("rope_scaling")
+    if isinstance(rope, Mapping):
+        kind = str(rope.get("rope_type") or rope.get("type") or "")
+        factor = rope.get("factor")
+        if isinstance(factor, int | float) and factor > 1:
+            if kind == "yarn" and isinstance(rope.get("original_max_position_embeddings"), int):
+                limit = int(rope["original_max_position_embeddings"] * factor)
+            elif kind in ("linear", "dynamic"):
+                limit = int(limit * factor)
+    return limit
+
+
+def _feed_forward(fields: ConfigFields, layer_types: list[str], hidden_size: int) -> FeedForward:
+    """The MLP facts parameter counts need; see ``FeedForward``."""
+    intermediate = int(fields.get("intermediate_size", "ffn_hidden_size", default=4 * hidden_size))
+    expert = int(fields.get("moe_intermediate_size", default=intermediate))
+    experts = int(fields.get("n_routed_experts", "num_experts", "num_local_experts", default=0))
+    shared = fields.get("shared_expert_intermediate_size")
+    if shared is None:
+        n_shared = int(fields.get("n_shared_experts", "num_shared_experts", default=0))
+        if fields.model_type.startswith("llama4"):
+            n_shared = 1
+        shared = n_shared * expert
+    first_dense = int(fields.get("first_k_dense_replace", default=0))
+    dense_only = set(fields.get("mlp_only_layers") or [])
+    step = int(fields.get("interleave_moe_layer_step", "decoder_sparse_step", default=1)) or 1
+    moe = tuple(
+        bool(experts) and i >= first_dense and i not in dense_only and (i + 1) % step == 0
+        for i in range(len(layer_types))
+    )
+    return FeedForward(
+        intermediate_size=intermediate,
+        dense_intermediate_size=int(fields.get("intermediate_size_mlp", default=intermediate)),
+        expert_intermediate_size=expert,
+        routed_experts=experts,
+        experts_per_token=int(
+            fields.get("num_experts_per_tok", "experts_per_token", "moe_topk", default=0)
+        ),
+        shared_intermediate_size=int(shared),
+        gated=fields.model_type not in FALCON_TYPES and fields.model_type != "nemotron_h",
+        moe_layers=moe,
+    )
+
+
+def weights_dtype_of(config: Mapping[str, Any], model_dtype: str) -> str:
+    """The checkpoint's own weight format: ``quantization_config.quant_method`` when it names
+    one kvtool knows (fp8 for DeepSeek-V3/R1 and Kimi K2, mxfp4 for gpt-oss), else the model
+    dtype."""
+    quant = config.get("quantization_config")
+    if not isinstance(quant, Mapping):
+        text = config.get("text_config")
+        quant = text.get("quantization_config") if isinstance(text, Mapping) else None
+    method = str(quant.get("quant_method", "")).lower() if isinstance(quant, Mapping) else ""
+    if method in ("fp8", "mxfp4", "nvfp4"):
+        return method
+    return model_dtype
 
 
 def _layer_types(fields: ConfigFields, notes: list[str]) -> list[str]:
@@ -252,6 +410,13 @@ def _layer_types(fields: ConfigFields, notes: list[str]) -> list[str]:
         interval = fields.get("full_attention_interval", default=4)
         return ["linear" if (i + 1) % interval else "full" for i in range(num_layers)]
     if window is not None and fields.get("use_sliding_window", default=True) is not False:
+        if model_type == "unknown":
+            raise ConfigError(
+                f"{fields.source}: the config has sliding_window but no model_type, architectures"
+                " or layer_types, so kvtool cannot tell which layers slide (Gemma 2 alternates,"
+                " Mistral slides on every layer)",
+                "add the model's model_type (or layer_types) to the config",
+            )
         return ["sliding"] * num_layers
     return ["full"] * num_layers
 
@@ -274,7 +439,12 @@ def _falcon_new_decoder(fields: ConfigFields) -> bool:
     have no flag; vLLM's RWConfig switches it on for them ("hack for falcon-40b")."""
     if fields.model_type not in FALCON_TYPES:
         return False
-    return bool(fields.get("new_decoder_architecture", default=fields.model_type == "RefinedWeb"))
+    # Without the flag, a config that names a KV-head count is the new layout (a Falcon-40B
+    # config saved without its model_type still has n_head_kv).
+    default = fields.model_type == "RefinedWeb" or (
+        fields.model_type == "falcon" and fields.get("n_head_kv", "num_kv_heads") is not None
+    )
+    return bool(fields.get("new_decoder_architecture", default=default))
 
 
 def _kv_heads(fields: ConfigFields, num_heads: int, notes: list[str]) -> int:
@@ -358,6 +528,7 @@ def _mla_groups(
             num_heads=num_heads,
             qk_nope_head_dim=fields.require_int("qk_nope_head_dim"),
             v_head_dim=fields.require_int("v_head_dim"),
+            q_lora_rank=_optional_int(fields, "q_lora_rank"),
         )
     ]
     if fields.get("index_head_dim") is not None:
@@ -417,6 +588,7 @@ def _state_groups(
                 state_heads=value_heads,
                 state_head_elems=key_dim * value_dim,
                 state_dtype=state_dtype,
+                inner_dim=value_heads * value_dim,
             )
         ]
     # Mamba2 (Nemotron-H): conv over x, B and C; state per head is head_dim x d_state.
@@ -433,5 +605,6 @@ def _state_groups(
             state_heads=heads,
             state_head_elems=head_dim * d_state,
             state_dtype=state_dtype,
+            inner_dim=heads * head_dim,
         )
     ]

@@ -55,6 +55,7 @@ class MlaLayers:
     num_heads: int
     qk_nope_head_dim: int
     v_head_dim: int
+    q_lora_rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,8 @@ class StateLayers:
 
     The state is a causal-conv window of ``conv_kernel - 1`` steps over ``conv_channels``
     channels, plus a recurrent state of ``state_heads x state_head_elems`` elements.
+    ``inner_dim`` is the value width (Gated DeltaNet: value heads x value dim; Mamba2: heads x
+    head_dim); with ``conv_channels`` it gives the layer's projection sizes for parameter counts.
     For Gated DeltaNet (Qwen3-Next) the recurrent state is per value head, key_dim x
     value_dim; for Mamba2 (Nemotron-H) it is per head, head_dim x ssm_state_size.
     ``state_dtype`` is the recurrent state's dtype when the model config fixes one
@@ -88,18 +91,42 @@ class StateLayers:
     state_heads: int
     state_head_elems: int
     state_dtype: str | None = None
+    inner_dim: int = 0
 
 
 LayerGroup = AttentionLayers | MlaLayers | IndexerLayers | StateLayers
 
 
 @dataclass(frozen=True)
+class FeedForward:
+    """The MLP side of the model, for parameter counts (weights and prefill FLOPs).
+
+    ``moe_layers`` marks, per layer, whether its MLP is a mixture of experts (DeepSeek keeps its
+    first ``first_k_dense_replace`` layers dense; Llama 4 interleaves). ``gated`` MLPs
+    (SwiGLU/GeGLU) have three matrices, plain ones (Falcon, Nemotron-H) two.
+    """
+
+    intermediate_size: int
+    dense_intermediate_size: int
+    expert_intermediate_size: int
+    routed_experts: int
+    experts_per_token: int
+    shared_intermediate_size: int
+    gated: bool
+    moe_layers: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """A model as the KV cache sees it.
 
-    ``dtype`` is the model's own activation dtype (what ``--kv-dtype auto`` resolves to).
-    ``notes`` say which convention was read from the config, e.g. where ``head_dim`` came
-    from, so the user can check it.
+    ``dtype`` is the model's own activation dtype (what ``--kv-dtype auto`` resolves to);
+    ``weights_dtype`` the checkpoint's weight format (``quantization_config``: fp8 for
+    DeepSeek-R1, mxfp4 for gpt-oss), or ``dtype``. ``layer_kinds`` has one entry per block:
+    full, sliding, chunked, linear, or none (Nemotron-H's MLP-only blocks).
+    ``max_position_embeddings`` is the longest context the model was built for, when the
+    config says. ``notes`` say which convention was read from the config, e.g. where
+    ``head_dim`` came from, so the user can check it.
     """
 
     name: str
@@ -110,6 +137,12 @@ class ModelSpec:
     dtype: str
     groups: tuple[LayerGroup, ...]
     notes: tuple[str, ...] = field(default=())
+    layer_kinds: tuple[str, ...] = field(default=())
+    vocab_size: int = 0
+    tied_embeddings: bool = False
+    feed_forward: FeedForward | None = None
+    weights_dtype: str = ""
+    max_position_embeddings: int | None = None
 
     @property
     def is_mla(self) -> bool:

@@ -23,11 +23,23 @@ writing once for the whole cluster; lazy otherwise (it saves the second write).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from kvtool.errors import InputError
+from kvtool.model.engines import EngineRules
+from kvtool.model.formats import KvFormat
+from kvtool.model.kv import size_kv
+from kvtool.model.params import count_params
+from kvtool.model.spec import ModelSpec
+from kvtool.plan.deployment import Serving, choose_serving
+from kvtool.plan.placement import (
+    HOST_MEMORY_FRACTION,
+    PRESSURE_FRACTION,
+    PlanInputs,
+    kv_space_per_node,
+)
+from kvtool.plan.workload import Workload
+from kvtool.profiles.schema import NodeProfile
 from kvtool.units import format_bytes
 
 SHARED_PREFIX_THRESHOLD = 0.30
@@ -35,24 +47,6 @@ IDLE_THRESHOLD_S = 30.0
 PEAK_TO_MEAN_THRESHOLD = 3.0
 EXPORT_IDLE_S = 600.0
 SEVERAL = 2
-
-
-@dataclass(frozen=True)
-class Workload:
-    """What ``kvtool advise`` needs to know about the traffic.
-
-    ``contexts`` maps a context length in tokens to the share of sessions at that length.
-    """
-
-    sessions: int
-    contexts: dict[int, float]
-    shared_prefix: float = 0.0
-    mean_idle_s: float = 0.0
-    peak_to_mean: float = 1.0
-    disaggregated: bool = False
-    survive_node_failure: bool = False
-    durable_sessions: bool = False
-    gpus_added_for_kv: bool = False
 
 
 @dataclass(frozen=True)
@@ -199,29 +193,67 @@ def advise(workload: Workload, capacity: Capacity) -> Advice:
     )
 
 
-_WORKLOAD_KEYS = {
-    "model",
-    "hardware",
-    "nodes",
-    "sessions",
-    "contexts",
-    "shared_prefix",
-    "mean_idle_s",
-    "peak_to_mean",
-    "disaggregated",
-    "survive_node_failure",
-    "durable_sessions",
-    "engine",
-    "kv_dtype",
-    "tp",
-    "weights_dtype",
-}
+@dataclass(frozen=True)
+class AdviceResult:
+    """The advice with what it was computed from, for rendering."""
+
+    workload: Workload
+    model: str
+    node: str
+    serving: Serving
+    advice: Advice
+    session_bytes: dict[int, int]
 
 
-def check_workload_keys(data: Mapping[str, Any], *, file: str) -> None:
-    """Unknown keys in a workload file are an error naming the file and the key."""
-    unknown = sorted(set(data) - _WORKLOAD_KEYS)
-    if unknown:
-        raise InputError(
-            f"{file}: unknown key {unknown[0]!r}", "allowed: " + ", ".join(sorted(_WORKLOAD_KEYS))
+def advise_workload(
+    workload: Workload,
+    spec: ModelSpec,
+    node: NodeProfile,
+    *,
+    rules: EngineRules,
+    fmt: KvFormat,
+) -> AdviceResult:
+    """Price ``spec`` at each of the workload's contexts under its engine, dtype and tp, size
+    the node's tiers with its weights, and apply the criteria.
+
+    Raises InputError when the weights leave no room for KV on ``node``.
+    """
+    serving = choose_serving(
+        spec, count_params(spec), node, tp=workload.tp, weights_dtype=workload.weights_dtype
+    )
+    session_bytes = {
+        ctx: size_kv(
+            spec, rules=rules, fmt=fmt, ctx_tokens=ctx, sessions=1, tp=serving.tp
+        ).kv_bytes_per_session
+        for ctx in workload.contexts
+    }
+    space = kv_space_per_node(
+        PlanInputs(
+            node=node,
+            nodes=workload.nodes,
+            weights_bytes=serving.weights_bytes_per_node,
+            kv_bytes_per_session=1,
+            sessions=1,
         )
+    )
+    if space <= 0:
+        raise InputError(
+            f"{spec.name}'s weights ({format_bytes(serving.weights_bytes_per_node)} per node)"
+            f" leave no room for KV on {node.name}",
+            "pick a node with more HBM (kvtool hardware), a larger tp or narrower weights",
+        )
+    capacity = Capacity(
+        session_bytes=session_bytes,
+        nodes=workload.nodes,
+        t1_pressure_bytes_per_node=int(space * PRESSURE_FRACTION),
+        t2_bytes_per_node=int(node.host_memory_bytes * HOST_MEMORY_FRACTION),
+        hbm_kv_space_bytes_per_node=space,
+    )
+    return AdviceResult(
+        workload=workload,
+        model=spec.name,
+        node=node.name,
+        serving=serving,
+        advice=advise(workload, capacity),
+        session_bytes=session_bytes,
+    )

@@ -1,30 +1,41 @@
-"""One context's full deployment answer: tier plan, reload vs recompute, fan-in. Pure.
+"""A model on a cluster: how it is served, and each context's full plan. Pure.
 
-``plan_deployment`` composes the placement and reload models for the CLI and library users;
-``bytes_at`` (tokens -> KV bytes of one session, under the chosen engine and dtype) is passed
-in so this module never needs to know which engine convention priced the model.
+``plan_contexts`` is what ``kvtool size --hardware`` calls: it chooses how the engine runs the
+model on a node (``choose_serving``: tensor-parallel size, engine instances per node, weights),
+prices a session at each context under that layout, places the sessions in the tiers
+(``placement``) and weighs reloading against recomputing (``reload``). Profiles arrive loaded;
+nothing here reads a file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from kvtool.model.params import ParamCount
+from kvtool.errors import InputError
+from kvtool.model.engines import EngineRules
+from kvtool.model.formats import KvFormat
+from kvtool.model.kv import SizeResult, size_kv
+from kvtool.model.params import WEIGHT_BYTES, ParamCount, count_params, weight_bytes
 from kvtool.model.spec import ModelSpec
+from kvtool.plan.fsx import FileSystem, file_system, smallest_size_at_least
 from kvtool.plan.placement import (
     GPU_MEMORY_UTILIZATION,
     PlanInputs,
     TierPlan,
+    kv_space_per_node,
     plan_tiers,
 )
 from kvtool.plan.reload import (
     BreakEven,
+    Compute,
     ReloadAssumptions,
     TierPath,
     break_even,
     crossover_tokens,
     fan_in_per_s,
+    node_compute,
+    t3_client_gbps,
     tier_paths,
 )
 from kvtool.profiles.schema import NodeProfile, StorageProfile
@@ -34,23 +45,162 @@ BREAK_EVEN_CONTEXTS = (1_000, 4_000, 10_000, 32_000, 50_000, 128_000, 200_000, 1
 
 @dataclass(frozen=True)
 class Hardware:
-    """The cluster a plan is for: nodes, and the shared tiers behind them."""
+    """The cluster a plan is for: nodes, the shared tiers behind them, and the client path
+    (``ena``, ``efa`` or ``efa_gds``) the nodes use to reach T3."""
 
     node: NodeProfile
     nodes: int
     t3: StorageProfile
     t4: StorageProfile
+    t3_path: str = "efa"
     fsx_capacity_bytes: int | None = None
     fsx_throughput_mbps_per_tib: int | None = None
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
 
     @property
-    def fsx_bytes_per_s(self) -> float | None:
-        """Aggregate FSx throughput: capacity (TiB) x per-unit throughput (MB/s/TiB)."""
-        if self.fsx_capacity_bytes is None:
-            return None
-        per_tib = self.fsx_throughput_mbps_per_tib or self.t3.default_throughput_mbps_per_tib
-        return self.fsx_capacity_bytes / 2**40 * per_tib * 1e6
+    def efa_file_system(self) -> bool:
+        """An EFA path means an EFA-enabled file system (with EFA's capacity steps)."""
+        return (
+            self.t3_path in ("efa", "efa_gds")
+            and self.t3.client_efa_gbps > 0
+            and self.node.efa_gbps > 0
+        )
+
+    def file_system(self, need_bytes: int = 0) -> FileSystem:
+        """The T3 file system: ``--fsx-capacity`` checked against FSx's sizes, or the smallest
+        valid size holding ``need_bytes`` (marked assumed)."""
+        return file_system(
+            self.t3,
+            capacity_bytes=self.fsx_capacity_bytes,
+            throughput_mbps_per_tib=self.fsx_throughput_mbps_per_tib,
+            efa=self.efa_file_system,
+            need_bytes=need_bytes,
+        )
+
+
+def make_hardware(
+    node: NodeProfile,
+    t3: StorageProfile,
+    t4: StorageProfile,
+    *,
+    nodes: int = 1,
+    t3_path: str = "efa",
+    fsx_capacity_bytes: int | None = None,
+    fsx_throughput_mbps_per_tib: int | None = None,
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+) -> Hardware:
+    """A validated Hardware: T3 and T4 profiles of the right tier, an FSx throughput option
+    the T3 offers, a capacity FSx can provision. Raises InputError naming the option at
+    fault (for a capacity, with the nearest valid sizes)."""
+    for profile, tier, option in ((t3, "t3", "--t3"), (t4, "t4", "--t4")):
+        if profile.tier != tier:
+            raise InputError(
+                f"{option} {profile.name!r} is a {profile.tier.upper()} profile",
+                "kvtool hardware lists the storage profiles and their tiers",
+            )
+    if nodes < 1:
+        raise InputError(f"--nodes must be at least 1, got {nodes}")
+    throughput = fsx_throughput_mbps_per_tib
+    if throughput is not None and throughput not in t3.throughput_mbps_per_tib_options:
+        options = ", ".join(str(o) for o in t3.throughput_mbps_per_tib_options)
+        raise InputError(
+            f"--fsx-throughput {throughput} is not an FSx option",
+            f"{t3.name} offers {options} MB/s per TiB",
+        )
+    if t3_path not in ("ena", "efa", "efa_gds"):
+        raise InputError(f"unknown --t3-path {t3_path!r}", "choose ena, efa or efa-gds")
+    hardware = Hardware(
+        node=node,
+        nodes=nodes,
+        t3=t3,
+        t4=t4,
+        t3_path=t3_path,
+        fsx_capacity_bytes=fsx_capacity_bytes,
+        fsx_throughput_mbps_per_tib=throughput,
+        gpu_memory_utilization=gpu_memory_utilization,
+    )
+    hardware.file_system()  # raises for a capacity FSx cannot provision
+    return hardware
+
+
+@dataclass(frozen=True)
+class Serving:
+    """How the engine runs the model on one node: ``tp`` chips per engine instance,
+    ``instances`` per node, each holding a full copy of the weights."""
+
+    tp: int
+    instances: int
+    weights_dtype: str
+    weights_bytes_per_instance: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def weights_bytes_per_node(self) -> int:
+        """Every instance on the node holds the whole model."""
+        return self.weights_bytes_per_instance * self.instances
+
+
+def choose_serving(
+    spec: ModelSpec,
+    params: ParamCount,
+    node: NodeProfile,
+    *,
+    tp: int | None,
+    weights_dtype: str = "auto",
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+) -> Serving:
+    """The engine layout on ``node``. ``tp`` None chooses the chips of one EC2 instance (one
+    engine per instance, tensor-parallel over NVLink/NeuronLink), doubled until the weights
+    leave room for KV; ``weights_dtype`` ``auto`` is the checkpoint's own format.
+
+    Raises InputError for a ``tp`` that does not divide the node's chips, or an unknown dtype.
+    """
+    dtype = weights_dtype.strip().lower()
+    if dtype == "auto":
+        dtype = spec.weights_dtype or spec.dtype
+    if dtype not in WEIGHT_BYTES:
+        raise InputError(
+            f"unknown --weights-dtype {weights_dtype!r}", "choose auto, " + ", ".join(WEIGHT_BYTES)
+        )
+    weights = weight_bytes(params, dtype, model_dtype=spec.dtype)
+    notes: list[str] = []
+    if tp is None:
+        tp = node.chips_per_instance
+        while tp < node.chips and not _room_for_kv(
+            node, weights * (node.chips // tp), gpu_memory_utilization
+        ):
+            tp *= 2
+        why = (
+            "the chips of one instance" if tp == node.chips_per_instance else "the weights need it"
+        )
+        notes.append(
+            f"--tp not given: tp {tp} ({why}), {node.chips // tp} engine instance(s) per node,"
+            " each with its own copy of the weights"
+        )
+    elif node.chips % tp:
+        raise InputError(
+            f"--tp {tp} does not divide {node.name}'s {node.chips} accelerators",
+            f"pick a divisor of {node.chips}; kvtool plans whole engine instances per node",
+        )
+    return Serving(
+        tp=tp,
+        instances=node.chips // tp,
+        weights_dtype=dtype,
+        weights_bytes_per_instance=weights,
+        notes=tuple(notes),
+    )
+
+
+def _room_for_kv(node: NodeProfile, weights_per_node: int, utilization: float) -> bool:
+    probe = PlanInputs(
+        node=node,
+        nodes=1,
+        weights_bytes=weights_per_node,
+        kv_bytes_per_session=1,
+        sessions=1,
+        gpu_memory_utilization=utilization,
+    )
+    return kv_space_per_node(probe) > 0
 
 
 @dataclass(frozen=True)
@@ -70,14 +220,21 @@ class DeploymentPlan:
 
     ctx_tokens: int
     hardware: Hardware
-    weights_dtype: str
-    weights_bytes: int
+    serving: Serving
     tiers: TierPlan
+    file_system: FileSystem
+    compute: Compute
+    notes: tuple[str, ...]
     paths: tuple[TierPath, ...]
     crossovers: dict[str, int | None]
     break_even: tuple[BreakEven, ...]
     fan_in: tuple[FanIn, ...]
     assumptions: ReloadAssumptions
+
+    @property
+    def weights_dtype(self) -> str:
+        """The weight format the plan priced."""
+        return self.serving.weights_dtype
 
 
 def plan_deployment(
@@ -88,47 +245,67 @@ def plan_deployment(
     sessions: int,
     bytes_at: Callable[[int], int],
     hardware: Hardware,
-    weights_dtype: str,
-    weights_bytes: int,
+    serving: Serving,
     assumptions: ReloadAssumptions,
 ) -> DeploymentPlan:
-    """Place ``sessions`` x ``ctx_tokens`` on ``hardware`` and weigh reload against recompute."""
+    """Place ``sessions`` x ``ctx_tokens`` on ``hardware`` and weigh reload against recompute.
+
+    ``bytes_at`` (tokens -> KV bytes of one session, under the chosen engine, dtype and tp) is
+    passed in so this module never needs to know which engine convention priced the model.
+    """
     node = hardware.node
     session = bytes_at(ctx_tokens)
     tiers = plan_tiers(
         PlanInputs(
             node=node,
             nodes=hardware.nodes,
-            weights_bytes=weights_bytes,
+            weights_bytes=serving.weights_bytes_per_node,
             kv_bytes_per_session=session,
             sessions=sessions,
             fsx_capacity_bytes=hardware.fsx_capacity_bytes,
             gpu_memory_utilization=hardware.gpu_memory_utilization,
         )
     )
-    aggregate = hardware.fsx_bytes_per_s
-    share = None if aggregate is None else aggregate / hardware.nodes
+    fs = hardware.file_system(tiers.t3_bytes_needed)
+    share = fs.read_bytes_per_s / hardware.nodes
+    fsx_why = (
+        f"{fs.capacity_gib:,} GiB{' (assumed)' if fs.assumed else ''} x"
+        f" {fs.throughput_mbps_per_tib:,} MB/s/TiB = {fs.read_bytes_per_s / 1e9:,.1f} GB/s"
+        + (f" / {hardware.nodes} nodes" if hardware.nodes > 1 else "")
+        + (f" = {share / 1e9:,.1f} GB/s per node" if hardware.nodes > 1 else "")
+    )
     paths = tier_paths(
-        node, hardware.t3, hardware.t4, t3_path=assumptions.t3_path, fsx_bytes_per_s_per_node=share
+        node,
+        hardware.t3,
+        hardware.t4,
+        t3_path=hardware.t3_path,
+        a=assumptions,
+        fsx_bytes_per_s_per_node=share,
+        fsx_why=f"the file system's throughput, {fsx_why}",
+    )
+    notes = list(_t3_notes(hardware, fs, share))
+    if not any(p.tier == "T2" for p in paths) and node.host_memory_gib:
+        notes.append(
+            f"no T2 reload time: {node.name}'s host-to-accelerator bandwidth is not published"
+        )
+    compute = node_compute(
+        node,
+        weights_bytes_per_instance=serving.weights_bytes_per_instance,
+        tp=serving.tp,
+        a=assumptions,
     )
     crossovers = {
-        path.tier: crossover_tokens(spec, params.active, node, path, bytes_at, assumptions)
+        path.tier: crossover_tokens(spec, params, compute, path, bytes_at, assumptions)
         for path in paths
     }
     contexts = sorted({*BREAK_EVEN_CONTEXTS, ctx_tokens})
-    rows = break_even(spec, params.active, node, paths, bytes_at, contexts, assumptions)
+    rows = break_even(spec, params, compute, paths, bytes_at, contexts, assumptions)
     fan_in = []
-    for name, link_gbps, nic_gbps in (
-        ("ENA/TCP", hardware.t3.client_ena_gbps, node.ena_gbps),
-        ("EFA", hardware.t3.client_efa_gbps, node.efa_gbps),
-        ("EFA+GDS", hardware.t3.client_efa_gds_gbps, node.efa_gbps if node.gds else 0.0),
-    ):
-        gbps = min(link_gbps, nic_gbps)
-        if gbps <= 0:
+    for name, key in (("ENA/TCP", "ena"), ("EFA", "efa"), ("EFA+GDS", "efa_gds")):
+        used, gbps = t3_client_gbps(node, hardware.t3, key)
+        if used != key or gbps <= 0:
             continue
-        bandwidth = gbps * 1e9 / 8
-        if share is not None:
-            bandwidth = min(bandwidth, share)
+        bandwidth = min(gbps * 1e9 / 8, share)
         fan_in.append(
             FanIn(
                 path=name,
@@ -141,12 +318,129 @@ def plan_deployment(
     return DeploymentPlan(
         ctx_tokens=ctx_tokens,
         hardware=hardware,
-        weights_dtype=weights_dtype,
-        weights_bytes=weights_bytes,
+        serving=serving,
         tiers=tiers,
+        file_system=fs,
+        compute=compute,
+        notes=tuple(notes),
         paths=tuple(paths),
         crossovers=crossovers,
         break_even=tuple(rows),
         fan_in=tuple(fan_in),
         assumptions=assumptions,
     )
+
+
+@dataclass(frozen=True)
+class ContextPlans:
+    """``plan_contexts``' answer: the sizes under the serving layout, and one plan each."""
+
+    serving: Serving
+    sizes: tuple[SizeResult, ...]
+    plans: tuple[DeploymentPlan, ...]
+
+
+def plan_contexts(
+    spec: ModelSpec,
+    *,
+    rules: EngineRules,
+    fmt: KvFormat,
+    contexts: list[int],
+    sessions: int,
+    hardware: Hardware,
+    tp: int | None = None,
+    block_size: int | None = None,
+    weights_dtype: str = "auto",
+    assumptions: ReloadAssumptions | None = None,
+) -> ContextPlans:
+    """Choose the serving layout, price a session at each context under it, and plan each.
+
+    Raises InputError for layouts the engine or the node cannot run (see ``choose_serving``
+    and ``size_kv``).
+    """
+    params = count_params(spec)
+    serving = choose_serving(
+        spec,
+        params,
+        hardware.node,
+        tp=tp,
+        weights_dtype=weights_dtype,
+        gpu_memory_utilization=hardware.gpu_memory_utilization,
+    )
+    a = assumptions or ReloadAssumptions()
+    if a.use_fp8_compute is None:
+        narrow = serving.weights_dtype in ("fp8", "mxfp4", "nvfp4")
+        a = replace(a, use_fp8_compute=narrow and hardware.node.fp8_tflops_per_chip > 0)
+
+    # Engines that do not shard over tensor-parallel ranks (the textbook formula, transformers)
+    # price one copy whatever the layout.
+    kv_tp = serving.tp if rules.shards_over_tp else 1
+
+    def bytes_at(tokens: int) -> int:
+        result = size_kv(
+            spec,
+            rules=rules,
+            fmt=fmt,
+            ctx_tokens=tokens,
+            sessions=1,
+            tp=kv_tp,
+            block_size=block_size,
+        )
+        return result.kv_bytes_per_session
+
+    sizes = tuple(
+        size_kv(
+            spec,
+            rules=rules,
+            fmt=fmt,
+            ctx_tokens=tokens,
+            sessions=sessions,
+            tp=kv_tp,
+            block_size=block_size,
+        )
+        for tokens in contexts
+    )
+    plans = tuple(
+        plan_deployment(
+            spec,
+            params,
+            ctx_tokens=size.ctx_tokens,
+            sessions=sessions,
+            bytes_at=bytes_at,
+            hardware=hardware,
+            serving=serving,
+            assumptions=a,
+        )
+        for size in sizes
+    )
+    return ContextPlans(serving=serving, sizes=sizes, plans=plans)
+
+
+def _t3_notes(hardware: Hardware, fs: FileSystem, share: float) -> list[str]:
+    """Where the T3 throughput comes from, and whether the file system or the links bound it."""
+    notes = []
+    kind = "EFA-enabled " if fs.efa else ""
+    if fs.assumed:
+        notes.append(
+            f"no --fsx-capacity: T3 assumed to be the smallest {kind}{fs.profile.name} that"
+            f" holds what spills there, {fs.capacity_gib:,} GiB at"
+            f" {fs.throughput_mbps_per_tib:,} MB/s/TiB = {fs.read_bytes_per_s / 1e9:,.1f} GB/s"
+            " of reads (capacity x per-unit throughput)"
+        )
+    _, link_gbps = t3_client_gbps(hardware.node, hardware.t3, hardware.t3_path)
+    link = link_gbps * 1e9 / 8
+    if share < link:
+        need_gib = hardware.nodes * link / (fs.throughput_mbps_per_tib * 1e6) * 1024
+        size = smallest_size_at_least(fs.profile, need_gib, fs.throughput_mbps_per_tib, efa=fs.efa)
+        notes.append(
+            f"T3 reads are bound by the file system, not the client links: {share / 1e9:,.1f}"
+            f" GB/s per node against {link / 1e9:,.1f} GB/s of link; {size:,} GiB at"
+            f" {fs.throughput_mbps_per_tib:,} MB/s/TiB would match the links of"
+            f" {hardware.nodes} node(s)"
+        )
+    if fs.profile.write_throughput_mbps_per_tib:
+        notes.append(
+            f"{fs.profile.name} writes at {fs.profile.write_throughput_mbps_per_tib} MB/s/TiB:"
+            f" {fs.write_bytes_per_s / 1e9:,.1f} GB/s for eager copies and demotions"
+        )
+    return notes

@@ -23,8 +23,12 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvtool.errors import InputError
+
+if TYPE_CHECKING:
+    from kvtool.plan.deployment import DeploymentPlan
 
 EMIT_TARGETS = ("lmcache", "vllm", "sglang", "dynamo")
 
@@ -65,6 +69,38 @@ class EmitInputs:
     use_gds: bool
     eager: bool
     kvtool_version: str
+
+
+def emit_inputs(
+    plan: DeploymentPlan,
+    *,
+    model_id: str,
+    kv_dtype: str,
+    model_dtype: str,
+    t3_dir: str,
+    eager: bool,
+    kvtool_version: str,
+) -> EmitInputs:
+    """What ``emit`` needs from one context's plan: per-node tier sizes, the engine's tp."""
+    hardware = plan.hardware
+    tiers = {t.name: t for t in plan.tiers.tiers}
+    t3_used = tiers["T3"].used_bytes + tiers["T4"].used_bytes
+    return EmitInputs(
+        model_id=model_id,
+        node_name=hardware.node.name,
+        chips=plan.serving.tp,
+        max_model_len=plan.ctx_tokens,
+        kv_dtype=kv_dtype,
+        model_dtype=model_dtype,
+        gpu_memory_utilization=hardware.gpu_memory_utilization,
+        t2_bytes_per_node=(tiers["T2"].capacity_bytes or 0) // hardware.nodes,
+        kv_space_bytes_per_node=plan.tiers.kv_space_bytes_per_node,
+        t3_bytes_per_node=-(-t3_used // hardware.nodes),
+        t3_dir=t3_dir,
+        use_gds=hardware.t3_path == "efa_gds" and hardware.node.gds,
+        eager=eager,
+        kvtool_version=kvtool_version,
+    )
 
 
 def emit(target: str, e: EmitInputs) -> str:

@@ -1,23 +1,29 @@
 """Reload a session's KV from a tier, or recompute it: which is faster, and from what context on.
 
-Pure. The model, with every assumption a parameter (docs/planning.md explains each):
+Pure. Both sides are priced on equal terms: when ``concurrent_loads`` (N) sessions need their KV
+back at once on a node, the alternative is N prefills, and those share the node's compute just
+as the restores share its links. Every assumption is a parameter (docs/planning.md explains
+each and works the numbers by hand):
 
-* **Reload** from a tier takes ``latency + bytes / per-session bandwidth``. A node's link to
-  the tier is shared by ``concurrent_loads`` sessions coming back at once:
-  T2 = host DRAM over the node's host-to-accelerator links (min of DRAM and links);
-  T3 = FSx for Lustre, min(the per-client ceiling of the chosen path (ENA 100 / EFA 700 /
-  EFA+GDS 1,200 Gbps), the node's NIC, the node's share of the file system's throughput);
-  T4 = S3, min(the node's ENA, S3's 100 Gb/s single-instance figure).
-* **Recompute** is a prefill: ``2 x active parameters x tokens`` plus attention, which grows
-  with context squared (``heads x (qk_dim + v_dim) x tokens^2`` per full layer; windowed layers
-  are bounded by their window; DeepSeek sparse attention by its top-k plus the indexer's own
-  quadratic term), run at ``mfu`` of the node's peak. Decode is bound by memory bandwidth, so a
-  prefill gets the node's compute; the reload, by contrast, shares the link with the other
-  restores in flight.
+* **Reload** of N sessions of L tokens from a tier takes
+  ``overhead + latency + max(N x bytes(L) / bandwidth, N x chunks(L) x op_cost / io_threads)``:
+  a fixed connector/lookup overhead, one first-byte latency, then the transfer, or the per-chunk
+  operations (open/read/close of one file per chunk on Lustre, one GET per chunk on S3) spread
+  over the I/O threads, whichever is longer (they overlap). The bandwidth is the node's path to
+  the tier: T2 = host DRAM over the host-to-accelerator links; T3 = min(the FSx per-client
+  ceiling of the path x the EC2 instances in the node, the node's NIC, the node's share of the
+  file system's throughput); T4 = S3 at the node's ENA bandwidth (S3 scales with concurrent
+  requests; AWS's "100 Gb/s" is an example NIC, not a limit).
+* **Recompute** of N sessions is N prefills sharing the node:
+  ``max(N x FLOPs(L) / (mfu x node peak), one weight pass)``, with FLOPs = 2 x (active
+  parameters - LM head) x L + 2 x LM head (logits for the last position only) + attention,
+  which grows with L squared (windowed layers are bounded by their window; DeepSeek sparse
+  attention by its top-k plus the indexer's own quadratic term). A forward pass cannot be
+  faster than reading the weights once from HBM.
 
-With both linear in tokens at short contexts, reload wins wherever its per-token cost is below
-recompute's; the quadratic attention term makes recompute lose at long contexts whatever the
-link. ``crossover_tokens`` finds where reload starts to win.
+At long contexts both sides scale with N, so their ratio does not depend on it; at short
+contexts the fixed and per-chunk costs decide. ``crossover_tokens`` finds the context from
+which reload wins.
 """
 
 from __future__ import annotations
@@ -25,38 +31,68 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kvtool.model.params import ParamCount
 from kvtool.model.spec import AttentionLayers, IndexerLayers, MlaLayers, ModelSpec
 from kvtool.profiles.schema import NodeProfile, StorageProfile
 
-T2_LATENCY_S = 5e-6  # the brief: single-digit microseconds for host DRAM
-S3_INSTANCE_CEILING_GBPS = 100.0  # AWS S3 performance guidelines: up to 100 Gb/s per instance
+T2_LATENCY_S = 5e-6  # the brief: single-digit microseconds for host DRAM (estimate)
 DEFAULT_MFU = 0.4
 DEFAULT_CONCURRENT_LOADS = 16
 DEFAULT_CHUNK_TOKENS = 256  # LMCache's default chunk_size: one file / object per chunk
+DEFAULT_IO_THREADS = 32  # the brief's FSx checklist: 32 or more I/O threads per node
+DEFAULT_S3_CONNECTIONS = 64  # LMCache's S3 backend examples use s3_num_io_threads: 64
+DEFAULT_OVERHEAD_S = 1e-3  # estimate: connector lookup (hashing the prefix, one lookup round)
+DSA_TOPK = 2048  # DeepSeek-V3.2's index_topk
 
 
 @dataclass(frozen=True)
 class TierPath:
-    """How fast one node reads a tier back: first-byte latency and bytes per second."""
+    """How one node reads a tier back: latency to first byte, bandwidth, and the per-chunk
+    operation cost with the concurrency that spreads it."""
 
     tier: str
     description: str
     latency_s: float
     node_bytes_per_s: float
+    op_s: float = 0.0
+    io_threads: int = 1
 
 
 @dataclass(frozen=True)
 class ReloadAssumptions:
-    """Everything the reload-vs-recompute model assumes, shown to the user as it is."""
+    """Everything the reload-vs-recompute model assumes, shown to the user as it is.
+
+    ``use_fp8_compute`` None means FP8 when the weights are 8-bit or narrower and the chip has
+    FP8 (the planner decides).
+    """
 
     mfu: float = DEFAULT_MFU
     concurrent_loads: int = DEFAULT_CONCURRENT_LOADS
-    t3_path: str = "efa"  # "ena", "efa" or "efa_gds"
-    use_fp8_compute: bool = False
+    use_fp8_compute: bool | None = None
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS
+    io_threads: int = DEFAULT_IO_THREADS
+    s3_connections: int = DEFAULT_S3_CONNECTIONS
+    overhead_s: float = DEFAULT_OVERHEAD_S
 
 
 def _gbps(gigabits: float) -> float:
     return gigabits * 1e9 / 8
+
+
+def t3_client_gbps(node: NodeProfile, t3: StorageProfile, path: str) -> tuple[str, float]:
+    """The client path actually used and its ceiling for the whole node, in Gbps.
+
+    FSx's per-client ceilings apply to each EC2 instance, so an UltraServer of 18 instances
+    gets 18 of them, capped by the node's own NIC. Falls back to the best path the node and
+    the file system both offer (no GDS on Trainium, no EFA on PERSISTENT_1 or SCRATCH).
+    """
+    per_instance = {
+        "ena": min(t3.client_ena_gbps * node.instances, node.ena_gbps),
+        "efa": min(t3.client_efa_gbps * node.instances, node.efa_gbps),
+        "efa_gds": min(t3.client_efa_gds_gbps * node.instances, node.efa_gbps) if node.gds else 0.0,
+    }
+    chosen = next(p for p in (path, "efa", "ena") if per_instance[p] > 0 or p == "ena")
+    return chosen, per_instance[chosen]
 
 
 def tier_paths(
@@ -65,7 +101,9 @@ def tier_paths(
     t4: StorageProfile,
     *,
     t3_path: str,
+    a: ReloadAssumptions,
     fsx_bytes_per_s_per_node: float | None,
+    fsx_why: str = "",
 ) -> list[TierPath]:
     """The read paths from T2, T3 and T4 into one node's accelerators."""
     paths: list[TierPath] = []
@@ -81,42 +119,58 @@ def tier_paths(
                 min(links, dram),
             )
         )
-    ceilings = {
-        "ena": min(t3.client_ena_gbps, node.ena_gbps),
-        "efa": min(t3.client_efa_gbps, node.efa_gbps),
-        "efa_gds": min(t3.client_efa_gds_gbps, node.efa_gbps) if node.gds else 0.0,
-    }
-    # Fall back to the best path the node and the file system both offer (no GDS on Trainium,
-    # no EFA on PERSISTENT_1 or SCRATCH file systems).
-    path = next(p for p in (t3_path, "efa", "ena") if ceilings[p] > 0 or p == "ena")
-    ceiling_gbps = ceilings[path]
+    path, ceiling_gbps = t3_client_gbps(node, t3, t3_path)
     t3_bw = _gbps(ceiling_gbps)
-    why = f"{path.upper().replace('_', '+')} client ceiling {ceiling_gbps:,.0f} Gbps"
+    per = f" ({node.instances} instances)" if node.instances > 1 else ""
+    why = f"{path.upper().replace('_', '+')} client ceiling {ceiling_gbps:,.0f} Gbps{per}"
     if fsx_bytes_per_s_per_node is not None and fsx_bytes_per_s_per_node < t3_bw:
         t3_bw = fsx_bytes_per_s_per_node
-        why = f"this node's share of the file system's throughput ({t3_bw / 1e9:,.1f} GB/s)"
-    paths.append(TierPath("T3", f"{t3.name}: {why}", t3.latency_us * 1e-6, t3_bw))
-    t4_gbps = min(node.ena_gbps, S3_INSTANCE_CEILING_GBPS)
+        why = fsx_why or f"this node's share of the file system ({t3_bw / 1e9:,.1f} GB/s)"
+    latency = t3.latency_us * 1e-6
+    paths.append(
+        TierPath(
+            "T3",
+            f"{t3.name}: {why}; a {a.chunk_tokens}-token chunk per file, {a.io_threads} I/O"
+            " threads",
+            latency,
+            t3_bw,
+            op_s=latency,
+            io_threads=a.io_threads,
+        )
+    )
+    t4_latency = t4.latency_us * 1e-6
+    ena = _gbps(node.ena_gbps)
+    requests = a.s3_connections * t4.per_connection_mbytes_per_s * 1e6 or ena
+    t4_bw = min(ena, requests)
+    limit = (
+        f"the node's ENA {node.ena_gbps:,.0f} Gbps"
+        if ena <= requests
+        else f"{a.s3_connections} connections x {t4.per_connection_mbytes_per_s:,.0f} MB/s"
+        f" = {requests / 1e9:,.1f} GB/s (ENA {node.ena_gbps:,.0f} Gbps)"
+    )
     paths.append(
         TierPath(
             "T4",
-            f"{t4.name}: min(ENA, S3 per-instance) {t4_gbps:,.0f} Gbps",
-            t4.latency_us * 1e-6,
-            _gbps(t4_gbps),
+            f"{t4.name}: {limit}; one GET per {a.chunk_tokens}-token chunk",
+            t4_latency,
+            t4_bw,
+            op_s=t4_latency,
+            io_threads=a.s3_connections,
         )
     )
     return paths
 
 
-def prefill_flops(spec: ModelSpec, active_params: int, tokens: int) -> float:
-    """FLOPs to prefill ``tokens`` tokens from scratch (causal attention).
+def prefill_flops(spec: ModelSpec, params: ParamCount, tokens: int) -> float:
+    """FLOPs to prefill ``tokens`` tokens from scratch (causal attention, logits for the last
+    position only).
 
-    Worked number: Llama 3.1 70B (69.5 B active without the embedding lookup, 80 layers x 64
-    heads x (128 + 128)) at 100,000 tokens: 2 x 69.5e9 x 1e5 + 80 x 64 x 256 x 1e10
-    = 1.39e16 + 1.31e16 = 2.70e16 FLOPs.
+    Worked number: Llama 3.1 70B (69.5 B active without the embedding lookup, of which 1.05 B
+    is the LM head; 80 layers x 64 heads x (128 + 128)) at 100,000 tokens:
+    2 x 68.5e9 x 1e5 + 2 x 1.05e9 + 80 x 64 x 256 x 1e10 = 1.37e16 + 1.31e16 = 2.68e16 FLOPs.
     """
     n = float(tokens)
-    linear = 2.0 * active_params * n
+    linear = 2.0 * (params.active - params.lm_head) * n + 2.0 * params.lm_head
     heads = spec.num_attention_heads
     attention = 0.0
     topk = None
@@ -124,7 +178,7 @@ def prefill_flops(spec: ModelSpec, active_params: int, tokens: int) -> float:
         if isinstance(group, IndexerLayers):
             # The indexer scores every earlier token (quadratic); attention then reads top-k.
             attention += group.num_layers * group.num_heads * group.index_head_dim * n * n
-            topk = 2048
+            topk = DSA_TOPK
     for group in spec.groups:
         if isinstance(group, AttentionLayers):
             dims = group.head_dim + group.v_head_dim
@@ -143,8 +197,52 @@ def _pairs(n: float, window: int | None) -> float:
 
 
 @dataclass(frozen=True)
+class Compute:
+    """What recompute runs on: the node's peak for the chosen precision, and the shortest
+    forward pass (one read of an engine instance's weights from its chips' HBM)."""
+
+    peak_flops: float
+    weight_pass_s: float
+    precision: str
+
+
+def node_compute(
+    node: NodeProfile, *, weights_bytes_per_instance: int, tp: int, a: ReloadAssumptions
+) -> Compute:
+    """Dense peak (FP8 when ``a.use_fp8_compute`` and the chip has it) and the weight pass."""
+    fp8 = bool(a.use_fp8_compute) and node.fp8_tflops_per_chip > 0
+    per_chip = node.fp8_tflops_per_chip if fp8 else node.bf16_tflops_per_chip
+    hbm = tp * node.hbm_tbytes_per_s_per_chip * 1e12
+    return Compute(
+        peak_flops=node.chips * per_chip * 1e12,
+        weight_pass_s=weights_bytes_per_instance / hbm if hbm else 0.0,
+        precision="fp8" if fp8 else "bf16",
+    )
+
+
+def recompute_seconds(
+    spec: ModelSpec, params: ParamCount, compute: Compute, tokens: int, a: ReloadAssumptions
+) -> float:
+    """N prefills of ``tokens`` sharing the node at ``mfu`` of its peak, never faster than a
+    weight pass."""
+    flops = a.concurrent_loads * prefill_flops(spec, params, tokens)
+    return max(flops / (a.mfu * compute.peak_flops), compute.weight_pass_s)
+
+
+def reload_seconds(path: TierPath, session_bytes: int, tokens: int, a: ReloadAssumptions) -> float:
+    """N restores of one session each: overhead + latency + the longer of the transfer and the
+    per-chunk operations (see the module docstring)."""
+    n = a.concurrent_loads
+    transfer = n * session_bytes / path.node_bytes_per_s
+    chunks = -(-tokens // a.chunk_tokens)
+    operations = n * chunks * path.op_s / path.io_threads
+    overhead = a.overhead_s if path.tier != "T2" else 0.0
+    return overhead + path.latency_s + max(transfer, operations)
+
+
+@dataclass(frozen=True)
 class BreakEven:
-    """Reload and recompute times for one session at one context, per tier."""
+    """Reload and recompute times for N sessions at one context, per tier."""
 
     ctx_tokens: int
     session_bytes: int
@@ -152,27 +250,10 @@ class BreakEven:
     reload_s: dict[str, float]
 
 
-def recompute_seconds(
-    spec: ModelSpec, active_params: int, node: NodeProfile, tokens: int, a: ReloadAssumptions
-) -> float:
-    """Prefill time on one node at ``mfu`` of its dense peak (FP8 peak when computing in FP8)."""
-    per_chip = (
-        node.fp8_tflops_per_chip
-        if a.use_fp8_compute and node.fp8_tflops_per_chip
-        else (node.bf16_tflops_per_chip)
-    )
-    return prefill_flops(spec, active_params, tokens) / (a.mfu * node.chips * per_chip * 1e12)
-
-
-def reload_seconds(path: TierPath, session_bytes: int, a: ReloadAssumptions) -> float:
-    """Latency plus transfer at the node's bandwidth divided among the concurrent loads."""
-    return path.latency_s + session_bytes * a.concurrent_loads / path.node_bytes_per_s
-
-
 def break_even(
     spec: ModelSpec,
-    active_params: int,
-    node: NodeProfile,
+    params: ParamCount,
+    compute: Compute,
     paths: list[TierPath],
     bytes_at: Callable[[int], int],
     contexts: list[int],
@@ -186,8 +267,8 @@ def break_even(
             BreakEven(
                 ctx_tokens=tokens,
                 session_bytes=size,
-                recompute_s=recompute_seconds(spec, active_params, node, tokens, a),
-                reload_s={p.tier: reload_seconds(p, size, a) for p in paths},
+                recompute_s=recompute_seconds(spec, params, compute, tokens, a),
+                reload_s={p.tier: reload_seconds(p, size, tokens, a) for p in paths},
             )
         )
     return rows
@@ -195,8 +276,8 @@ def break_even(
 
 def crossover_tokens(
     spec: ModelSpec,
-    active_params: int,
-    node: NodeProfile,
+    params: ParamCount,
+    compute: Compute,
     path: TierPath,
     bytes_at: Callable[[int], int],
     a: ReloadAssumptions,
@@ -207,8 +288,8 @@ def crossover_tokens(
     beating it up to ``max_tokens``; 1 if it always wins, None if it never does."""
 
     def reload_wins(tokens: int) -> bool:
-        reload = reload_seconds(path, bytes_at(tokens), a)
-        return reload < recompute_seconds(spec, active_params, node, tokens, a)
+        reload = reload_seconds(path, bytes_at(tokens), tokens, a)
+        return reload < recompute_seconds(spec, params, compute, tokens, a)
 
     grid = [1]
     while grid[-1] < max_tokens:

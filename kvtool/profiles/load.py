@@ -6,15 +6,13 @@ top-level ``profiles/`` folder); in a source checkout they are read from ``profi
 
 from __future__ import annotations
 
-import json
-import tomllib
 from collections.abc import Callable
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kvtool.errors import ConfigError, InputError
+from kvtool.errors import InputError
+from kvtool.files import read_json_object, read_toml
 from kvtool.profiles.schema import (
     ModelProfile,
     NodeProfile,
@@ -27,10 +25,11 @@ from kvtool.profiles.schema import (
 
 def builtin_root() -> Path:
     """The folder that holds the bundled ``models/`` (and later ``hardware/``) profiles."""
-    packaged = Path(str(resources.files("kvtool"))) / "_profiles"
+    package = Path(__file__).resolve().parents[1]
+    packaged = package / "_profiles"  # a wheel install: importlib.resources would cost 10 ms
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parents[2] / "profiles"
+    return package.parent / "profiles"
 
 
 @cache
@@ -47,7 +46,7 @@ def model_profiles(root: Path | None = None) -> tuple[tuple[ModelProfile, Path],
 
 def read_model_profile(path: Path) -> ModelProfile:
     """Parse and validate one profile.toml."""
-    return model_profile_from_dict(_read_toml(path), file=str(path))
+    return model_profile_from_dict(read_toml(path), file=str(path))
 
 
 def find_model_profile(name: str, root: Path | None = None) -> tuple[ModelProfile, Path] | None:
@@ -65,32 +64,8 @@ def find_model_profile(name: str, root: Path | None = None) -> tuple[ModelProfil
 
 
 def read_config_json(path: Path) -> dict[str, Any]:
-    """Load a config.json; malformed JSON raises ConfigError with file, line and column."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not a UTF-8 text file") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
-            "fix the file or pass another config",
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a model config must be a JSON object")
-    return data
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: not valid TOML: {exc}") from None
+    """Load a config.json; malformed JSON raises InputError with file, line and column."""
+    return read_json_object(path, what="model config")
 
 
 @cache
@@ -98,7 +73,7 @@ def node_profiles(root: Path | None = None) -> tuple[NodeProfile, ...]:
     """Every bundled accelerator-node profile (profiles/hardware/*.toml), sorted by name."""
     folder = (root or builtin_root()) / "hardware"
     return tuple(
-        node_profile_from_dict(_read_toml(path), file=str(path))
+        node_profile_from_dict(read_toml(path), file=str(path))
         for path in sorted(folder.glob("*.toml"))
     )
 
@@ -108,7 +83,7 @@ def storage_profiles(root: Path | None = None) -> tuple[StorageProfile, ...]:
     """Every bundled storage profile (profiles/storage/*.toml), sorted by name."""
     folder = (root or builtin_root()) / "storage"
     return tuple(
-        storage_profile_from_dict(_read_toml(path), file=str(path))
+        storage_profile_from_dict(read_toml(path), file=str(path))
         for path in sorted(folder.glob("*.toml"))
     )
 
@@ -126,7 +101,7 @@ def _load(
     raise InputError with the closest bundled names."""
     if ref.endswith(".toml"):
         path = Path(ref).expanduser()
-        return parse(_read_toml(path), file=str(path))
+        return parse(read_toml(path), file=str(path))
     wanted = ref.strip().lower()
     for profile in bundled:
         if wanted in profile.names():

@@ -24,6 +24,10 @@ def test_json_adds_tiers_and_plan(kvtool: Run) -> None:
         "100",
         "--hardware",
         "trn3-ultraserver",
+        "--tp",
+        "16",
+        "--engine",
+        "formula",
         "--json",
     )
     assert result.exit_code == 0, result.stderr
@@ -33,9 +37,14 @@ def test_json_adds_tiers_and_plan(kvtool: Run) -> None:
         assert {"name", "medium", "capacity_bytes", "used_bytes", "sessions", "utilization"} <= set(
             tier
         )
+    # the brief's arithmetic: ~10 TB fits one Trn3 UltraServer's HBM, with 9 engines of tp 16
+    # (18 of tp 8 would hold 18 copies of the 810 GB of weights). vLLM would replicate the 8
+    # KV heads over 16 ranks and need twice the bytes: tests/unit/plan/test_deployment.py
     assert data["plan"]["fits_in_t1"] is True
+    assert data["plan"]["engine_instances_per_node"] == 9
     assert data["plan"]["total_kv_bytes"] == 516_096 * 200_000 * 100
-    assert {p["tier"] for p in data["reload"]["paths"]} == {"T3", "T4"}  # no published DRAM
+    # the host-to-chip bandwidth is not published: no T2 reload time
+    assert {p["tier"] for p in data["reload"]["paths"]} == {"T3", "T4"}
 
 
 def test_several_contexts_give_one_plan_each(kvtool: Run) -> None:
@@ -51,14 +60,14 @@ def test_several_contexts_give_one_plan_each(kvtool: Run) -> None:
         "--nodes",
         "4",
         "--fsx-capacity",
-        "96TiB",
+        "96000GiB",
         "--json",
     )
     data = json.loads(result.stdout)
     assert [d["ctx_tokens"] for d in data] == [32_000, 200_000]
     assert data[0]["plan"]["weights_dtype"] == "fp8"  # the checkpoint's quantization_config
     t3 = data[1]["tiers"][2]
-    assert t3["capacity_bytes"] == 96 * 2**40
+    assert t3["capacity_bytes"] == 96_000 * 2**30
     assert [f["path"] for f in data[1]["fan_in"]] == ["ENA/TCP", "EFA", "EFA+GDS"]
 
 
@@ -149,7 +158,7 @@ def test_t3_and_t4_profiles_can_be_chosen(kvtool: Run) -> None:
     )
     data = json.loads(result.stdout)
     paths = {p["tier"]: p["description"] for p in data["reload"]["paths"]}
-    assert paths["T3"].startswith("fsx-lustre-scratch2: ENA client ceiling 100 Gbps")
+    assert paths["T3"].startswith("fsx-lustre-scratch2: the file system's throughput, 1,200 GiB")
     assert paths["T4"].startswith("s3-express-one-zone")
     assert [f["path"] for f in data["fan_in"]] == ["ENA/TCP"]  # SCRATCH_2 has no EFA
     wrong = kvtool("size", "llama-3.1-8b", "--hardware", "p5", "--t3", "s3")

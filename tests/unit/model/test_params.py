@@ -11,7 +11,7 @@ import pytest
 
 from kvtool.model.params import count_params
 
-from .test_config import bundled_config
+from .test_config import bundled_spec
 
 PUBLISHED_TOTAL_B = {
     "llama-3.1-8b": 8.03,
@@ -64,16 +64,16 @@ PUBLISHED_ACTIVE_B = {
 
 @pytest.mark.parametrize(("name", "billions"), PUBLISHED_TOTAL_B.items())
 def test_total_matches_model_card(name: str, billions: float) -> None:
-    total = count_params(bundled_config(name)).total / 1e9
+    total = count_params(bundled_spec(name)).total / 1e9
     assert total == pytest.approx(billions, rel=0.03)
 
 
 @pytest.mark.parametrize(("name", "billions"), PUBLISHED_ACTIVE_B.items())
 def test_active_matches_model_card(name: str, billions: float) -> None:
-    active = count_params(bundled_config(name)).active / 1e9
+    active = count_params(bundled_spec(name)).active / 1e9
     assert active == pytest.approx(billions, rel=0.08)
 
 
 def test_dense_models_use_all_but_the_embedding_lookup() -> None:
-    params = count_params(bundled_config("llama-3.1-8b"))
+    params = count_params(bundled_spec("llama-3.1-8b"))
     assert params.total - params.active == 128_256 * 4096

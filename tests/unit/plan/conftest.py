@@ -16,7 +16,8 @@ def model(name: str) -> tuple[ModelSpec, ParamCount]:
     found = find_model_profile(name)
     assert found is not None
     config = read_config_json(found[1] / "config.json")
-    return spec_from_config(config, name=name), count_params(config)
+    spec = spec_from_config(config, name=name)
+    return spec, count_params(spec)
 
 
 def session_bytes(spec: ModelSpec, ctx: int, kv_dtype: str = "auto") -> int:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from kvtool.plan.advise import Capacity, Workload, advise
+from kvtool.plan.advise import Capacity, advise
+from kvtool.plan.workload import Workload as _Workload
+
+
+def Workload(**fields: object) -> _Workload:
+    return _Workload(model="m", hardware="h", **fields)  # type: ignore[arg-type]
+
 
 GB = 10**9
 # One node: 800 GB of HBM under the 85% line, 1,600 GB of DRAM, sessions of 10 GB at 32K.

@@ -23,11 +23,45 @@ STORAGE = sorted((builtin_root() / "storage").glob("*.toml"))
 
 
 def to_toml_dict(profile: Any) -> dict[str, Any]:
-    data = {k: v for k, v in asdict(profile).items() if v not in ("", ())}
+    data = {k: v for k, v in asdict(profile).items() if v not in ("", (), {})}
     data["aliases"] = list(profile.aliases)
-    if "throughput_mbps_per_tib_options" in data:
-        data["throughput_mbps_per_tib_options"] = list(data["throughput_mbps_per_tib_options"])
+    for key in ("throughput_mbps_per_tib_options", "capacity_sizes_gib"):
+        if key in data:
+            data[key] = list(data[key])
+    if "efa_capacity_step_gib" in data:
+        data["efa_capacity_step_gib"] = {
+            str(k): v for k, v in data["efa_capacity_step_gib"].items()
+        }
     return {"schema_version": 1, **data}
+
+
+# A figure's source names a first-party publisher (AWS, its API models and docs repos, NVIDIA)
+# or says it is an estimate, not published, or kvtool's own choice.
+FIRST_PARTY = (
+    "AWS ",
+    "aws.amazon.com",
+    "docs.aws.amazon.com",
+    "EC2 DescribeInstanceTypes",
+    "botocore",
+    "NVIDIA",
+    "aws-samples/",
+)
+NOT_FIRST_PARTY = ("transcri", "not opened", "from memory", "via the", "KARP")
+
+
+def first_party_or_estimate(source: str) -> bool:
+    if source.startswith(("estimate", "not published", "choice:", "not in AWS's")):
+        return True
+    if any(marker in source for marker in NOT_FIRST_PARTY):
+        return False
+    return any(marker in source for marker in FIRST_PARTY) or "= not available" in source
+
+
+@pytest.mark.parametrize("path", HARDWARE + STORAGE, ids=[p.stem for p in HARDWARE + STORAGE])
+def test_every_figure_names_a_first_party_source_or_says_estimate(path: Path) -> None:
+    sources = tomllib.loads(path.read_text())["sources"]
+    bad = {key: text for key, text in sources.items() if not first_party_or_estimate(text)}
+    assert not bad, f"{path.name}: say 'estimate' or cite AWS/NVIDIA for {sorted(bad)}"
 
 
 @pytest.mark.parametrize("path", HARDWARE, ids=[p.stem for p in HARDWARE])
@@ -66,10 +100,38 @@ def test_the_required_node_types_are_bundled() -> None:
         assert required in names
 
 
-def test_trn3_ultraserver_pools_the_briefs_20_7_tb() -> None:
+def test_trn3_ultraserver_pools_20_736_gib() -> None:
+    """AWS's "20.7 TB" is the Neuron docs' 144 chips x 144 GiB = 20,736 GiB, in 36 servers."""
     trn3 = load_node_profile("Trn3")
-    assert trn3.chips == 144
-    assert trn3.hbm_bytes == pytest.approx(20.7e12, rel=0.005)
+    assert (trn3.chips, trn3.instances, trn3.chips_per_instance) == (144, 36, 4)
+    assert trn3.hbm_bytes == 20_736 * 2**30
+
+
+@pytest.mark.parametrize(
+    ("name", "instances"), [("u-p6e-gb200x72", 18), ("trn2-ultraserver", 4), ("p5en", 1)]
+)
+def test_ultraservers_are_several_instances(name: str, instances: int) -> None:
+    assert load_node_profile(name).instances == instances
+
+
+def test_p6_b300_figures_from_the_aws_news_blog() -> None:
+    b300 = load_node_profile("p6-b300")
+    assert (b300.ena_gbps, b300.efa_gbps, b300.gds) == (300, 6400, True)
+
+
+def test_gb200_c2c_is_shared_by_two_gpus() -> None:
+    """900 GB/s bidirectional per superchip = 450 GB/s a direction for 2 GPUs."""
+    assert load_node_profile("p6e-gb200").host_to_chip_gbytes_per_s == 225
+
+
+def test_storage_facts_that_were_wrong_before() -> None:
+    scratch = load_storage_profile("fsx-scratch2")
+    assert (scratch.default_throughput_mbps_per_tib, scratch.write_throughput_mbps_per_tib) == (
+        200,
+        100,
+    )
+    assert load_storage_profile("s3-express").request_rate_scope == "directory bucket"
+    assert load_storage_profile("s3").request_rate_scope == "prefix"
 
 
 def test_fsx_client_ceilings_match_the_brief() -> None:

@@ -1,0 +1,170 @@
+"""``kvtool size --hardware``: the tier plan, reload against recompute, and T3 fan-in."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kvtool.cli.render.text import Table, echo, plural, print_notes, seconds
+from kvtool.units import format_bytes, format_bytes_decimal
+
+if TYPE_CHECKING:
+    from kvtool.plan.deployment import DeploymentPlan
+
+
+def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
+    """The ``tiers``, ``plan``, ``reload`` and ``fan_in`` keys of ``kvtool size --json``."""
+    tiers = plan.tiers
+    a = plan.assumptions
+    return {
+        "tiers": [
+            {
+                "name": t.name,
+                "medium": t.medium,
+                "capacity_bytes": t.capacity_bytes,
+                "used_bytes": t.used_bytes,
+                "sessions": t.sessions,
+                "utilization": None if t.utilization is None else round(t.utilization, 4),
+            }
+            for t in tiers.tiers
+        ],
+        "plan": {
+            "tp": plan.serving.tp,
+            "engine_instances_per_node": plan.serving.instances,
+            "weights_dtype": plan.weights_dtype,
+            "weights_bytes_per_node": tiers.weights_bytes_per_node,
+            "kv_space_bytes_per_node": tiers.kv_space_bytes_per_node,
+            "pressure_line_bytes_per_node": tiers.pressure_bytes_per_node,
+            "sessions_per_node_in_t1": tiers.sessions_per_node_in_t1,
+            "nodes_for_all_in_t1": tiers.nodes_for_all_in_t1,
+            "total_kv_bytes": tiers.total_kv_bytes,
+            "t3_bytes_needed": tiers.t3_bytes_needed,
+            "fits_in_t1": tiers.fits_in_t1,
+            "notes": [*plan.serving.notes, *tiers.notes, *plan.notes],
+        },
+        "reload": {
+            "assumptions": {
+                "mfu": a.mfu,
+                "concurrent_loads": a.concurrent_loads,
+                "t3_path": plan.hardware.t3_path,
+                "chunk_tokens": a.chunk_tokens,
+                "io_threads": a.io_threads,
+                "s3_connections": a.s3_connections,
+                "overhead_s": a.overhead_s,
+                "compute": plan.compute.precision,
+                "weight_pass_s": plan.compute.weight_pass_s,
+            },
+            "paths": [
+                {
+                    "tier": p.tier,
+                    "description": p.description,
+                    "latency_s": p.latency_s,
+                    "node_bytes_per_s": p.node_bytes_per_s,
+                    "reload_wins_from_tokens": plan.crossovers[p.tier],
+                }
+                for p in plan.paths
+            ],
+            "break_even": [
+                {
+                    "ctx_tokens": row.ctx_tokens,
+                    "session_bytes": row.session_bytes,
+                    "recompute_s": row.recompute_s,
+                    "reload_s": row.reload_s,
+                }
+                for row in plan.break_even
+            ],
+        },
+        "fan_in": [
+            {
+                "path": f.path,
+                "link_gbps": f.link_gbps,
+                "bytes_per_s": f.bytes_per_s,
+                "sessions_per_s": f.sessions_per_s,
+                "seconds_per_session": f.seconds_per_session,
+            }
+            for f in plan.fan_in
+        ],
+    }
+
+
+def _crossover(tokens: int | None) -> str:
+    if tokens is None:
+        return "never (up to 10M tokens)"
+    if tokens <= 1:
+        return "always"
+    return f"from {tokens:,} tokens"
+
+
+def print_plans(plans: tuple[DeploymentPlan, ...]) -> None:
+    """The tier plan, reload-vs-recompute and fan-in sections of ``kvtool size --hardware``."""
+    for plan in plans:
+        tiers = plan.tiers
+        echo()
+        echo(f"Tier plan at {plan.ctx_tokens:,} tokens")
+        serving = plan.serving
+        instances = (
+            f" = {serving.instances} engines x {format_bytes(serving.weights_bytes_per_instance)}"
+            if serving.instances > 1
+            else ""
+        )
+        echo(
+            f"tp {serving.tp}: weights {format_bytes(tiers.weights_bytes_per_node)} per node"
+            f" ({plan.weights_dtype}){instances};"
+            f" KV space {format_bytes(tiers.kv_space_bytes_per_node)} per node, 85% line"
+            f" {format_bytes(tiers.pressure_bytes_per_node)}"
+            f" = {plural(tiers.sessions_per_node_in_t1, 'session')}"
+        )
+        table = Table("tier", "medium", "capacity", "used", "sessions", "use", left=(0, 1))
+        for t in tiers.tiers:
+            table.add_row(
+                t.name,
+                t.medium,
+                "-" if t.capacity_bytes is None else format_bytes(t.capacity_bytes),
+                format_bytes(t.used_bytes) if t.used_bytes else "0",
+                f"{t.sessions:,}",
+                "-" if t.utilization is None else f"{t.utilization:.0%}",
+            )
+        echo(table.render())
+        echo(
+            f"all in HBM: {tiers.nodes_for_all_in_t1:,} node(s) of this type"
+            + (" (fits now)" if tiers.fits_in_t1 else "")
+        )
+        print_notes([*serving.notes, *tiers.notes], blank_line=False)
+        a = plan.assumptions
+        echo()
+        echo(
+            f"Reload vs recompute ({a.concurrent_loads} sessions at once per node: restores"
+            f" share its links, prefills its compute at {a.mfu:.0%} MFU of the"
+            f" {plan.compute.precision} peak)"
+        )
+        for path in plan.paths:
+            echo(
+                f"  {path.tier}: {path.description}; latency {seconds(path.latency_s)};"
+                f" reload wins {_crossover(plan.crossovers[path.tier])}"
+            )
+        tiers_in_use = [p.tier for p in plan.paths]
+        table = Table("context", "session KV", "recompute", *(f"{t} reload" for t in tiers_in_use))
+        for row in plan.break_even:
+            cells = [
+                f"{row.ctx_tokens:,}",
+                format_bytes_decimal(row.session_bytes),
+                seconds(row.recompute_s),
+            ]
+            for tier in tiers_in_use:
+                mark = " *" if row.reload_s[tier] < row.recompute_s else ""
+                cells.append(seconds(row.reload_s[tier]) + mark)
+            table.add_row(*cells)
+        echo(table.render())
+        echo("(* reload beats recompute)")
+        print_notes(plan.notes, blank_line=False)
+        echo()
+        echo(f"Fan-in from T3 at {plan.ctx_tokens:,} tokens (one node, all its link)")
+        table = Table("path", "link", "GB/s", "sessions/s", "per session")
+        for f in plan.fan_in:
+            table.add_row(
+                f.path,
+                f"{f.link_gbps:,.0f} Gbps",
+                f"{f.bytes_per_s / 1e9:,.1f}",
+                f"{f.sessions_per_s:,.1f}",
+                seconds(f.seconds_per_session),
+            )
+        echo(table.render())

@@ -1,0 +1,114 @@
+"""``kvtool size``: the model header, its layer groups, one row per context."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from kvtool.cli.render.text import Table, echo, plural, print_notes
+from kvtool.units import format_bytes, format_bytes_decimal
+
+if TYPE_CHECKING:
+    from kvtool.model.kv import SizeResult
+    from kvtool.plan.deployment import DeploymentPlan
+    from kvtool.profiles.resolve import ResolvedModel
+
+
+def _group_json(result: SizeResult) -> list[dict[str, Any]]:
+    return [
+        {
+            "kind": g.kind,
+            "layers": g.num_layers,
+            "window": g.window,
+            "bytes_per_token": g.bytes_per_token,
+            "tokens_held": g.tokens_held,
+            "bytes_per_session": g.bytes_per_session,
+            "fixed_bytes_per_session": g.fixed_bytes_per_session,
+        }
+        for g in result.groups
+    ]
+
+
+def size_json(
+    resolved: ResolvedModel,
+    results: Sequence[SizeResult],
+    plans: tuple[DeploymentPlan, ...] = (),
+) -> dict[str, Any] | list[dict[str, Any]]:
+    """One object per context (a list when several were asked for), with the tier plan when
+    ``--hardware`` was given."""
+    from kvtool.cli.render.plan import plan_json
+
+    objects = [
+        {
+            "model": r.model,
+            "model_source": resolved.location,
+            "engine": r.engine,
+            "engine_source": r.engine_source,
+            "kv_dtype": r.kv_dtype,
+            "ctx_tokens": r.ctx_tokens,
+            "sessions": r.sessions,
+            "tp": r.tp,
+            "block_size": r.block_size,
+            "kv_bytes_per_token": r.kv_bytes_per_token,
+            "kv_bytes_per_token_unbounded": r.kv_bytes_per_token_unbounded,
+            "kv_bytes_per_session": r.kv_bytes_per_session,
+            "kv_bytes_per_rank_per_session": r.kv_bytes_per_rank_per_session,
+            "kv_bytes_total": r.kv_bytes_total,
+            "fixed_bytes_per_session": r.fixed_bytes_per_session,
+            "max_context_tokens": resolved.spec.max_position_embeddings,
+            "layer_groups": _group_json(r),
+            "notes": list(r.notes),
+        }
+        for r in results
+    ]
+    for obj, plan in zip(objects, plans, strict=False):
+        obj.update(plan_json(plan))
+    return objects[0] if len(objects) == 1 else objects
+
+
+def print_size(resolved: ResolvedModel, results: Sequence[SizeResult]) -> None:
+    """The human view of ``kvtool size``: header, layer groups, one row per context."""
+    first = results[0]
+    echo(f"{first.model}  {resolved.location} ({resolved.origin})")
+    echo(
+        f"engine {first.engine} ({first.engine_source})  kv dtype {first.kv_dtype}"
+        + (f"  block {first.block_size} tokens" if first.block_size > 1 else "")
+        + (f"  tp {first.tp}" if first.tp > 1 else "")
+    )
+    echo()
+    groups = Table("layer group", "layers", "window", "bytes/token", "state/session")
+    for g in first.groups:
+        groups.add_row(
+            g.kind,
+            str(g.num_layers),
+            f"{g.window:,}" if g.window else "-",
+            f"{g.bytes_per_token:,} B" if g.bytes_per_token else "-",
+            format_bytes(g.fixed_bytes_per_session) if g.fixed_bytes_per_session else "-",
+        )
+    groups.add_row(
+        "all layers",
+        str(sum(g.num_layers for g in first.groups)),
+        "",
+        f"{first.kv_bytes_per_token_unbounded:,} B"
+        f" ({format_bytes_decimal(first.kv_bytes_per_token_unbounded)})",
+        format_bytes(first.fixed_bytes_per_session) if first.fixed_bytes_per_session else "-",
+    )
+    echo(groups.render())
+    echo()
+    columns = ["context", "B/token at ctx", "per session"]
+    if first.tp > 1:
+        columns.append("per session, one rank")
+    columns.append(f"total ({plural(first.sessions, 'session')})")
+    totals = Table(*columns)
+    for r in results:
+        row = [
+            f"{r.ctx_tokens:,} tokens",
+            f"{r.kv_bytes_per_token:,} B",
+            format_bytes(r.kv_bytes_per_session),
+        ]
+        if first.tp > 1:
+            row.append(format_bytes(r.kv_bytes_per_rank_per_session))
+        row.append(format_bytes(r.kv_bytes_total))
+        totals.add_row(*row)
+    echo(totals.render())
+    print_notes([n for r in results for n in r.notes])

@@ -1,0 +1,74 @@
+"""The pieces every command's output shares: a plain table, JSON, notes, units of time.
+
+Hand-rolled rather than rich's Table: importing rich.console and rich.table costs about 20 ms,
+a fifth of kvtool's whole start-up budget, and these tables need no styling.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def echo(text: str = "") -> None:
+    """One line on stdout."""
+    sys.stdout.write(text + "\n")
+
+
+def print_json(data: Any) -> None:
+    """Pretty JSON on stdout, keys in the order built."""
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def print_notes(notes: list[str] | tuple[str, ...], *, blank_line: bool = True) -> None:
+    """``note: ...`` lines, each once, after a blank line when there are any."""
+    unique = list(dict.fromkeys(notes))
+    if unique and blank_line:
+        echo()
+    for note in unique:
+        echo(f"note: {note}")
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 session``, ``2 sessions``, with thousands separators."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def seconds(value: float) -> str:
+    """``300 us``, ``12.5 ms``, ``3.44 s``."""
+    if value < 1e-3:
+        return f"{value * 1e6:,.0f} us"
+    if value < 1:
+        return f"{value * 1e3:,.1f} ms"
+    return f"{value:,.2f} s"
+
+
+class Table:
+    """A plain fixed-width text table; columns in ``left`` are left-aligned, others right."""
+
+    def __init__(self, *columns: str, left: tuple[int, ...] = (0,)) -> None:
+        self.columns = columns
+        self.left = left
+        self.rows: list[tuple[str, ...]] = []
+
+    def add_row(self, *cells: str) -> None:
+        """Append one row; it must have one cell per column."""
+        self.rows.append(cells)
+
+    def render(self) -> str:
+        """The header, a rule and the rows, two spaces between columns."""
+        widths = [
+            max(len(cell) for cell in column)
+            for column in zip(self.columns, *self.rows, strict=True)
+        ]
+
+        def line(cells: tuple[str, ...]) -> str:
+            parts = [
+                cell.ljust(width) if index in self.left else cell.rjust(width)
+                for index, (cell, width) in enumerate(zip(cells, widths, strict=True))
+            ]
+            return "  ".join(parts).rstrip()
+
+        rule = "  ".join("-" * width for width in widths)
+        return "\n".join([line(self.columns), rule, *(line(row) for row in self.rows)])

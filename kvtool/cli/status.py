@@ -1,0 +1,13 @@
+"""Exit statuses, the same for every command; ``cli/app.py`` is the one place that applies them.
+
+* ``OK`` (0): the command did what was asked.
+* ``PROBLEMS`` (1): a check ran and found problems (doctor, check, smoke): a command reports
+  this by returning it after printing its report.
+* ``USAGE`` (2): bad usage or input. Library code raises ``KvtoolError``; typer's own usage
+  errors (an unknown option) exit 2 as well.
+"""
+
+OK = 0
+PROBLEMS = 1
+USAGE = 2
+INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT

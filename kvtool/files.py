@@ -1,0 +1,76 @@
+"""Read the user's and the bundled data files: text, TOML, JSON and YAML. The I/O edge.
+
+Every file kvtool reads goes through one of these functions, so that a missing, unreadable,
+binary or malformed file always becomes one ``InputError`` line naming the file (and where
+it could tell, the line and column), never a traceback. They read; they never write.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kvtool.errors import InputError
+
+
+def read_text(path: Path, *, what: str = "file") -> str:
+    """The file's text as UTF-8; a missing, unreadable or binary file raises InputError."""
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise InputError(f"{path} is a directory, not a {what}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if b"\x00" in data:
+        raise InputError(f"{path} is a binary file, not a {what}", "pass the text file itself")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{path} is not UTF-8 text (byte {exc.start}), not a {what}",
+            "pass the text file itself",
+        ) from None
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file as a dict; malformed TOML raises InputError with the parser's position."""
+    import tomllib
+
+    text = read_text(path, what="TOML file")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML: {exc}") from None
+
+
+def read_json_object(path: Path, *, what: str = "JSON object") -> dict[str, Any]:
+    """A JSON file that must hold one object; errors name the line and column."""
+    import json
+
+    text = read_text(path, what="JSON file")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+            "fix the file or pass another",
+        ) from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a {what} must be a JSON object")
+    return data
+
+
+def read_yaml_mapping(path: Path, *, what: str = "workload file") -> dict[str, Any]:
+    """A YAML file that must hold one mapping; errors name the line and column."""
+    import yaml
+
+    text = read_text(path, what=what)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise InputError(f"{path}: malformed YAML{where}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a {what} must be a YAML mapping")
+    return data

@@ -1,0 +1,79 @@
+"""How a model is served on a node (tp, engine instances, weights) and what a plan assumes."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvtool.errors import InputError
+from kvtool.model.engines import ENGINES
+from kvtool.model.formats import resolve_format
+from kvtool.plan.deployment import choose_serving, make_hardware, plan_contexts
+from kvtool.profiles.load import load_node_profile, load_storage_profile
+
+from .conftest import model
+
+FSX = load_storage_profile("fsx")
+S3 = load_storage_profile("s3")
+
+
+def hardware(node: str, **options: object):  # type: ignore[no-untyped-def]
+    return make_hardware(load_node_profile(node), FSX, S3, **options)  # type: ignore[arg-type]
+
+
+def test_default_tp_is_one_instance_and_doubles_until_the_weights_fit() -> None:
+    spec, params = model("llama-3.1-70b")
+    p5en = choose_serving(spec, params, load_node_profile("p5en"), tp=None)
+    assert (p5en.tp, p5en.instances) == (8, 1)
+    trn3 = load_node_profile("trn3")
+    small = choose_serving(spec, params, trn3, tp=None)
+    assert (small.tp, small.instances) == (4, 36)  # 141 GB over 4 x 144 GiB fits
+    spec, params = model("llama-3.1-405b")
+    big = choose_serving(spec, params, trn3, tp=None)
+    assert (big.tp, big.instances) == (8, 18)  # 810 GB needs 8 chips
+    assert big.weights_bytes_per_node == 18 * big.weights_bytes_per_instance
+    assert "the weights need it" in big.notes[0]
+
+
+def test_tp_must_divide_the_nodes_chips() -> None:
+    spec, params = model("llama-3.1-8b")
+    with pytest.raises(InputError, match=r"--tp 3 does not divide p5en\.48xlarge's 8"):
+        choose_serving(spec, params, load_node_profile("p5en"), tp=3)
+
+
+def test_vllm_replicates_kv_heads_past_tp_8_so_the_briefs_10_tb_needs_twice_the_hbm() -> None:
+    spec, _ = model("llama-3.1-405b")
+    fmt = resolve_format("auto", spec.dtype)
+    common = {"fmt": fmt, "contexts": [200_000], "sessions": 100, "tp": 16}
+    trn3 = hardware("trn3")
+    formula = plan_contexts(spec, rules=ENGINES["formula"], hardware=trn3, **common)  # type: ignore[arg-type]
+    vllm = plan_contexts(spec, rules=ENGINES["vllm"], hardware=trn3, **common)  # type: ignore[arg-type]
+    assert formula.plans[0].tiers.total_kv_bytes == pytest.approx(10.3e12, rel=0.01)
+    assert formula.plans[0].tiers.fits_in_t1
+    assert vllm.plans[0].tiers.total_kv_bytes == 2 * formula.plans[0].tiers.total_kv_bytes
+    assert not vllm.plans[0].tiers.fits_in_t1
+
+
+def test_unsized_t3_states_the_file_system_it_assumed_and_what_would_match_the_links() -> None:
+    spec, _ = model("llama-3.1-70b")
+    result = plan_contexts(
+        spec,
+        rules=ENGINES["vllm"],
+        fmt=resolve_format("auto", spec.dtype),
+        contexts=[131_072],
+        sessions=200,
+        hardware=hardware("p5en", nodes=2),
+    )
+    plan = result.plans[0]
+    assert plan.file_system.assumed
+    assert plan.file_system.capacity_gib % 4800 == 0  # EFA-enabled at 1,000 MB/s/TiB
+    assert plan.file_system.capacity_bytes >= plan.tiers.t3_bytes_needed
+    assert any("no --fsx-capacity: T3 assumed" in note for note in plan.notes)
+    assert any("bound by the file system, not the client links" in note for note in plan.notes)
+
+
+def test_a_capacity_fsx_cannot_provision_is_refused() -> None:
+    with pytest.raises(InputError, match="cannot be provisioned"):
+        hardware("p5en", fsx_capacity_bytes=48 * 2**40)
+    with pytest.raises(InputError, match=r"use 48,000 GiB or 50,400 GiB"):
+        hardware("p5en", fsx_capacity_bytes=48 * 2**40, t3_path="ena")  # not EFA-enabled
+    assert hardware("p5en", fsx_capacity_bytes=50_400 * 2**30, t3_path="ena").nodes == 1
