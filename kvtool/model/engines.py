@@ -31,7 +31,15 @@ from kvtool.errors import InputError
 
 @dataclass(frozen=True)
 class EngineRules:
-    """One engine's allocation choices; see the module docstring for where each comes from."""
+    """One engine's allocation choices; see the module docstring for where each comes from.
+
+    ``kv_heads_cached``: ``hf_broadcast`` when the cache holds K/V broadcast to every query
+    head (transformers' Falcon-40B). ``sparse_mla_layouts``: the packed layouts the engine
+    uses for a quantized sparse-attention MLA cache (``fp8_ds_mla``, ``nvfp4_ds_mla``).
+    ``mla_quantized_scales``: the scale schemes an MLA cache may use (None: any).
+    ``query_heads_divide_tp``: the engine refuses a tensor-parallel size that does not divide
+    the attention heads (vLLM's ``verify_with_parallel_config``).
+    """
 
     name: str
     source: str
@@ -46,6 +54,10 @@ class EngineRules:
     conv_state_steps: Literal["kernel_minus_one", "kernel"]
     quantized_kv: bool
     hybrid_block_alignment: int | None = None
+    kv_heads_cached: Literal["config", "hf_broadcast"] = "config"
+    sparse_mla_layouts: frozenset[str] = frozenset()
+    mla_quantized_scales: frozenset[str] | None = None
+    query_heads_divide_tp: bool = False
 
 
 ENGINES: dict[str, EngineRules] = {
@@ -79,6 +91,9 @@ ENGINES: dict[str, EngineRules] = {
             conv_state_steps="kernel_minus_one",
             quantized_kv=True,
             hybrid_block_alignment=16,
+            sparse_mla_layouts=frozenset({"fp8_ds_mla", "nvfp4_ds_mla"}),
+            mla_quantized_scales=frozenset({"none", "per_tensor"}),
+            query_heads_divide_tp=True,
         ),
         EngineRules(
             name="sglang",
@@ -93,6 +108,9 @@ ENGINES: dict[str, EngineRules] = {
             ssm_state_default="fp32",
             conv_state_steps="kernel_minus_one",
             quantized_kv=True,
+            sparse_mla_layouts=frozenset({"fp8_ds_mla"}),
+            mla_quantized_scales=frozenset({"none", "per_tensor"}),
+            query_heads_divide_tp=True,
         ),
         EngineRules(
             name="hf",
@@ -107,6 +125,7 @@ ENGINES: dict[str, EngineRules] = {
             ssm_state_default="model",
             conv_state_steps="kernel",
             quantized_kv=False,
+            kv_heads_cached="hf_broadcast",
         ),
         EngineRules(
             name="hf-legacy",
@@ -121,6 +140,7 @@ ENGINES: dict[str, EngineRules] = {
             ssm_state_default="model",
             conv_state_steps="kernel",
             quantized_kv=False,
+            kv_heads_cached="hf_broadcast",
         ),
     )
 }

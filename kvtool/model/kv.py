@@ -151,6 +151,13 @@ def size_kv(
             )
         )
 
+    limit = spec.max_position_embeddings
+    if limit is not None and ctx_tokens > limit:
+        notes.append(
+            f"{ctx_tokens:,} tokens is past the model's limit of {limit:,}"
+            " (max_position_embeddings, with any rope_scaling); vLLM refuses a longer"
+            " --max-model-len unless told to allow it"
+        )
     marginal = sum(g.bytes_per_token for g in groups if g.window is None or ctx_tokens < g.window)
     per_session = sum(g.bytes_per_session for g in groups)
     if rules.shards_over_tp and tp > 1:
@@ -190,6 +197,14 @@ def _check_engine_supports(spec: ModelSpec, rules: EngineRules, fmt: KvFormat, t
             f"--tp {tp} does not apply to --engine {rules.name} (a single-process view)",
             "use --engine vllm or sglang to see tensor-parallel sharding",
         )
+    heads = spec.num_attention_heads
+    if rules.query_heads_divide_tp and tp > 1 and heads % tp:
+        divisors = [str(d) for d in range(2, min(heads, 64) + 1) if heads % d == 0]
+        raise InputError(
+            f"--tp {tp} does not divide the model's {heads} attention heads, which"
+            f" {rules.source} requires",
+            "pick one of " + ", ".join(divisors) if divisors else "this model runs with --tp 1",
+        )
 
 
 def _shard(count: int, tp: int, what: str, rules: EngineRules) -> int:
@@ -219,12 +234,13 @@ def _price(
 ) -> _Priced:
     model_bytes = _DTYPE_BYTES[spec.dtype]
     if isinstance(group, AttentionLayers):
+        broadcast = rules.kv_heads_cached == "hf_broadcast"
         heads = (
             group.cached_kv_heads_hf
-            if rules.name.startswith("hf")
+            if broadcast
             else _shard(group.num_kv_heads, tp, "KV heads", rules)
         )
-        if rules.name.startswith("hf") and heads != group.num_kv_heads:
+        if broadcast and heads != group.num_kv_heads:
             notes.append(
                 f"transformers broadcasts K/V to all {heads} query heads before caching"
                 f" ({group.num_kv_heads} KV heads in the weights)"
@@ -262,16 +278,17 @@ def _mla_bytes_per_layer(
             f" for all {group.num_heads} heads"
         )
         return group.num_heads * (fmt.vector_bytes(key) + fmt.vector_bytes(group.v_head_dim))
-    if rules.name in ("vllm", "sglang") and spec.has_indexer and fmt.is_quantized:
-        if fmt.scales == "per_tensor":
+    if spec.has_indexer and fmt.is_quantized and rules.sparse_mla_layouts:
+        if fmt.scales == "per_tensor" and "fp8_ds_mla" in rules.sparse_mla_layouts:
             # fp8_ds_mla: 512 fp8 + one fp32 scale per 128 + the RoPE part kept in bf16 = 656 B
             notes.append("fp8 on a sparse-attention MLA model uses the fp8_ds_mla layout")
             return group.kv_lora_rank + group.kv_lora_rank // 128 * 4 + group.qk_rope_head_dim * 2
-        if fmt.name == "nvfp4" and rules.name == "vllm":
+        if fmt.name == "nvfp4" and "nvfp4_ds_mla" in rules.sparse_mla_layouts:
             # nvfp4_ds_mla: fp4 latent + fp8 RoPE + one fp8 scale per 16 fp4 values = 352 B
             notes.append("nvfp4 on a sparse-attention MLA model uses the nvfp4_ds_mla layout")
             return group.kv_lora_rank // 2 + group.qk_rope_head_dim + group.kv_lora_rank // 16
-    if rules.name in ("vllm", "sglang") and fmt.is_quantized and fmt.scales != "per_tensor":
+    allowed = rules.mla_quantized_scales
+    if allowed is not None and fmt.scales not in allowed:
         raise InputError(
             f"{rules.source} has no {fmt.name} cache for MLA models",
             "use --kv-dtype fp8 or bf16, or --engine formula for the arithmetic",

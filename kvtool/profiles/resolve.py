@@ -47,7 +47,8 @@ def resolve_model(ref: str) -> ResolvedModel:
         if not file.is_file():
             raise InputError(f"{path} holds no config.json", "pass the config file itself")
         config = read_config_json(file)
-        name = path.name if path.is_dir() else (file.parent.name or file.stem)
+        # The folder names the model (./config.json and . are the current folder's name).
+        name = file.resolve().parent.name or file.stem
         spec = spec_from_config(config, name=name, source=str(file))
         return ResolvedModel(spec, "file", str(file), config)
     if _looks_like_repo_id(ref):
@@ -75,17 +76,64 @@ def _closest_hint(ref: str) -> str:
     return "kvtool models lists the bundled names; or pass a config.json path or an HF repo id"
 
 
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """Whether the Hugging Face endpoint answers a TCP connect within ``timeout_s``.
+
+    False at once when ``HF_HUB_OFFLINE`` is set. Without this, huggingface_hub retries an
+    unreachable hub for about 25 s before transformers gives up.
+    """
+    import os
+    import socket
+    import threading
+    from urllib.parse import urlsplit
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return False
+    endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host = endpoint.hostname or "huggingface.co"
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    result: list[bool] = []
+
+    def connect() -> None:  # in a thread: a stuck DNS lookup ignores socket timeouts
+        try:
+            socket.create_connection((host, port), timeout=timeout_s).close()
+            result.append(True)
+        except OSError:
+            result.append(False)
+
+    worker = threading.Thread(target=connect, daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    return bool(result and result[0])
+
+
 def load_hub_config(repo_id: str) -> dict[str, Any]:
     """``AutoConfig.from_pretrained(repo_id).to_dict()``; needs the ``hf`` extra.
 
-    transformers' and huggingface_hub's own log lines (no PyTorch, retries) are kept off the
-    terminal: kvtool reports the outcome in one line of its own.
+    When the hub cannot be reached (or ``HF_HUB_OFFLINE`` is set) only the local cache is
+    read, so a missing network costs a few seconds, not half a minute of retries.
+    transformers' and huggingface_hub's own log lines are kept off the terminal: kvtool
+    reports the outcome in one line of its own.
     """
     import logging
     import os
 
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        raise InputError(
+            f"{repo_id!r} is not a bundled model and transformers is not installed",
+            "pip install 'kvtool[hf]', or download its config.json and pass the path",
+        ) from None
+    online = hub_reachable()
+    if not online and not isinstance(try_to_load_from_cache(repo_id, "config.json"), str):
+        raise InputError(
+            f"{repo_id!r} is not in the local Hugging Face cache and the hub cannot be"
+            " reached (offline, or HF_HUB_OFFLINE is set)",
+            "connect to the network, set HF_ENDPOINT to a mirror, or pass a config.json path",
+        )
     try:
         from transformers import AutoConfig
     except ImportError:
@@ -94,8 +142,14 @@ def load_hub_config(repo_id: str) -> dict[str, Any]:
             "pip install 'kvtool[hf]', or download its config.json and pass the path",
         ) from None
     try:
-        config = AutoConfig.from_pretrained(repo_id)
+        config = AutoConfig.from_pretrained(repo_id, local_files_only=not online)
     except (OSError, ValueError, KeyError) as exc:
+        if not online:
+            raise InputError(
+                f"{repo_id!r} is not in the local Hugging Face cache and the hub cannot be"
+                " reached (offline, or HF_HUB_OFFLINE is set)",
+                "connect to the network, set HF_ENDPOINT to a mirror, or pass a config.json path",
+            ) from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(
             f"could not load the config of {repo_id!r} through transformers: {first}",

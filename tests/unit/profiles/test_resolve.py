@@ -82,4 +82,26 @@ def test_hub_repo_id_missing_offline_is_one_line(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
-    assert "could not load the config of 'acme/not-cached'" in result.stderr
+    assert "'acme/not-cached' is not in the local Hugging Face cache" in result.stderr
+
+
+@pytest.mark.hf
+def test_unreachable_hub_answers_in_one_line_without_retrying(tmp_path: Path) -> None:
+    """A closed port on 127.0.0.1 stands in for a machine without network: kvtool must not
+    spend half a minute in huggingface_hub's retries. Nothing leaves the machine."""
+    import time
+
+    env = dict(os.environ, HF_HOME=str(tmp_path), HF_ENDPOINT="http://127.0.0.1:9", NO_COLOR="1")
+    env.pop("HF_HUB_OFFLINE", None)
+    start = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "kvtool", "size", "acme/not-cached"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert time.monotonic() - start < 10
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert "the hub cannot be reached" in result.stderr

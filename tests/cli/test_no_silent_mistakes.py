@@ -1,0 +1,235 @@
+"""The places where kvtool used to give a confident wrong answer without a word.
+
+Each test fails on the behaviour the "Trustworthy answers" issue describes: a context past the
+model's limit, configs without ``model_type``, tensor-parallel sizes vLLM refuses, ``--emit``
+ignoring the longest context and ``--tp``, options that did nothing, the documented workload
+file, binary files, and small things a new user hits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvtool.cli.app import app
+from kvtool.errors import ConfigError
+from kvtool.model.config import spec_from_config
+from kvtool.model.spec import AttentionLayers
+from tests.conftest import CliResult
+from tests.unit.model.test_config import bundled_config, bundled_spec
+
+Run = Callable[..., CliResult]
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.mark.parametrize(
+    ("model", "ctx", "limit"), [("deepseek-r1", "200k", "163,840"), ("gemma-2-9b", "128K", "8,192")]
+)
+def test_context_past_the_models_limit_gets_a_note(
+    kvtool: Run, model: str, ctx: str, limit: str
+) -> None:
+    text = kvtool("size", model, "--ctx", ctx).stdout
+    assert f"past the model's limit of {limit}" in text
+    data = json.loads(kvtool("size", model, "--ctx", ctx, "--json").stdout)
+    assert any(f"limit of {limit}" in note for note in data["notes"])
+    assert data["max_context_tokens"] == int(limit.replace(",", ""))
+
+
+def test_context_within_the_limit_has_no_such_note(kvtool: Run) -> None:
+    assert "past the model's limit" not in kvtool("size", "deepseek-r1", "--ctx", "128K").stdout
+
+
+def without(config: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k not in keys}
+
+
+def kv_heads(config: dict[str, Any]) -> set[int]:
+    spec = spec_from_config(config, name="x")
+    return {g.num_kv_heads for g in spec.groups if isinstance(g, AttentionLayers)}
+
+
+def test_gemma2_without_model_type_is_read_from_its_architectures() -> None:
+    config = without(bundled_config("gemma-2-9b"), "model_type")
+    spec = spec_from_config(config, name="g")
+    assert spec.groups == bundled_spec("gemma-2-9b").groups  # the full layers are kept
+    assert any("read as gemma2 (Gemma2ForCausalLM)" in note for note in spec.notes)
+
+
+def test_gemma2_without_model_type_or_architectures_is_refused_not_4x_too_small() -> None:
+    config = without(bundled_config("gemma-2-9b"), "model_type", "architectures")
+    with pytest.raises(ConfigError, match="cannot tell which layers slide"):
+        spec_from_config(config, name="g")
+
+
+def test_falcon_without_model_type_honours_multi_query() -> None:
+    """Today's 71x error: 71 KV heads instead of Falcon-7B's one."""
+    config = without(bundled_config("falcon-7b"), "model_type", "architectures")
+    assert kv_heads(config) == {1}
+    spec = spec_from_config(config, name="f")
+    assert any("Falcon's rules because it has multi_query" in note for note in spec.notes)
+
+
+def test_falcon_40b_without_model_type_keeps_its_kv_heads() -> None:
+    assert kv_heads(without(bundled_config("falcon-40b"), "model_type")) == {8}
+
+
+def test_unknown_architecture_is_sized_with_a_note_naming_it() -> None:
+    config = {**without(bundled_config("llama-3.1-8b"), "model_type"), "architectures": ["Foo"]}
+    spec = spec_from_config(config, name="foo")
+    assert any("'Foo' is not one kvtool has verified" in note for note in spec.notes)
+
+
+@pytest.mark.parametrize(
+    ("model", "tp", "message"),
+    [
+        ("falcon-7b", "2", "does not divide the model's 71 attention heads"),
+        ("deepseek-r1", "3", "does not divide the model's 128 attention heads"),
+    ],
+)
+def test_tp_vllm_refuses_is_refused(kvtool: Run, model: str, tp: str, message: str) -> None:
+    result = kvtool("size", model, "--tp", tp)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def emit(kvtool: Run, *args: str) -> list[str]:
+    result = kvtool(
+        "size", "llama-3.1-70b", "--sessions", "64", "--hardware", "p5en", "--emit", "vllm", *args
+    )
+    assert result.exit_code == 0, result.stderr
+    return shlex.split(result.stdout.splitlines()[-1])
+
+
+def test_emit_uses_the_longest_context_and_the_given_tp(kvtool: Run) -> None:
+    words = emit(kvtool, "--ctx", "128k,8k")
+    assert words[words.index("--max-model-len") + 1] == "128000"
+    words = emit(kvtool, "--ctx", "8k", "--tp", "4")
+    assert words[words.index("--tensor-parallel-size") + 1] == "4"
+
+
+def test_emit_with_json_is_refused_clearly(kvtool: Run) -> None:
+    result = kvtool("size", "llama-3.1-8b", "--hardware", "p5en", "--emit", "vllm", "--json")
+    assert result.exit_code == 2
+    assert "--emit prints an engine configuration, not JSON" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "note"),
+    [
+        (["--nodes", "4"], "--nodes has no effect without --hardware"),
+        (["--fsx-capacity", "4800GiB"], "--fsx-capacity has no effect without --hardware"),
+        (["--hardware", "p5en", "--eager"], "--eager has no effect without --emit"),
+    ],
+)
+def test_options_without_effect_say_so(kvtool: Run, args: list[str], note: str) -> None:
+    result = kvtool("size", "llama-3.1-8b", *args)
+    assert result.exit_code == 0
+    assert f"kvtool: note: {note}" in result.stderr
+
+
+def test_the_workload_file_in_docs_runs_as_written(kvtool: Run, tmp_path: Path) -> None:
+    doc = (ROOT / "docs" / "planning.md").read_text()
+    block = re.search(r"```yaml\n(.*?)```", doc, re.DOTALL)
+    assert block is not None
+    workload = tmp_path / "workload.yaml"
+    workload.write_text(block.group(1))
+    result = kvtool("advise", str(workload), "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    text = block.group(1)
+    if "tp:" in text:  # every key the schema accepts is used
+        assert f"tp: {data['tp']}" in text
+    if "weights_dtype:" in text:
+        assert f"weights_dtype: {data['weights_dtype']}" in text
+
+
+def test_advise_uses_tp_and_weights_dtype(kvtool: Run) -> None:
+    base = ["advise", "--model", "llama-3.1-70b", "--hardware", "p5en", "--ctx", "32k", "--json"]
+    a = json.loads(kvtool(*base, "--tp", "4", "--weights-dtype", "fp8").stdout)
+    b = json.loads(kvtool(*base, "--tp", "8").stdout)
+    assert (a["tp"], a["weights_dtype"], b["tp"], b["weights_dtype"]) == (4, "fp8", 8, "bf16")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["advise", "{file}"],
+        ["size", "llama-3.1-8b", "--hardware", "{file}"],
+        ["size", "llama-3.1-8b", "--hardware", "p5en", "--t3", "{file}"],
+        ["size", "llama-3.1-8b", "--hardware", "p5en", "--t4", "{file}"],
+        ["size", "{file}"],
+    ],
+)
+def test_binary_files_get_one_line_and_exit_2(kvtool: Run, tmp_path: Path, args: list[str]) -> None:
+    garbage = tmp_path / "garbage.toml"
+    garbage.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe binary")
+    result = kvtool(*(a.replace("{file}", str(garbage)) for a in args))
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert "is a binary file" in result.stderr
+
+
+def test_a_folder_or_a_bare_config_json_is_named_after_its_folder(
+    kvtool: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "my-finetune"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(bundled_config("llama-3.1-8b")))
+    monkeypatch.chdir(folder)
+    for ref in (".", "config.json"):
+        assert json.loads(kvtool("size", ref, "--json").stdout)["model"] == "my-finetune"
+
+
+def test_version(kvtool: Run) -> None:
+    from kvtool import __version__
+
+    result = kvtool("--version")
+    assert result.exit_code == 0
+    assert result.stdout == f"kvtool {__version__}\n"
+
+
+def test_one_session_is_singular(kvtool: Run) -> None:
+    out = kvtool("size", "llama-3.1-8b", "--ctx", "8k").stdout
+    assert "total (1 session)" in out
+    advice = kvtool("advise", "--model", "llama-3.1-8b", "--hardware", "p5en").stdout
+    assert ", 1 session (peak" in advice
+    assert "1 sessions" not in advice
+
+
+def help_examples() -> list[tuple[str, list[str]]]:
+    """Every ``kvtool ...`` example line of every command's help, continuations joined."""
+    from typer.testing import CliRunner
+
+    found = []
+    for command in app.registered_commands:
+        text = CliRunner().invoke(app, [command.name or "", "--help"], env={"COLUMNS": "200"})
+        body = text.stdout.partition("Example")[2].partition("╭")[0]
+        joined = " ".join(line.strip() for line in body.splitlines()).replace(" \\ ", " ")
+        for match in re.finditer(r"kvtool \S.*?(?=\s{2,}|kvtool |$)", joined):
+            found.append((command.name or "", shlex.split(match.group(0))[1:]))
+    return found
+
+
+def test_help_examples_paste_and_run(kvtool: Run) -> None:
+    """Each example is a whole command that runs (examples naming a file are checked to say
+    so in a way the reader can follow: they must point at a path the reader supplies)."""
+    examples = help_examples()
+    assert len(examples) >= 8
+    for command, argv in examples:
+        if any(arg.endswith((".json", ".yaml", ".toml")) for arg in argv):
+            continue  # the reader's own file
+        result = kvtool(*argv)
+        assert result.exit_code == 0, (command, argv, result.stderr)
+
+
+def test_root_help_promises_only_commands_that_exist(kvtool: Run) -> None:
+    text = kvtool("--help").stdout.lower()
+    for missing in ("bench", "doctor", "check"):
+        if missing not in {c.name for c in app.registered_commands}:
+            assert missing not in text
