@@ -23,14 +23,12 @@ and version):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from kvtool.errors import InputError
 
 
-@dataclass(frozen=True)
-class EngineRules:
+class EngineRules(NamedTuple):
     """One engine's allocation choices; see the module docstring for where each comes from.
 
     ``kv_heads_cached``: ``hf_broadcast`` when the cache holds K/V broadcast to every query

@@ -17,16 +17,14 @@ Sources (vLLM 0.33.0 wheel, ``vllm/v1/attention/backends/triton_attn.py`` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from kvtool.errors import InputError
 
 ScaleScheme = Literal["none", "per_tensor", "per_token_head", "block16"]
 
 
-@dataclass(frozen=True)
-class KvFormat:
+class KvFormat(NamedTuple):
     """One KV element format: element width and where its scales live."""
 
     name: str

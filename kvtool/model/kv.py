@@ -15,7 +15,7 @@ one GPU's share.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kvtool.errors import InputError
 from kvtool.model.engines import ENGINES, EngineRules
@@ -38,8 +38,7 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@dataclass(frozen=True)
-class GroupSize:
+class GroupSize(NamedTuple):
     """One layer group's share of a session at one context length."""
 
     kind: str
@@ -52,8 +51,7 @@ class GroupSize:
     bytes_per_rank_per_session: int
 
 
-@dataclass(frozen=True)
-class SizeResult:
+class SizeResult(NamedTuple):
     """KV cache for ``sessions`` sessions of ``ctx_tokens`` tokens each.
 
     ``kv_bytes_per_token`` is the marginal cost of one more token at this context (windowed
@@ -80,9 +78,11 @@ class SizeResult:
     notes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class _Priced:
-    """Per-rank bytes of one group: per token (token groups) or per sequence (state groups)."""
+class _Priced(NamedTuple):
+    """Per-rank bytes of one group: per token (token groups) or per sequence (state groups).
+
+    A NamedTuple, not a dataclass: it never leaves this module, and a frozen dataclass costs
+    over a millisecond of ``kvtool size``'s start-up to define."""
 
     group: LayerGroup
     rank_bytes_per_token: int

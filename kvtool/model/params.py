@@ -13,7 +13,7 @@ Worked number: Llama 3.1 8B = embeddings 128,256 x 4,096 x 2 (untied) + 32 layer
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kvtool.model.spec import (
     AttentionLayers,
@@ -25,8 +25,7 @@ from kvtool.model.spec import (
 )
 
 
-@dataclass(frozen=True)
-class ParamCount:
+class ParamCount(NamedTuple):
     """Total parameters, and those a token's matrix multiplies use.
 
     ``active`` leaves out the input embedding table (a lookup, no FLOPs) and the experts a

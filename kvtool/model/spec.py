@@ -9,14 +9,12 @@ Pure data: built by ``kvtool.model.config.spec_from_config`` and priced by ``kvt
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 AttentionKind = Literal["full", "sliding", "chunked"]
 
 
-@dataclass(frozen=True)
-class AttentionLayers:
+class AttentionLayers(NamedTuple):
     """MHA / GQA / MQA layers: one K and one V vector per KV head per token.
 
     ``window`` bounds how many past tokens a layer attends to: a sliding window for
@@ -39,8 +37,7 @@ class AttentionLayers:
         return self.hf_cached_kv_heads or self.num_kv_heads
 
 
-@dataclass(frozen=True)
-class MlaLayers:
+class MlaLayers(NamedTuple):
     """Multi-head latent attention (DeepSeek V2/V3/R1, Kimi K2, GLM-5).
 
     Engines that run the absorbed form cache one latent of ``kv_lora_rank`` plus the
@@ -58,8 +55,7 @@ class MlaLayers:
     q_lora_rank: int | None = None
 
 
-@dataclass(frozen=True)
-class IndexerLayers:
+class IndexerLayers(NamedTuple):
     """DeepSeek sparse attention's lightning-indexer key cache (DeepSeek-V3.2, GLM-5).
 
     One ``index_head_dim`` key per layer per token, stored beside the MLA latent.
@@ -70,8 +66,7 @@ class IndexerLayers:
     num_heads: int = 64
 
 
-@dataclass(frozen=True)
-class StateLayers:
+class StateLayers(NamedTuple):
     """Linear-attention or Mamba layers: a fixed-size recurrent state per sequence.
 
     The state is a causal-conv window of ``conv_kernel - 1`` steps over ``conv_channels``
@@ -97,8 +92,7 @@ class StateLayers:
 LayerGroup = AttentionLayers | MlaLayers | IndexerLayers | StateLayers
 
 
-@dataclass(frozen=True)
-class FeedForward:
+class FeedForward(NamedTuple):
     """The MLP side of the model, for parameter counts (weights and prefill FLOPs).
 
     ``moe_layers`` marks, per layer, whether its MLP is a mixture of experts (DeepSeek keeps its
@@ -116,8 +110,7 @@ class FeedForward:
     moe_layers: tuple[bool, ...]
 
 
-@dataclass(frozen=True)
-class ModelSpec:
+class ModelSpec(NamedTuple):
     """A model as the KV cache sees it.
 
     ``dtype`` is the model's own activation dtype (what ``--kv-dtype auto`` resolves to);
@@ -136,8 +129,8 @@ class ModelSpec:
     hidden_size: int
     dtype: str
     groups: tuple[LayerGroup, ...]
-    notes: tuple[str, ...] = field(default=())
-    layer_kinds: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
+    layer_kinds: tuple[str, ...] = ()
     vocab_size: int = 0
     tied_embeddings: bool = False
     feed_forward: FeedForward | None = None

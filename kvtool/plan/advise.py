@@ -39,7 +39,7 @@ from kvtool.plan.placement import (
     kv_space_per_node,
 )
 from kvtool.plan.workload import Workload
-from kvtool.profiles.schema import NodeProfile
+from kvtool.profiles.hardware import NodeProfile
 from kvtool.units import format_bytes
 
 SHARED_PREFIX_THRESHOLD = 0.30

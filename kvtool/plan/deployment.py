@@ -38,7 +38,7 @@ from kvtool.plan.reload import (
     t3_client_gbps,
     tier_paths,
 )
-from kvtool.profiles.schema import NodeProfile, StorageProfile
+from kvtool.profiles.hardware import NodeProfile, StorageProfile
 
 BREAK_EVEN_CONTEXTS = (1_000, 4_000, 10_000, 32_000, 50_000, 128_000, 200_000, 1_000_000)
 

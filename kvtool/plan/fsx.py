@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvtool.errors import InputError
-from kvtool.profiles.schema import StorageProfile
+from kvtool.profiles.hardware import StorageProfile
 
 GIB = 2**30
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvtool.errors import InputError
-from kvtool.profiles.schema import NodeProfile
+from kvtool.profiles.hardware import NodeProfile
 from kvtool.units import format_bytes
 
 PRESSURE_FRACTION = 0.85

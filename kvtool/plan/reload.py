@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from kvtool.model.params import ParamCount
 from kvtool.model.spec import AttentionLayers, IndexerLayers, MlaLayers, ModelSpec
-from kvtool.profiles.schema import NodeProfile, StorageProfile
+from kvtool.profiles.hardware import NodeProfile, StorageProfile
 
 T2_LATENCY_S = 5e-6  # the brief: single-digit microseconds for host DRAM (estimate)
 DEFAULT_MFU = 0.4

@@ -8,9 +8,8 @@ transformers, so bundled names and files stay instant.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kvtool.errors import InputError
 from kvtool.model.config import spec_from_config
@@ -19,8 +18,7 @@ from kvtool.profiles.load import find_model_profile, model_profiles, read_config
 from kvtool.profiles.schema import ModelProfile
 
 
-@dataclass(frozen=True)
-class ResolvedModel:
+class ResolvedModel(NamedTuple):
     """A model spec, the config it came from, and where (``bundled``, ``file`` or ``hub``)."""
 
     spec: ModelSpec

@@ -10,7 +10,8 @@ from kvtool.units import format_bytes_decimal
 
 if TYPE_CHECKING:
     from kvtool.model.spec import ModelSpec
-    from kvtool.profiles.schema import ModelProfile, NodeProfile, StorageProfile
+    from kvtool.profiles.hardware import NodeProfile, StorageProfile
+    from kvtool.profiles.schema import ModelProfile
 
 
 def _source_line(profile: ModelProfile) -> str:

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from kvtool.errors import InputError
+from kvtool.profiles.hardware import node_profile_from_dict, storage_profile_from_dict
 from kvtool.profiles.load import (
     builtin_root,
     load_node_profile,
     load_storage_profile,
     node_profiles,
 )
-from kvtool.profiles.schema import node_profile_from_dict, storage_profile_from_dict
 
 HARDWARE = sorted((builtin_root() / "hardware").glob("*.toml"))
 STORAGE = sorted((builtin_root() / "storage").glob("*.toml"))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +52,7 @@ def test_at_least_twenty_models_across_families() -> None:
 
 @pytest.mark.parametrize(("profile", "folder"), PROFILES, ids=IDS)
 def test_profile_validates_and_round_trips(profile: Any, folder: Path) -> None:
-    raw = tomllib.loads((folder / "profile.toml").read_text())
+    raw = json.loads((folder / "profile.json").read_text())
     assert model_profile_to_dict(profile) == raw
     assert model_profile_from_dict(raw, file="x") == profile
     assert folder.name == profile.name
@@ -108,32 +107,25 @@ def test_kimi_k2_matches_the_deepseek_v3_config_class_it_names(tmp_path: Path) -
 
 
 def write_profile(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "profile.toml"
+    path = tmp_path / "profile.json"
     path.write_text(text)
     return path
 
 
-GOOD = """schema_version = 1
-name = "m"
-hf_id = "org/m"
-family = "F"
-aliases = []
-[source]
-repository = "github.com/o/r"
-path = "config.json"
-commit = "0000000000000000000000000000000000000000"
-note = ""
+GOOD = """{"schema_version": 1, "name": "m", "hf_id": "org/m", "family": "F", "aliases": [],
+"source": {"repository": "github.com/o/r", "path": "config.json",
+"commit": "0000000000000000000000000000000000000000", "note": ""}}
 """
 
 
 def test_unknown_key_names_file_and_key(tmp_path: Path) -> None:
-    path = write_profile(tmp_path, GOOD.replace('family = "F"', 'family = "F"\nlayers = 3'))
-    with pytest.raises(InputError, match=r"profile.toml: unknown key 'layers'"):
+    path = write_profile(tmp_path, GOOD.replace('"family": "F"', '"family": "F", "layers": 3'))
+    with pytest.raises(InputError, match=r"profile.json: unknown key 'layers'"):
         read_model_profile(path)
 
 
 def test_missing_key_is_named(tmp_path: Path) -> None:
-    path = write_profile(tmp_path, GOOD.replace('hf_id = "org/m"\n', ""))
+    path = write_profile(tmp_path, GOOD.replace('"hf_id": "org/m", ', ""))
     with pytest.raises(InputError, match="'hf_id' is missing"):
         read_model_profile(path)
 
