@@ -1,0 +1,86 @@
+"""docs/architecture.md's import rules, checked on every module's own imports (read with ast).
+
+A module may import only the kvtool layers its row allows; ``TYPE_CHECKING`` imports count
+too (a type-only import still says which way the layers lean).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).parents[1] / "kvtool"
+ARCHITECTURE = (Path(__file__).parents[1] / "docs" / "architecture.md").read_text()
+
+# module prefix -> kvtool prefixes it may import (longest matching prefix wins)
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "kvtool.errors": (),
+    "kvtool.units": ("kvtool.errors",),
+    "kvtool.files": ("kvtool.errors",),
+    "kvtool.model": ("kvtool.errors", "kvtool.units", "kvtool.model"),
+    "kvtool.profiles.schema": ("kvtool.errors",),
+    "kvtool.profiles.hardware": ("kvtool.errors", "kvtool.profiles.schema"),
+    "kvtool.profiles": ("kvtool.errors", "kvtool.files", "kvtool.model", "kvtool.profiles"),
+    "kvtool.plan": (
+        "kvtool.errors",
+        "kvtool.units",
+        "kvtool.model",
+        "kvtool.profiles.schema",
+        "kvtool.profiles.hardware",
+        "kvtool.plan",
+    ),
+    "kvtool.cli": ("kvtool",),
+    "kvtool.__main__": ("kvtool.cli",),
+    "kvtool": ("kvtool",),  # the lazy package __init__ re-exports the library
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def kvtool_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("kvtool"):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("kvtool")}
+    return found
+
+
+def rule_for(module: str) -> tuple[str, ...]:
+    prefix = max((p for p in ALLOWED if module == p or module.startswith(p + ".")), key=len)
+    return ALLOWED[prefix]
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=[module_name(p) for p in MODULES])
+def test_module_imports_only_what_its_layer_allows(path: Path) -> None:
+    module = module_name(path)
+    allowed = rule_for(module)
+    bad = sorted(
+        name
+        for name in kvtool_imports(path)
+        if not any(name == a or name.startswith(a + ".") for a in allowed)
+    )
+    assert not bad, f"{module} imports {bad}; docs/architecture.md allows {allowed}"
+
+
+def test_nothing_below_cli_imports_cli() -> None:
+    for path in MODULES:
+        module = module_name(path)
+        if module.startswith("kvtool.cli") or module in ("kvtool.__main__",):
+            continue
+        assert not any(n.startswith("kvtool.cli") for n in kvtool_imports(path)), module
+
+
+def test_every_package_has_a_row_in_the_docs() -> None:
+    packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("_")}
+    for package in packages:
+        assert f"`{package}/`" in ARCHITECTURE, package
