@@ -1,0 +1,83 @@
+"""docs/planning.md's crossover table is what kvtool computes, so a reader can trust it.
+
+The table is for one p5en with 48,000 GiB of FSx PERSISTENT_2 at 1,000 MB/s/TiB over EFA, 16
+sessions restored at once, vLLM, each model's own dtype and weights (the doc says so).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kvtool.model.engines import ENGINES
+from kvtool.model.formats import resolve_format
+from kvtool.plan.deployment import make_hardware, plan_contexts
+from kvtool.profiles.load import load_node_profile, load_storage_profile
+from kvtool.profiles.resolve import resolve_model
+
+DOC = (Path(__file__).parents[3] / "docs" / "planning.md").read_text()
+TABLE = DOC.split("<!-- crossover-table -->")[1].split("<!-- /crossover-table -->")[0]
+ROWS = [
+    [cell.strip() for cell in line.strip("|").split("|")] for line in TABLE.strip().splitlines()[2:]
+]
+
+
+def number(cell: str) -> int | None:
+    return None if cell == "never" else int(cell.replace(",", ""))
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r[0] for r in ROWS])
+def test_crossover_row_matches_kvtool(row: list[str]) -> None:
+    name, _, tp, per_token, t2, t3, t4 = row
+    hardware = make_hardware(
+        load_node_profile("p5en"),
+        load_storage_profile("fsx"),
+        load_storage_profile("s3"),
+        fsx_capacity_bytes=48_000 * 2**30,
+    )
+    spec = resolve_model(name).spec
+    result = plan_contexts(
+        spec,
+        rules=ENGINES["vllm"],
+        fmt=resolve_format("auto", spec.dtype),
+        contexts=[131_072],
+        sessions=16,
+        hardware=hardware,
+    )
+    plan = result.plans[0]
+    assert result.serving.tp == int(tp)
+    assert result.sizes[0].kv_bytes_per_token_unbounded == number(per_token)
+    assert [plan.crossovers[t] for t in ("T2", "T3", "T4")] == [number(t2), number(t3), number(t4)]
+
+
+def test_the_table_covers_the_families_the_issue_names() -> None:
+    families = " ".join(r[1] for r in ROWS)
+    for family in ("GQA 8B", "GQA 70B", "GQA 405B", "MLA", "hybrid"):
+        assert family in families
+
+
+@pytest.mark.parametrize(("loads", "ratio"), [(1, "0.0718"), (64, "0.0717")])
+def test_the_quoted_concurrency_ratios_match_kvtool(loads: int, ratio: str) -> None:
+    from kvtool.plan.reload import ReloadAssumptions
+
+    hardware = make_hardware(
+        load_node_profile("p5en"),
+        load_storage_profile("fsx"),
+        load_storage_profile("s3"),
+        fsx_capacity_bytes=48_000 * 2**30,
+    )
+    spec = resolve_model("llama-3.1-70b").spec
+    plan = plan_contexts(
+        spec,
+        rules=ENGINES["vllm"],
+        fmt=resolve_format("auto", spec.dtype),
+        contexts=[131_072],
+        sessions=16,
+        hardware=hardware,
+        assumptions=ReloadAssumptions(concurrent_loads=loads),
+    ).plans[0]
+    row = next(r for r in plan.break_even if r.ctx_tokens == 131_072)
+    assert f"{row.reload_s['T3'] / row.recompute_s:.4f}" == ratio
+    assert re.search(rf"{ratio} with {loads}\b", DOC)
