@@ -170,7 +170,7 @@ def size(
         typer.Option(
             "--gpu-memory-utilization",
             metavar="FRACTION",
-            help="Share of HBM the engine may use (default 0.9, vLLM's).",
+            help="Share of HBM the engine may use (default 0.92, vLLM 0.33.0's).",
             rich_help_panel="Tier plan",
         ),
     ] = None,

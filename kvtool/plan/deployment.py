@@ -19,6 +19,7 @@ from kvtool.model.kv import SizeResult, size_kv
 from kvtool.model.params import WEIGHT_BYTES, ParamCount, count_params, weight_bytes
 from kvtool.model.spec import ModelSpec
 from kvtool.plan.fsx import FileSystem, file_system, smallest_size_at_least
+from kvtool.plan.offload import LAYOUTS, OffloadLayout, copies_divisor
 from kvtool.plan.placement import (
     GPU_MEMORY_UTILIZATION,
     PlanInputs,
@@ -247,6 +248,7 @@ def plan_deployment(
     hardware: Hardware,
     serving: Serving,
     assumptions: ReloadAssumptions,
+    offload: OffloadLayout = LAYOUTS["vllm"],
 ) -> DeploymentPlan:
     """Place ``sessions`` x ``ctx_tokens`` on ``hardware`` and weigh reload against recompute.
 
@@ -255,6 +257,11 @@ def plan_deployment(
     """
     node = hardware.node
     session = bytes_at(ctx_tokens)
+    divisors = {
+        tier: copies_divisor(offload, tier, is_mla=spec.is_mla, tp=serving.tp)
+        for tier in ("T2", "T3")
+    }
+    gds = hardware.t3_path == "efa_gds" and node.gds
     tiers = plan_tiers(
         PlanInputs(
             node=node,
@@ -264,6 +271,12 @@ def plan_deployment(
             sessions=sessions,
             fsx_capacity_bytes=hardware.fsx_capacity_bytes,
             gpu_memory_utilization=hardware.gpu_memory_utilization,
+            extra_reserve_bytes_per_chip=offload.gpu_reserve_mib_with_gds * 2**20 if gds else 0,
+            t2_bytes_per_session=session // divisors["T2"],
+            t3_bytes_per_session=session // divisors["T3"],
+            t3_medium="FSx for Lustre (shared)"
+            if offload.t3_shared
+            else "FSx for Lustre (private per worker)",
         )
     )
     fs = hardware.file_system(tiers.t3_bytes_needed)
@@ -274,16 +287,20 @@ def plan_deployment(
         + (f" / {hardware.nodes} nodes" if hardware.nodes > 1 else "")
         + (f" = {share / 1e9:,.1f} GB/s per node" if hardware.nodes > 1 else "")
     )
-    paths = tier_paths(
-        node,
-        hardware.t3,
-        hardware.t4,
-        t3_path=hardware.t3_path,
-        a=assumptions,
-        fsx_bytes_per_s_per_node=share,
-        fsx_why=f"the file system's throughput, {fsx_why}",
-    )
+    paths = [
+        replace(path, bytes_divisor=divisors.get(path.tier, divisors["T3"]))
+        for path in tier_paths(
+            node,
+            hardware.t3,
+            hardware.t4,
+            t3_path=hardware.t3_path,
+            a=assumptions,
+            fsx_bytes_per_s_per_node=share,
+            fsx_why=f"the file system's throughput, {fsx_why}",
+        )
+    ]
     notes = list(_t3_notes(hardware, fs, share))
+    notes += _offload_notes(offload, divisors, serving, gds)
     if not any(p.tier == "T2" for p in paths) and node.host_memory_gib:
         notes.append(
             f"no T2 reload time: {node.name}'s host-to-accelerator bandwidth is not published"
@@ -311,8 +328,8 @@ def plan_deployment(
                 path=name,
                 link_gbps=gbps,
                 bytes_per_s=bandwidth,
-                sessions_per_s=fan_in_per_s(session, bandwidth),
-                seconds_per_session=session / bandwidth,
+                sessions_per_s=fan_in_per_s(session // divisors["T3"], bandwidth),
+                seconds_per_session=session // divisors["T3"] / bandwidth,
             )
         )
     return DeploymentPlan(
@@ -352,8 +369,12 @@ def plan_contexts(
     block_size: int | None = None,
     weights_dtype: str = "auto",
     assumptions: ReloadAssumptions | None = None,
+    offload: OffloadLayout | None = None,
 ) -> ContextPlans:
     """Choose the serving layout, price a session at each context under it, and plan each.
+
+    ``offload`` is the stack that moves KV to T2 and T3 (``plan/offload.py``); by default
+    SGLang's HiCache under ``--engine sglang``, else vLLM's native offload with LMCache.
 
     Raises InputError for layouts the engine or the node cannot run (see ``choose_serving``
     and ``size_kv``).
@@ -410,6 +431,7 @@ def plan_contexts(
             hardware=hardware,
             serving=serving,
             assumptions=a,
+            offload=offload or LAYOUTS["sglang" if rules.name == "sglang" else "vllm"],
         )
         for size in sizes
     )
@@ -442,5 +464,31 @@ def _t3_notes(hardware: Hardware, fs: FileSystem, share: float) -> list[str]:
         notes.append(
             f"{fs.profile.name} writes at {fs.profile.write_throughput_mbps_per_tib} MB/s/TiB:"
             f" {fs.write_bytes_per_s / 1e9:,.1f} GB/s for eager copies and demotions"
+        )
+    return notes
+
+
+def _offload_notes(
+    offload: OffloadLayout, divisors: dict[str, int], serving: Serving, gds: bool
+) -> list[str]:
+    """What the offload stack changes: single MLA copies, a private file tier, a GDS buffer."""
+    notes = []
+    for tier, divisor in divisors.items():
+        if divisor > 1:
+            notes.append(
+                f"{tier} holds one copy of each MLA session ({offload.source}); HBM holds"
+                f" {serving.tp}, one per tensor-parallel rank"
+            )
+    if serving.tp > 1 and divisors["T2"] == 1 and offload.name in ("sglang", "dynamo"):
+        notes.append(f"{offload.source} keeps a host-memory pool per rank: T2 as HBM holds it")
+    if not offload.t3_shared:
+        notes.append(
+            f"{offload.source}'s disk tier is a private file per worker, deleted when it exits:"
+            " on FSx it is not a shared T3 (no cross-node prefix hits, nothing survives a restart)"
+        )
+    if gds and offload.gpu_reserve_mib_with_gds:
+        notes.append(
+            f"the GDS path pins {offload.gpu_reserve_mib_with_gds:,} MiB of GPU memory per"
+            " worker (gds_buffer_size), taken from the KV space"
         )
     return notes

@@ -4,7 +4,7 @@ Pure arithmetic on profiles and sizes. The rules, from the brief (shared/BRIEF.m
 
 * T1 (HBM) holds what fits under the 85% pressure line of the KV space the engine gets:
   ``chips x HBM x gpu_memory_utilization - weights - activation reserve`` per node (vLLM's
-  default ``--gpu-memory-utilization`` is 0.9).
+  default ``--gpu-memory-utilization`` is 0.92 in 0.33.0).
 * T2 (host DRAM) takes what T1 evicts, up to ``host_memory_fraction`` of DRAM (estimate: the
   rest is the OS, the engine process and pinned staging buffers).
 * T3 (FSx for Lustre) takes the rest, up to ``--fsx-capacity``; without one, kvtool reports
@@ -24,14 +24,20 @@ from kvtool.profiles.hardware import NodeProfile
 from kvtool.units import format_bytes
 
 PRESSURE_FRACTION = 0.85
-GPU_MEMORY_UTILIZATION = 0.9
+GPU_MEMORY_UTILIZATION = 0.92  # vLLM 0.33.0 vllm/config/cache.py: Field(default=0.92)
 HOST_MEMORY_FRACTION = 0.8
 ACTIVATION_RESERVE_GB_PER_CHIP = 2.0
 
 
 @dataclass(frozen=True)
 class PlanInputs:
-    """What placement needs: the node, how many, the model's weights, one session's KV."""
+    """What placement needs: the node, how many, the weights per node, one session's KV.
+
+    ``t2_bytes_per_session`` and ``t3_bytes_per_session`` are a session's size in host memory
+    and on the file tier (and S3) when the offload stack stores fewer copies than HBM holds (an
+    MLA latent saved from one rank: ``plan/offload.py``); None means the same as in HBM.
+    ``extra_reserve_bytes_per_chip`` is HBM an offload stack pins (LMCache's GDS buffer).
+    """
 
     node: NodeProfile
     nodes: int
@@ -43,6 +49,10 @@ class PlanInputs:
     pressure_fraction: float = PRESSURE_FRACTION
     host_memory_fraction: float = HOST_MEMORY_FRACTION
     activation_reserve_gb_per_chip: float = ACTIVATION_RESERVE_GB_PER_CHIP
+    extra_reserve_bytes_per_chip: int = 0
+    t2_bytes_per_session: int | None = None
+    t3_bytes_per_session: int | None = None
+    t3_medium: str = "FSx for Lustre (shared)"
 
 
 @dataclass(frozen=True)
@@ -88,7 +98,9 @@ def kv_space_per_node(inputs: PlanInputs) -> int:
     """Bytes of HBM the engine can give KV on one node (before the 85% pressure line)."""
     node = inputs.node
     usable = node.hbm_bytes * inputs.gpu_memory_utilization
-    reserve = node.chips * inputs.activation_reserve_gb_per_chip * 1e9
+    reserve = node.chips * (
+        inputs.activation_reserve_gb_per_chip * 1e9 + inputs.extra_reserve_bytes_per_chip
+    )
     return int(usable - inputs.weights_bytes - reserve)
 
 
@@ -131,18 +143,20 @@ def plan_tiers(inputs: PlanInputs) -> TierPlan:
     )
 
     t2_capacity = int(node.host_memory_bytes * inputs.host_memory_fraction) * inputs.nodes
-    t2_sessions = min(remaining, t2_capacity // per_session)
+    t2_per_session = inputs.t2_bytes_per_session or per_session
+    t2_sessions = min(remaining, t2_capacity // t2_per_session)
     remaining -= t2_sessions
     tiers.append(
         TierUse(
             name="T2",
             medium=f"host DRAM ({inputs.nodes} x {node.host_memory_gib:,.0f} GiB)",
             capacity_bytes=t2_capacity,
-            used_bytes=t2_sessions * per_session,
+            used_bytes=t2_sessions * t2_per_session,
             sessions=t2_sessions,
         )
     )
 
+    per_session = inputs.t3_bytes_per_session or per_session  # T3 and T4 store alike
     t3_needed = remaining * per_session
     if inputs.fsx_capacity_bytes is None:
         t3_sessions = remaining
@@ -157,7 +171,7 @@ def plan_tiers(inputs: PlanInputs) -> TierPlan:
     tiers.append(
         TierUse(
             name="T3",
-            medium="FSx for Lustre (shared)",
+            medium=inputs.t3_medium,
             capacity_bytes=inputs.fsx_capacity_bytes,
             used_bytes=t3_sessions * per_session,
             sessions=t3_sessions,
@@ -179,7 +193,7 @@ def plan_tiers(inputs: PlanInputs) -> TierPlan:
         pressure_bytes_per_node=pressure,
         sessions_per_node_in_t1=per_node_t1,
         nodes_for_all_in_t1=-(-inputs.sessions // per_node_t1),
-        total_kv_bytes=inputs.sessions * per_session,
+        total_kv_bytes=inputs.sessions * inputs.kv_bytes_per_session,
         t3_bytes_needed=t3_needed,
         notes=tuple(notes),
     )

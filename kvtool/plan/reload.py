@@ -56,6 +56,7 @@ class TierPath:
     node_bytes_per_s: float
     op_s: float = 0.0
     io_threads: int = 1
+    bytes_divisor: int = 1  # the tier stores 1/N of what HBM holds (an MLA latent saved once)
 
 
 @dataclass(frozen=True)
@@ -231,9 +232,10 @@ def recompute_seconds(
 
 def reload_seconds(path: TierPath, session_bytes: int, tokens: int, a: ReloadAssumptions) -> float:
     """N restores of one session each: overhead + latency + the longer of the transfer and the
-    per-chunk operations (see the module docstring)."""
+    per-chunk operations (see the module docstring). ``session_bytes`` is the session's size in
+    HBM; the tier holds ``1 / path.bytes_divisor`` of it."""
     n = a.concurrent_loads
-    transfer = n * session_bytes / path.node_bytes_per_s
+    transfer = n * session_bytes / path.bytes_divisor / path.node_bytes_per_s
     chunks = -(-tokens // a.chunk_tokens)
     operations = n * chunks * path.op_s / path.io_threads
     overhead = a.overhead_s if path.tier != "T2" else 0.0

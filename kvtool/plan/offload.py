@@ -1,0 +1,95 @@
+"""How each serving stack stores offloaded KV: copies per session in host memory (T2) and in the
+file tier (T3), whether that file tier is shared, and what it takes from HBM. Pure.
+
+A session's KV in HBM under tensor parallelism is every rank's share, replicas included (an MLA
+latent is held whole by every rank). What the offload tiers hold differs by stack, read in the
+released wheels (docs/planning.md cites file and line):
+
+* ``vllm`` (vLLM 0.33.0 native CPU offload for T2, LMCache as the connector for T3): for MLA,
+  one copy in host memory (``replicated_layout``, single-node tensor parallelism;
+  ``vllm/v1/kv_offload/cpu/spec.py``) and one on the file tier (LMCache saves MLA from the first
+  rank only).
+* ``lmcache`` (LMCache 0.5.6): MLA is saved from the first rank only (``save_only_first_rank``
+  defaults to ``use_mla``, ``lmcache/v1/cache_engine.py``), in CPU memory and on the file tier;
+  the GDS path pins ``gds_buffer_size`` MiB of GPU memory per worker.
+* ``sglang`` (SGLang 0.5.23 HiCache): every rank builds its own host pool, a full MLA copy each
+  (``MLATokenToKVPoolHost``); the file backend has one writer for MLA
+  (``is_storage_writer``).
+* ``dynamo`` (Dynamo KVBM 1.6.1): per-rank host and disk pools; the disk tier is a private file
+  per worker, deleted on exit, so it is not a shared T3.
+
+For models without MLA every rank stores its own shard, so the offload tiers hold what HBM holds.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from kvtool.errors import InputError
+
+# LMCache's GDS bounce buffer: gds_buffer_size MiB of GPU memory per worker (what --emit writes)
+GDS_BUFFER_MIB = 8192
+
+
+class OffloadLayout(NamedTuple):
+    """One stack's offload rules; ``mla_*_single_copy`` say whether an MLA session is stored
+    once (True) or once per tensor-parallel rank (False) in that tier."""
+
+    name: str
+    source: str
+    mla_t2_single_copy: bool
+    mla_t3_single_copy: bool
+    t3_shared: bool
+    gpu_reserve_mib_with_gds: int = 0
+
+
+LAYOUTS: dict[str, OffloadLayout] = {
+    layout.name: layout
+    for layout in (
+        OffloadLayout(
+            "vllm",
+            "vLLM 0.33.0 native CPU offload + LMCache 0.5.6 file tier",
+            mla_t2_single_copy=True,
+            mla_t3_single_copy=True,
+            t3_shared=True,
+        ),
+        OffloadLayout(
+            "lmcache",
+            "LMCache 0.5.6",
+            mla_t2_single_copy=True,
+            mla_t3_single_copy=True,
+            t3_shared=True,
+            gpu_reserve_mib_with_gds=GDS_BUFFER_MIB,
+        ),
+        OffloadLayout(
+            "sglang",
+            "SGLang 0.5.23 HiCache",
+            mla_t2_single_copy=False,
+            mla_t3_single_copy=True,
+            t3_shared=True,
+        ),
+        OffloadLayout(
+            "dynamo",
+            "Dynamo KVBM 1.6.1",
+            mla_t2_single_copy=False,
+            mla_t3_single_copy=False,
+            t3_shared=False,
+        ),
+    )
+}
+
+
+def get_layout(name: str) -> OffloadLayout:
+    """A layout by name; unknown names raise InputError listing the valid ones."""
+    if name not in LAYOUTS:
+        raise InputError(f"unknown offload stack {name!r}", "choose " + ", ".join(LAYOUTS))
+    return LAYOUTS[name]
+
+
+def copies_divisor(layout: OffloadLayout, tier: str, *, is_mla: bool, tp: int) -> int:
+    """How many times smaller a session is in ``tier`` ("T2" or "T3") than in HBM: ``tp`` for
+    an MLA model stored once, else 1."""
+    if not is_mla or tp <= 1:
+        return 1
+    single = layout.mla_t2_single_copy if tier == "T2" else layout.mla_t3_single_copy
+    return tp if single else 1
