@@ -267,6 +267,7 @@ def size(
 
     from kvtool.cli.options import hardware_from_options, reload_assumptions
     from kvtool.plan.deployment import plan_contexts
+    from kvtool.plan.offload import get_layout
 
     planned = plan_contexts(
         resolved.spec,
@@ -288,6 +289,7 @@ def size(
         block_size=block,
         weights_dtype=weights_dtype or "auto",
         assumptions=reload_assumptions(mfu=mfu, concurrent_loads=concurrent_loads),
+        offload=None if emit is None else get_layout(emit.strip().lower()),
     )
     if emit is not None:
         from kvtool import __version__
@@ -300,6 +302,7 @@ def size(
             model_id=resolved.profile.hf_id if resolved.profile else resolved.location,
             kv_dtype=fmt.name,
             model_dtype=resolved.spec.dtype,
+            is_mla=resolved.spec.is_mla,
             t3_dir=t3_dir or "/fsx/kvcache",
             eager=eager,
             kvtool_version=__version__,

@@ -1,42 +1,46 @@
 """Ready-to-use engine configurations for a tier plan. Pure: returns text.
 
-Every key and flag below was checked against the projects' own code or docs (versions in
-docs/planning.md, "Engine configurations"):
+Every key, flag, unit and default below was read in the released wheels (docs/planning.md,
+"Engine configurations", cites file and line; tests/fixtures/engines/ records the key lists):
 
-* LMCache v1: ``lmcache/v1/config.py`` (``chunk_size``, ``local_cpu``, ``max_local_cpu_size``
-  in GB, ``max_local_disk_size``, ``remote_serde``, ``gds_path``, ``gds_buffer_size`` in MiB,
-  ``remote_storage_plugins`` + ``extra_config``), the fs backend docs (``fs.rst``), and the
-  vLLM connector name ``LMCacheConnectorV1``.
-* vLLM: ``--kv-cache-dtype``, ``--gpu-memory-utilization``, ``--max-model-len``,
-  ``--tensor-parallel-size``, ``--kv-offloading-backend native`` + ``--kv-offloading-size``
-  (GiB, total over the TP ranks), ``--kv-transfer-config``.
-* SGLang: ``--enable-hierarchical-cache``, ``--hicache-ratio``, ``--hicache-write-policy``,
-  ``--hicache-io-backend``, ``--hicache-mem-layout``, ``--hicache-storage-backend file``,
-  ``--hicache-storage-prefetch-policy`` and ``SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR``.
-* Dynamo KVBM: ``DYN_KVBM_CPU_CACHE_GB``, ``DYN_KVBM_DISK_CACHE_GB``,
-  ``DYN_KVBM_DISK_CACHE_DIR``, ``DYN_KVBM_DISK_ZEROFILL_FALLBACK``,
-  ``DYN_KVBM_LEADER_WORKER_INIT_TIMEOUT_SECS`` and ``python -m dynamo.vllm --connector kvbm``.
+* **LMCache 0.5.6** (``lmcache/v1/config.py``): ``max_local_cpu_size`` is GiB per worker (one
+  worker per GPU; ``int(size * 1024**3)``); an MLA model is saved from the first rank only
+  (``save_only_first_rank`` defaults to ``use_mla``), which is sized by
+  ``extra_config.first_rank_max_local_cpu_size``; ``fs_connector_use_odirect`` is switched off
+  unless ``extra_config.save_chunk_meta`` is false; ``gds_buffer_size`` is MiB of GPU memory per
+  worker; neither the fs nor the GDS backend caps or evicts the T3 directory.
+* **vLLM 0.33.0**: ``--kv-offloading-size`` is GiB summed over the TP ranks of one engine;
+  the LMCache connector is ``LMCacheConnectorV1`` with ``LMCACHE_CONFIG_FILE``.
+* **SGLang 0.5.23**: ``--hicache-size`` is whole GB per rank; ``--hicache-ratio`` would scale a
+  device pool set by ``--mem-fraction-static``, so both exact values are emitted instead; the
+  file tier is capped per rank by ``SGLANG_HICACHE_FILE_BACKEND_MAX_SIZE`` over the files the
+  rank owns (every rank for GQA, the first rank for MLA).
+* **Dynamo KVBM 1.6.1**: ``--connector kvbm`` is rejected; the connector goes in through
+  ``--kv-transfer-config`` (``DynamoConnector`` from ``kvbm.vllm_integration.connector``);
+  ``DYN_KVBM_CPU_CACHE_GB`` and ``DYN_KVBM_DISK_CACHE_GB`` are decimal GB per engine; the disk
+  tier is a private, unlinked file per worker, so it is never a shared T3.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from kvtool.errors import InputError
+from kvtool.plan.offload import GDS_BUFFER_MIB
 
 if TYPE_CHECKING:
     from kvtool.plan.deployment import DeploymentPlan
 
 EMIT_TARGETS = ("lmcache", "vllm", "sglang", "dynamo")
+GIB = 2**30
 
-# kvtool --kv-dtype -> each engine's own name
+# kvtool --kv-dtype -> each engine's own name (vLLM CacheDType, SGLang --kv-cache-dtype choices)
 VLLM_KV_DTYPES = {
     "bf16": "bfloat16",
     "fp16": "float16",
-    "fp8_e4m3": "fp8",
+    "fp8_e4m3": "fp8_e4m3",
     "fp8_e5m2": "fp8_e5m2",
     "fp8_per_token_head": "fp8_per_token_head",
     "int8": "int8_per_token_head",
@@ -49,26 +53,44 @@ SGLANG_KV_DTYPES = {
     "fp8_e5m2": "fp8_e5m2",
     "nvfp4": "nvfp4",
 }
+LMCACHE_CHUNK_TOKENS = 256
+DYNAMO_CONNECTOR = {
+    "kv_connector": "DynamoConnector",
+    "kv_connector_module_path": "kvbm.vllm_integration.connector",
+    "kv_role": "kv_both",
+}
+LMCACHE_CONNECTOR = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
 
 
-@dataclass(frozen=True)
-class EmitInputs:
-    """What the configurations are generated from (sizes per node, in bytes)."""
+class EmitInputs(NamedTuple):
+    """What the configurations are generated from: the plan's sizes per node, in bytes, and
+    the serving layout (``tp`` chips per engine, ``instances`` engines per node)."""
 
     model_id: str
     node_name: str
-    chips: int
+    tp: int
+    instances: int
     max_model_len: int
     kv_dtype: str
     model_dtype: str
+    is_mla: bool
     gpu_memory_utilization: float
     t2_bytes_per_node: int
-    kv_space_bytes_per_node: int
     t3_bytes_per_node: int
     t3_dir: str
     use_gds: bool
     eager: bool
     kvtool_version: str
+
+    @property
+    def t2_bytes_per_engine(self) -> int:
+        """Host memory for one engine instance's offload tier."""
+        return self.t2_bytes_per_node // self.instances
+
+    @property
+    def t3_bytes_per_engine(self) -> int:
+        """File-tier budget for one engine instance."""
+        return -(-self.t3_bytes_per_node // self.instances)
 
 
 def emit_inputs(
@@ -77,24 +99,26 @@ def emit_inputs(
     model_id: str,
     kv_dtype: str,
     model_dtype: str,
+    is_mla: bool,
     t3_dir: str,
     eager: bool,
     kvtool_version: str,
 ) -> EmitInputs:
-    """What ``emit`` needs from one context's plan: per-node tier sizes, the engine's tp."""
+    """What ``emit`` needs from one context's plan: per-node tier sizes and the layout."""
     hardware = plan.hardware
     tiers = {t.name: t for t in plan.tiers.tiers}
     t3_used = tiers["T3"].used_bytes + tiers["T4"].used_bytes
     return EmitInputs(
         model_id=model_id,
         node_name=hardware.node.name,
-        chips=plan.serving.tp,
+        tp=plan.serving.tp,
+        instances=plan.serving.instances,
         max_model_len=plan.ctx_tokens,
         kv_dtype=kv_dtype,
         model_dtype=model_dtype,
+        is_mla=is_mla,
         gpu_memory_utilization=hardware.gpu_memory_utilization,
         t2_bytes_per_node=(tiers["T2"].capacity_bytes or 0) // hardware.nodes,
-        kv_space_bytes_per_node=plan.tiers.kv_space_bytes_per_node,
         t3_bytes_per_node=-(-t3_used // hardware.nodes),
         t3_dir=t3_dir,
         use_gds=hardware.t3_path == "efa_gds" and hardware.node.gds,
@@ -117,42 +141,79 @@ def emit(target: str, e: EmitInputs) -> str:
 
 
 def _header(e: EmitInputs, what: str) -> list[str]:
+    layout = f"{e.instances} engine(s) of tp {e.tp} per node" if e.instances > 1 else f"tp {e.tp}"
+    t3 = f"T3 {e.t3_bytes_per_node / 1e9:,.0f} GB on {e.t3_dir}" if e.t3_bytes_per_node else "no T3"
     return [
-        f"# {what} for {e.model_id} on {e.node_name}, generated by kvtool {e.kvtool_version}.",
-        f"# T2 {e.t2_bytes_per_node / 1e9:,.0f} GB host DRAM per node;"
-        f" T3 {e.t3_bytes_per_node / 1e9:,.0f} GB per node on {e.t3_dir}.",
+        f"# {what} for {e.model_id} on {e.node_name} ({layout}), generated by kvtool"
+        f" {e.kvtool_version}.",
+        f"# Plan per node: T2 {e.t2_bytes_per_node / 1e9:,.0f} GB host memory; {t3}.",
     ]
 
 
+def _gib(num_bytes: float) -> str:
+    return f"{num_bytes / GIB:.1f}"
+
+
 def lmcache_yaml(e: EmitInputs) -> str:
-    """LMCache v1 YAML: CPU tier per worker (one LMCache worker per GPU), T3 on FSx."""
-    per_worker_gb = e.t2_bytes_per_node / e.chips / 1e9
-    lines = _header(e, "LMCache v1 configuration")
-    lines += [
+    """LMCache 0.5.6 YAML: CPU tier per worker (one worker per GPU), T3 on FSx (fs or GDS)."""
+    workers = e.tp
+    lines = _header(e, "LMCache 0.5.6 configuration")
+    lines.append(
         "# Use with: LMCACHE_CONFIG_FILE=lmcache.yaml vllm serve ... --kv-transfer-config"
-        ' \'{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}\'',
-        "chunk_size: 256",
-        f"local_cpu: {'true' if per_worker_gb >= 1 else 'false'}",
-        f"max_local_cpu_size: {per_worker_gb:.1f}  # GB per worker: node T2 / {e.chips} GPUs",
+        f" '{json.dumps(LMCACHE_CONNECTOR, separators=(',', ':'))}'"
+    )
+    extra: list[str] = []
+    if e.is_mla:
+        # Only the first rank stores an MLA model (save_only_first_rank); the others receive
+        # its chunks by broadcast, so the engine's whole T2 goes to the first rank.
+        lines += [
+            f"chunk_size: {LMCACHE_CHUNK_TOKENS}",
+            "local_cpu: true",
+            "max_local_cpu_size: 1.0  # GiB on the other ranks (MLA: they store nothing)",
+        ]
+        extra.append(
+            f"  first_rank_max_local_cpu_size: {_gib(e.t2_bytes_per_engine)}"
+            "  # GiB: MLA is saved from the first rank only"
+        )
+    else:
+        per_worker = e.t2_bytes_per_engine / workers
+        lines += [
+            f"chunk_size: {LMCACHE_CHUNK_TOKENS}",
+            f"local_cpu: {'true' if per_worker >= GIB else 'false'}",
+            f"max_local_cpu_size: {_gib(per_worker)}  # GiB per worker: engine T2 / {workers} GPUs",
+        ]
+    lines += [
         "max_local_disk_size: 0",
         "remote_serde: naive",
         f"save_decode_cache: {'true' if e.eager else 'false'}",
     ]
     if e.t3_bytes_per_node:
+        lines += [
+            f"# T3: LMCache enforces no size on {e.t3_dir} and evicts nothing there; the plan"
+            f" needs {e.t3_bytes_per_node / 1e9:,.0f} GB per node.",
+            f"# Remove old chunks yourself, e.g. a cron job: find {shlex.quote(e.t3_dir)} -type f"
+            " -mmin +1440 -delete",
+        ]
         if e.use_gds:
             lines += [
                 "# T3 through GPUDirect Storage (cuFile) on FSx for Lustre",
                 f"gds_path: {e.t3_dir}",
-                "gds_buffer_size: 8192  # MiB of pre-registered GPU buffer per worker",
+                f"gds_buffer_size: {GDS_BUFFER_MIB}  # MiB of GPU memory per worker; the plan"
+                " takes it from the KV space",
             ]
         else:
             lines += [
-                "# T3 through LMCache's file-system plugin, O_DIRECT",
+                "# T3 through LMCache's file-system plugin, with O_DIRECT",
                 'remote_storage_plugins: ["fs"]',
-                "extra_config:",
-                f"  remote_storage_plugin.fs.base_path: {e.t3_dir}",
-                "  fs_connector_use_odirect: true",
             ]
+            extra = [
+                f"  remote_storage_plugin.fs.base_path: {e.t3_dir}",
+                "  save_chunk_meta: false  # O_DIRECT is turned off while chunk metadata is saved",
+                "  fs_connector_use_odirect: true",
+                *extra,
+            ]
+    if extra:
+        lines += ["extra_config:", *extra]
     return "\n".join(lines) + "\n"
 
 
@@ -164,14 +225,10 @@ def _vllm_kv_dtype(e: EmitInputs) -> str:
     return VLLM_KV_DTYPES[e.kv_dtype]
 
 
-def vllm_command(e: EmitInputs) -> str:
-    """``vllm serve`` with native CPU offload for T2, or the LMCache connector when T3 is used."""
-    args = [
-        "vllm",
-        "serve",
-        e.model_id,
+def _vllm_serve_args(e: EmitInputs) -> list[str]:
+    return [
         "--tensor-parallel-size",
-        str(e.chips),
+        str(e.tp),
         "--max-model-len",
         str(e.max_model_len),
         "--kv-cache-dtype",
@@ -179,29 +236,35 @@ def vllm_command(e: EmitInputs) -> str:
         "--gpu-memory-utilization",
         f"{e.gpu_memory_utilization:g}",
     ]
+
+
+def vllm_command(e: EmitInputs) -> str:
+    """``vllm serve`` with native CPU offload for T2, or the LMCache connector when T3 is used."""
+    args = ["vllm", "serve", e.model_id, *_vllm_serve_args(e)]
     env = ""
+    lines = _header(e, "vLLM 0.33.0 command")
     if e.t3_bytes_per_node:
         env = "LMCACHE_CONFIG_FILE=lmcache.yaml "
-        connector = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
-        args += ["--kv-transfer-config", json.dumps(connector, separators=(",", ":"))]
+        args += ["--kv-transfer-config", json.dumps(LMCACHE_CONNECTOR, separators=(",", ":"))]
+        lines.append("# T2 and T3 are served by LMCache: write lmcache.yaml with --emit lmcache")
     elif e.t2_bytes_per_node:
         args += [
             "--kv-offloading-backend",
             "native",
             "--kv-offloading-size",
-            f"{e.t2_bytes_per_node / 2**30:.0f}",
+            f"{e.t2_bytes_per_engine / GIB:.0f}",
         ]
-    lines = _header(e, "vLLM command")
-    if e.t3_bytes_per_node:
-        lines.append("# T2 and T3 are served by LMCache: write lmcache.yaml with --emit lmcache")
+        lines.append("# --kv-offloading-size: GiB of host memory for this engine, all its ranks")
+    if e.instances > 1:
+        lines.append(f"# Run {e.instances} of these per node, each on its own {e.tp} GPUs")
     return "\n".join(lines) + "\n" + env + shlex.join(args) + "\n"
 
 
 def sglang_command(e: EmitInputs) -> str:
-    """SGLang HiCache: host pool as a ratio of the device pool, FSx as the file backend."""
+    """SGLang HiCache: the exact host pool per rank, FSx as the file backend with a cap."""
     if e.kv_dtype != e.model_dtype and e.kv_dtype not in SGLANG_KV_DTYPES:
         raise InputError(f"SGLang has no --kv-cache-dtype for {e.kv_dtype}")
-    ratio = max(1.1, e.t2_bytes_per_node / max(e.kv_space_bytes_per_node, 1))
+    per_rank_gb = int(e.t2_bytes_per_engine / e.tp // 1e9)
     args = [
         "python",
         "-m",
@@ -209,16 +272,18 @@ def sglang_command(e: EmitInputs) -> str:
         "--model-path",
         e.model_id,
         "--tp-size",
-        str(e.chips),
+        str(e.tp),
         "--context-length",
         str(e.max_model_len),
         "--kv-cache-dtype",
         "auto" if e.kv_dtype == e.model_dtype else SGLANG_KV_DTYPES[e.kv_dtype],
+        "--mem-fraction-static",
+        f"{e.gpu_memory_utilization:g}",
         "--page-size",
         "64",
         "--enable-hierarchical-cache",
-        "--hicache-ratio",
-        f"{ratio:.1f}",
+        "--hicache-size",
+        str(per_rank_gb),
         "--hicache-write-policy",
         "write_through" if e.eager else "write_back",
         "--hicache-io-backend",
@@ -226,47 +291,60 @@ def sglang_command(e: EmitInputs) -> str:
         "--hicache-mem-layout",
         "page_first",
     ]
-    env = ""
+    env: list[str] = []
+    lines = _header(e, "SGLang 0.5.23 HiCache command")
+    lines.append(
+        f"# --hicache-size: whole GB of host memory per rank ({e.tp} ranks"
+        + (", each a full copy of an MLA cache" if e.is_mla else "")
+        + ")"
+    )
     if e.t3_bytes_per_node:
-        env = f"SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR={shlex.quote(e.t3_dir)} "
+        owners = 1 if e.is_mla else e.tp  # MLA files have one writer; GQA ranks own their own
+        cap_gb = int(e.t3_bytes_per_engine / owners // 1e9)
+        env = [
+            f"SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR={shlex.quote(e.t3_dir)}",
+            f"SGLANG_HICACHE_FILE_BACKEND_MAX_SIZE={cap_gb}G",
+        ]
         args += [
             "--hicache-storage-backend",
             "file",
             "--hicache-storage-prefetch-policy",
             "wait_complete",
         ]
-    lines = _header(e, "SGLang HiCache command")
-    lines.append("# --hicache-ratio = host pool / device pool = node T2 / node KV space in HBM")
-    return "\n".join(lines) + "\n" + env + shlex.join(args) + "\n"
+        lines.append(
+            "# SGLANG_HICACHE_FILE_BACKEND_MAX_SIZE caps the files each rank owns"
+            + (" (MLA: the first rank writes them all)" if e.is_mla else f" ({e.tp} ranks)")
+        )
+    return "\n".join(lines) + "\n" + " ".join([*env, shlex.join(args)]) + "\n"
 
 
 def dynamo_env(e: EmitInputs) -> str:
-    """Dynamo KVBM environment for one worker (one engine instance per node)."""
-    lines = _header(e, "NVIDIA Dynamo KVBM environment")
-    lines += [
-        f"export DYN_KVBM_CPU_CACHE_GB={e.t2_bytes_per_node / 1e9:.0f}",
-    ]
+    """Dynamo KVBM: host pool per engine, the connector through --kv-transfer-config."""
+    lines = _header(e, "NVIDIA Dynamo 1.6.1 KVBM environment")
+    lines.append(
+        f"export DYN_KVBM_CPU_CACHE_GB={e.t2_bytes_per_engine / 1e9:.0f}"
+        "  # decimal GB for this engine, all its ranks"
+        + (" (each rank keeps a full MLA copy)" if e.is_mla else "")
+    )
     if e.t3_bytes_per_node:
         lines += [
-            "# KVBM's disk tier is per worker: on FSx each node keeps its own directory",
-            f"export DYN_KVBM_DISK_CACHE_GB={e.t3_bytes_per_node / 1e9:.0f}",
+            "# KVBM's disk tier is a private file per worker, unlinked when it exits: on FSx it",
+            "# is NOT a shared T3 (no prefix hits across nodes, nothing survives a restart).",
+            "# Prefer a local NVMe; for a shared T3 use --emit lmcache or --emit sglang.",
+            f"export DYN_KVBM_DISK_CACHE_GB={e.t3_bytes_per_engine / 1e9:.0f}",
             f"export DYN_KVBM_DISK_CACHE_DIR={shlex.quote(e.t3_dir)}",
-            "export DYN_KVBM_DISK_ZEROFILL_FALLBACK=true  # for file systems without fallocate()",
+            "# export DYN_KVBM_DISK_ZEROFILL_FALLBACK=1  # only where fallocate() fails; any"
+            " value turns it on",
         ]
-    lines += [
-        "export DYN_KVBM_LEADER_WORKER_INIT_TIMEOUT_SECS=1800",
-        shlex.join(
-            [
-                "python",
-                "-m",
-                "dynamo.vllm",
-                "--model",
-                e.model_id,
-                "--tensor-parallel-size",
-                str(e.chips),
-                "--connector",
-                "kvbm",
-            ]
-        ),
+    args = [
+        "python",
+        "-m",
+        "dynamo.vllm",
+        "--model",
+        e.model_id,
+        *_vllm_serve_args(e),
+        "--kv-transfer-config",
+        json.dumps(DYNAMO_CONNECTOR, separators=(",", ":")),
     ]
+    lines.append(shlex.join(args))
     return "\n".join(lines) + "\n"

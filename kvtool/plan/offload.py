@@ -52,6 +52,7 @@ LAYOUTS: dict[str, OffloadLayout] = {
             mla_t2_single_copy=True,
             mla_t3_single_copy=True,
             t3_shared=True,
+            gpu_reserve_mib_with_gds=GDS_BUFFER_MIB,  # its T3 is LMCache's
         ),
         OffloadLayout(
             "lmcache",
@@ -80,9 +81,10 @@ LAYOUTS: dict[str, OffloadLayout] = {
 
 
 def get_layout(name: str) -> OffloadLayout:
-    """A layout by name; unknown names raise InputError listing the valid ones."""
+    """A layout by name (the ``--emit`` targets); unknown names raise InputError listing the
+    valid ones."""
     if name not in LAYOUTS:
-        raise InputError(f"unknown offload stack {name!r}", "choose " + ", ".join(LAYOUTS))
+        raise InputError(f"unknown --emit {name!r}", "choose one of " + ", ".join(LAYOUTS))
     return LAYOUTS[name]
 
 

@@ -77,3 +77,61 @@ def test_a_capacity_fsx_cannot_provision_is_refused() -> None:
     with pytest.raises(InputError, match=r"use 48,000 GiB or 50,400 GiB"):
         hardware("p5en", fsx_capacity_bytes=48 * 2**40, t3_path="ena")  # not EFA-enabled
     assert hardware("p5en", fsx_capacity_bytes=50_400 * 2**30, t3_path="ena").nodes == 1
+
+
+def t2_sessions(offload: str | None, **options: object) -> int:
+    from kvtool.plan.offload import get_layout
+
+    spec, _ = model("deepseek-r1")
+    result = plan_contexts(
+        spec,
+        rules=ENGINES["vllm"],
+        fmt=resolve_format("auto", spec.dtype),
+        contexts=[131_072],
+        sessions=2_000,
+        hardware=hardware("p5en", **options),
+        offload=None if offload is None else get_layout(offload),
+    )
+    return result.plans[0].tiers.tiers[1].sessions
+
+
+def test_mla_t2_sessions_follow_the_offload_stack() -> None:
+    """vLLM's native offload and LMCache keep one MLA copy in host memory; SGLang HiCache and
+    KVBM keep one per tensor-parallel rank, so the same DRAM holds 8x fewer sessions at tp 8."""
+    assert t2_sessions(None) == t2_sessions("vllm") == t2_sessions("lmcache")
+    assert t2_sessions("sglang") == t2_sessions("dynamo")
+    assert t2_sessions("vllm") // 8 == t2_sessions("sglang")
+
+
+def test_lmcache_gds_buffer_comes_out_of_the_kv_space() -> None:
+    from kvtool.plan.offload import get_layout
+
+    spec, _ = model("llama-3.1-70b")
+    common: dict[str, object] = {
+        "rules": ENGINES["vllm"],
+        "fmt": resolve_format("auto", spec.dtype),
+        "contexts": [32_000],
+        "sessions": 10,
+        "offload": get_layout("lmcache"),
+    }
+    efa = plan_contexts(spec, hardware=hardware("p5en", t3_path="efa"), **common)  # type: ignore[arg-type]
+    gds = plan_contexts(spec, hardware=hardware("p5en", t3_path="efa_gds"), **common)  # type: ignore[arg-type]
+    space = efa.plans[0].tiers.kv_space_bytes_per_node - gds.plans[0].tiers.kv_space_bytes_per_node
+    assert space == 8 * 8192 * 2**20
+
+
+def test_kvbm_disk_tier_is_not_called_shared() -> None:
+    from kvtool.plan.offload import get_layout
+
+    spec, _ = model("llama-3.1-70b")
+    plan = plan_contexts(
+        spec,
+        rules=ENGINES["vllm"],
+        fmt=resolve_format("auto", spec.dtype),
+        contexts=[131_072],
+        sessions=400,
+        hardware=hardware("p5en"),
+        offload=get_layout("dynamo"),
+    ).plans[0]
+    assert plan.tiers.tiers[2].medium == "FSx for Lustre (private per worker)"
+    assert any("not a shared T3" in note for note in plan.notes)
