@@ -36,7 +36,8 @@ class EngineRules(NamedTuple):
     uses for a quantized sparse-attention MLA cache (``fp8_ds_mla``, ``nvfp4_ds_mla``).
     ``mla_quantized_scales``: the scale schemes an MLA cache may use (None: any).
     ``query_heads_divide_tp``: the engine refuses a tensor-parallel size that does not divide
-    the attention heads (vLLM's ``verify_with_parallel_config``).
+    the attention heads (vLLM's ``verify_with_parallel_config``). ``offload_stack``: the stack
+    a tier plan assumes moves this engine's KV to T2 and T3 (``kvtool.plan.offload``).
     """
 
     name: str
@@ -56,6 +57,7 @@ class EngineRules(NamedTuple):
     sparse_mla_layouts: frozenset[str] = frozenset()
     mla_quantized_scales: frozenset[str] | None = None
     query_heads_divide_tp: bool = False
+    offload_stack: str = "vllm"
 
 
 ENGINES: dict[str, EngineRules] = {
@@ -109,6 +111,7 @@ ENGINES: dict[str, EngineRules] = {
             sparse_mla_layouts=frozenset({"fp8_ds_mla"}),
             mla_quantized_scales=frozenset({"none", "per_tensor"}),
             query_heads_divide_tp=True,
+            offload_stack="sglang",
         ),
         EngineRules(
             name="hf",

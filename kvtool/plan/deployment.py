@@ -431,7 +431,7 @@ def plan_contexts(
             hardware=hardware,
             serving=serving,
             assumptions=a,
-            offload=offload or LAYOUTS["sglang" if rules.name == "sglang" else "vllm"],
+            offload=offload or LAYOUTS[rules.offload_stack],
         )
         for size in sizes
     )

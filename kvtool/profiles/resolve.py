@@ -118,36 +118,31 @@ def load_hub_config(repo_id: str) -> dict[str, Any]:
 
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+    not_installed = InputError(
+        f"{repo_id!r} is not a bundled model and transformers is not installed",
+        "pip install 'kvtool[hf]', or download its config.json and pass the path",
+    )
+    not_cached = InputError(
+        f"{repo_id!r} is not in the local Hugging Face cache and the hub cannot be"
+        " reached (offline, or HF_HUB_OFFLINE is set)",
+        "connect to the network, set HF_ENDPOINT to a mirror, or pass a config.json path",
+    )
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
-        raise InputError(
-            f"{repo_id!r} is not a bundled model and transformers is not installed",
-            "pip install 'kvtool[hf]', or download its config.json and pass the path",
-        ) from None
+        raise not_installed from None
     online = hub_reachable()
     if not online and not isinstance(try_to_load_from_cache(repo_id, "config.json"), str):
-        raise InputError(
-            f"{repo_id!r} is not in the local Hugging Face cache and the hub cannot be"
-            " reached (offline, or HF_HUB_OFFLINE is set)",
-            "connect to the network, set HF_ENDPOINT to a mirror, or pass a config.json path",
-        )
+        raise not_cached  # answered from the cache index, without importing transformers
     try:
         from transformers import AutoConfig
     except ImportError:
-        raise InputError(
-            f"{repo_id!r} is not a bundled model and transformers is not installed",
-            "pip install 'kvtool[hf]', or download its config.json and pass the path",
-        ) from None
+        raise not_installed from None
     try:
         config = AutoConfig.from_pretrained(repo_id, local_files_only=not online)
     except (OSError, ValueError, KeyError) as exc:
         if not online:
-            raise InputError(
-                f"{repo_id!r} is not in the local Hugging Face cache and the hub cannot be"
-                " reached (offline, or HF_HUB_OFFLINE is set)",
-                "connect to the network, set HF_ENDPOINT to a mirror, or pass a config.json path",
-            ) from None
+            raise not_cached from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(
             f"could not load the config of {repo_id!r} through transformers: {first}",

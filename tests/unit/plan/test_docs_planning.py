@@ -13,7 +13,8 @@ import pytest
 
 from kvtool.model.engines import ENGINES
 from kvtool.model.formats import resolve_format
-from kvtool.plan.deployment import make_hardware, plan_contexts
+from kvtool.plan.deployment import ContextPlans, make_hardware, plan_contexts
+from kvtool.plan.reload import ReloadAssumptions
 from kvtool.profiles.load import load_node_profile, load_storage_profile
 from kvtool.profiles.resolve import resolve_model
 
@@ -28,9 +29,8 @@ def number(cell: str) -> int | None:
     return None if cell == "never" else int(cell.replace(",", ""))
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r[0] for r in ROWS])
-def test_crossover_row_matches_kvtool(row: list[str]) -> None:
-    name, _, tp, per_token, t2, t3, t4 = row
+def plan_on_the_docs_node(name: str, loads: int = 16) -> ContextPlans:
+    """One p5en, 48,000 GiB of PERSISTENT_2 over EFA, vLLM, 131,072 tokens."""
     hardware = make_hardware(
         load_node_profile("p5en"),
         load_storage_profile("fsx"),
@@ -38,14 +38,21 @@ def test_crossover_row_matches_kvtool(row: list[str]) -> None:
         fsx_capacity_bytes=48_000 * 2**30,
     )
     spec = resolve_model(name).spec
-    result = plan_contexts(
+    return plan_contexts(
         spec,
         rules=ENGINES["vllm"],
         fmt=resolve_format("auto", spec.dtype),
         contexts=[131_072],
         sessions=16,
         hardware=hardware,
+        assumptions=ReloadAssumptions(concurrent_loads=loads),
     )
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r[0] for r in ROWS])
+def test_crossover_row_matches_kvtool(row: list[str]) -> None:
+    name, _, tp, per_token, t2, t3, t4 = row
+    result = plan_on_the_docs_node(name)
     plan = result.plans[0]
     assert result.serving.tp == int(tp)
     assert result.sizes[0].kv_bytes_per_token_unbounded == number(per_token)
@@ -60,24 +67,7 @@ def test_the_table_covers_the_families_the_issue_names() -> None:
 
 @pytest.mark.parametrize(("loads", "ratio"), [(1, "0.0718"), (64, "0.0717")])
 def test_the_quoted_concurrency_ratios_match_kvtool(loads: int, ratio: str) -> None:
-    from kvtool.plan.reload import ReloadAssumptions
-
-    hardware = make_hardware(
-        load_node_profile("p5en"),
-        load_storage_profile("fsx"),
-        load_storage_profile("s3"),
-        fsx_capacity_bytes=48_000 * 2**30,
-    )
-    spec = resolve_model("llama-3.1-70b").spec
-    plan = plan_contexts(
-        spec,
-        rules=ENGINES["vllm"],
-        fmt=resolve_format("auto", spec.dtype),
-        contexts=[131_072],
-        sessions=16,
-        hardware=hardware,
-        assumptions=ReloadAssumptions(concurrent_loads=loads),
-    ).plans[0]
+    plan = plan_on_the_docs_node("llama-3.1-70b", loads).plans[0]
     row = next(r for r in plan.break_even if r.ctx_tokens == 131_072)
     assert f"{row.reload_s['T3'] / row.recompute_s:.4f}" == ratio
     assert re.search(rf"{ratio} with {loads}\b", DOC)
