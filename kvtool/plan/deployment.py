@@ -166,14 +166,7 @@ def choose_serving(
     weights = weight_bytes(params, dtype, model_dtype=spec.dtype)
     notes: list[str] = []
     if tp is None:
-        tp = node.chips_per_instance
-        while tp < node.chips and not _room_for_kv(
-            node, weights * (node.chips // tp), gpu_memory_utilization
-        ):
-            tp *= 2
-        why = (
-            "the chips of one instance" if tp == node.chips_per_instance else "the weights need it"
-        )
+        tp, why = _default_tp(spec, node, weights, gpu_memory_utilization)
         notes.append(
             f"--tp not given: tp {tp} ({why}), {node.chips // tp} engine instance(s) per node,"
             " each with its own copy of the weights"
@@ -190,6 +183,24 @@ def choose_serving(
         weights_bytes_per_instance=weights,
         notes=tuple(notes),
     )
+
+
+def _default_tp(
+    spec: ModelSpec, node: NodeProfile, weights: int, utilization: float
+) -> tuple[int, str]:
+    """The chips of one instance, or the largest size below it that divides the attention
+    heads (engines shard heads evenly), doubled while the weights leave no room for KV."""
+    heads = spec.num_attention_heads
+    options = [t for t in range(1, node.chips + 1) if node.chips % t == 0 and heads % t == 0]
+    start = max(t for t in options if t <= node.chips_per_instance)
+    for tp in (t for t in options if t >= start):
+        if _room_for_kv(node, weights * (node.chips // tp), utilization):
+            break
+    if tp == node.chips_per_instance:
+        return tp, "the chips of one instance"
+    if tp == start:
+        return tp, f"the largest size within one instance that divides {heads} attention heads"
+    return tp, "the weights need it"
 
 
 def _room_for_kv(node: NodeProfile, weights_per_node: int, utilization: float) -> bool:

@@ -135,3 +135,11 @@ def test_kvbm_disk_tier_is_not_called_shared() -> None:
     ).plans[0]
     assert plan.tiers.tiers[2].medium == "FSx for Lustre (private per worker)"
     assert any("not a shared T3" in note for note in plan.notes)
+
+
+def test_default_tp_divides_the_attention_heads() -> None:
+    """Falcon-7B has 71 heads: vLLM refuses tp 8, so the default must not pick it."""
+    spec, params = model("falcon-7b")
+    serving = choose_serving(spec, params, load_node_profile("p5en"), tp=None)
+    assert (serving.tp, serving.instances) == (1, 8)
+    assert "divides 71 attention heads" in serving.notes[0]
