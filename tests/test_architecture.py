@@ -31,10 +31,31 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "kvtool.profiles.hardware",
         "kvtool.plan",
     ),
+    "kvtool.probe": ("kvtool.errors", "kvtool.units", "kvtool.files", "kvtool.probe"),
+    "kvtool.doctor": (
+        "kvtool.errors",
+        "kvtool.units",
+        "kvtool.model",
+        "kvtool.profiles",
+        "kvtool.plan",
+        "kvtool.probe",
+        "kvtool.doctor",
+    ),
     "kvtool.cli": ("kvtool",),
     "kvtool.__main__": ("kvtool.cli",),
     "kvtool": ("kvtool",),  # the lazy package __init__ re-exports the library
 }
+PURE = (
+    "kvtool.model",
+    "kvtool.plan",
+    "kvtool.profiles.schema",
+    "kvtool.profiles.hardware",
+    "kvtool.probe.parse",
+    "kvtool.probe.facts",
+    "kvtool.doctor.checks",
+    "kvtool.doctor.findings",
+)
+SIDE_EFFECTS = {"subprocess", "boto3", "botocore", "torch", "urllib", "socket", "shutil"}
 
 
 def module_name(path: Path) -> str:
@@ -84,3 +105,17 @@ def test_every_package_has_a_row_in_the_docs() -> None:
     packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("_")}
     for package in packages:
         assert f"`{package}/`" in ARCHITECTURE, package
+
+
+@pytest.mark.parametrize("path", MODULES, ids=[module_name(p) for p in MODULES])
+def test_pure_modules_import_nothing_with_side_effects(path: Path) -> None:
+    module = module_name(path)
+    if not any(module == p or module.startswith(p + ".") for p in PURE):
+        return
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+    assert not imported & SIDE_EFFECTS, f"{module} is pure but imports {imported & SIDE_EFFECTS}"

@@ -1,0 +1,119 @@
+"""Findings and reports: what a check concluded, on what evidence, and the exact fix. Pure.
+
+A finding is PASS (the setting is right), WARN (it works but costs performance or money), FAIL
+(the tier will underperform, lose data or not work) or SKIP (the check could not run here, with
+the reason). A report FAILs when any finding does; SKIP never counts as PASS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal, NamedTuple
+
+Status = Literal["PASS", "WARN", "FAIL", "SKIP"]
+STATUSES: tuple[Status, ...] = ("FAIL", "WARN", "PASS", "SKIP")
+
+
+class Finding(NamedTuple):
+    """One check's conclusion. ``id`` is stable (``mount.flock``) so CI can grep and JUnit can
+    name it; ``area`` groups the report; ``fix`` is a command or setting, empty when none."""
+
+    id: str
+    area: str
+    status: Status
+    message: str
+    evidence: str = ""
+    fix: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The finding as JSON (``kvtool doctor --json``)."""
+        return dict(self._asdict())
+
+
+def finding_from_json(data: dict[str, Any]) -> Finding:
+    """Read back a finding written by ``Finding.to_json`` (for ``--merge``)."""
+    status = str(data.get("status", "SKIP"))
+    return Finding(
+        id=str(data.get("id", "")),
+        area=str(data.get("area", "")),
+        status=status if status in STATUSES else "SKIP",
+        message=str(data.get("message", "")),
+        evidence=str(data.get("evidence", "")),
+        fix=str(data.get("fix", "")),
+    )
+
+
+class Report(NamedTuple):
+    """All findings for one path on one node."""
+
+    path: str
+    node: str
+    findings: tuple[Finding, ...]
+
+    @property
+    def summary(self) -> dict[str, int]:
+        """How many findings of each status."""
+        return {s: sum(f.status == s for f in self.findings) for s in STATUSES}
+
+    @property
+    def failed(self) -> bool:
+        """True when any finding FAILs (the command exits 1)."""
+        return any(f.status == "FAIL" for f in self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"path", "node", "findings": [...], "summary"}``."""
+        return {
+            "path": self.path,
+            "node": self.node,
+            "findings": [f.to_json() for f in self.findings],
+            "summary": self.summary,
+        }
+
+
+def junit_xml(suite: str, findings: Iterable[Finding], *, hostname: str = "") -> str:
+    """JUnit XML that GitHub Actions and GitLab CI show natively: one testcase per finding,
+    FAIL as ``<failure>``, SKIP as ``<skipped>``, WARN as a passing case with its message in
+    ``<system-out>``."""
+    from xml.sax.saxutils import escape, quoteattr
+
+    cases = list(findings)
+    failures = sum(f.status == "FAIL" for f in cases)
+    skipped = sum(f.status == "SKIP" for f in cases)
+    lines = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuites name={quoteattr(suite)} tests="{len(cases)}" failures="{failures}"'
+        f' errors="0" skipped="{skipped}">',
+        f'  <testsuite name={quoteattr(suite)} tests="{len(cases)}" failures="{failures}"'
+        f' errors="0" skipped="{skipped}" hostname={quoteattr(hostname or "localhost")}>',
+    ]
+    for f in cases:
+        head = f"    <testcase classname={quoteattr(f.area)} name={quoteattr(f.id)}"
+        detail = "\n".join(
+            x
+            for x in (
+                f.message,
+                f.evidence and f"evidence: {f.evidence}",
+                f.fix and f"fix: {f.fix}",
+            )
+            if x
+        )
+        if f.status == "FAIL":
+            lines += [
+                head + ">",
+                f"      <failure message={quoteattr(f.message)}>{escape(detail)}</failure>",
+                "    </testcase>",
+            ]
+        elif f.status == "SKIP":
+            lines += [
+                head + ">",
+                f"      <skipped message={quoteattr(f.message)}/>",
+                "    </testcase>",
+            ]
+        else:
+            lines += [
+                head + ">",
+                f"      <system-out>{escape(f.status + ': ' + detail)}</system-out>",
+                "    </testcase>",
+            ]
+    lines += ["  </testsuite>", "</testsuites>"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,103 @@
+"""Run the doctor on one node, and merge many nodes' reports into a cluster view.
+
+``run_doctor`` gathers facts through the ``Host`` it is given (live, a snapshot folder, or a
+capturing wrapper) and applies the pure checks. ``merge_reports`` flags what differs between
+nodes: a finding that passes on some and not others, or evidence (mount options, layouts,
+tunings, AZ, EFA use) that is not the same everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from kvtool.doctor.checks import DoctorOptions, run_checks
+from kvtool.doctor.findings import Finding, Report, finding_from_json
+from kvtool.errors import InputError
+from kvtool.probe.gather import GatherOptions, gather
+from kvtool.probe.host import Host
+
+
+def run_doctor(
+    host: Host, path: str, *, gather_options: GatherOptions, options: DoctorOptions
+) -> Report:
+    """Observe ``path`` through ``host`` and check it. Never raises for what the node lacks."""
+    facts = gather(host, path, gather_options)
+    hostname = (host.read("hostname", "/proc/sys/kernel/hostname") or "").strip() or "unknown"
+    return Report(path=path, node=hostname, findings=tuple(run_checks(facts, options)))
+
+
+class MergedReport(NamedTuple):
+    """Many nodes' reports: every node's findings, and the checks whose outcome differs."""
+
+    reports: tuple[Report, ...]
+    differences: tuple[Finding, ...]
+
+    @property
+    def failed(self) -> bool:
+        """True when any node FAILs a check, or nodes disagree."""
+        return any(r.failed for r in self.reports) or any(
+            d.status == "FAIL" for d in self.differences
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"nodes": [...reports], "differences": [...], "summary"}``."""
+        findings = [f for r in self.reports for f in r.findings]
+        return {
+            "nodes": [r.to_json() for r in self.reports],
+            "differences": [d.to_json() for d in self.differences],
+            "summary": {
+                "nodes": len(self.reports),
+                "failing_nodes": sum(r.failed for r in self.reports),
+                "differences": len(self.differences),
+                **{
+                    s: sum(f.status == s for f in findings)
+                    for s in ("FAIL", "WARN", "PASS", "SKIP")
+                },
+            },
+        }
+
+
+def report_from_json(data: Any, *, source: str) -> Report:
+    """A report written by ``kvtool doctor --json``; InputError names the file otherwise."""
+    if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
+        raise InputError(f"{source}: not a kvtool doctor --json report (no findings list)")
+    return Report(
+        path=str(data.get("path", "")),
+        node=str(data.get("node", source)),
+        findings=tuple(finding_from_json(f) for f in data["findings"] if isinstance(f, dict)),
+    )
+
+
+def merge_reports(reports: Sequence[Report]) -> MergedReport:
+    """Flag every check whose status or evidence is not the same on all nodes (a FAIL when
+    some nodes pass and others fail, else a WARN), naming the nodes on each side."""
+    differences: list[Finding] = []
+    ids = list(dict.fromkeys(f.id for r in reports for f in r.findings))
+    for id_ in ids:
+        seen: dict[tuple[str, str], list[str]] = {}
+        area = ""
+        for report in reports:
+            for f in report.findings:
+                if f.id == id_:
+                    area = f.area
+                    seen.setdefault((f.status, f.evidence), []).append(report.node)
+        if len(seen) <= 1:
+            continue
+        statuses = {status for status, _ in seen}
+        groups = "; ".join(
+            f"{status} on {', '.join(nodes)}" + (f" ({evidence})" if evidence else "")
+            for (status, evidence), nodes in seen.items()
+        )
+        mixed_fail = "FAIL" in statuses and statuses - {"FAIL", "SKIP"}
+        differences.append(
+            Finding(
+                id=id_,
+                area=area,
+                status="FAIL" if mixed_fail else "WARN",
+                message=f"nodes differ on {id_}",
+                evidence=groups,
+                fix="make the nodes alike: the same mount options, layout, tunings and AZ",
+            )
+        )
+    return MergedReport(tuple(reports), tuple(differences))

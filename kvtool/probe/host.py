@@ -1,0 +1,393 @@
+"""The one door to the machine: every file, command, probe I/O, metadata and AWS call the doctor
+makes goes through a ``Host``, and comes back as plain data.
+
+Each observation has a **key** (``lfs_df``, ``lnet_before``, ``aws_fsx``...) so that three hosts
+can stand behind the same interface:
+
+* ``LocalHost`` reads this machine: /proc, subprocesses (with timeouts), an O_DIRECT probe file
+  it always removes, IMDSv2 with a short timeout, boto3 (imported only here).
+* ``SnapshotHost`` reads a folder written by ``--capture`` (or assembled by hand, see
+  docs/doctor.md): ``<key>.txt`` for text, ``<key>.json`` for structured results. A key with no
+  file was not captured, and the checks that need it say SKIP.
+* ``CapturingHost`` wraps a host and writes every observation into such a folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+
+class CommandResult(NamedTuple):
+    """A finished command: ``returncode`` 127 when the program is not installed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        """The command ran and succeeded."""
+        return self.returncode == 0
+
+
+NOT_INSTALLED = 127
+
+
+class Host(Protocol):
+    """What the doctor may ask of a machine. Every method returns plain data and never raises
+    for a missing file, command or service: absence is part of the answer."""
+
+    def read(self, key: str, path: str) -> str | None:
+        """The text of ``path``, or None when it is missing or unreadable."""
+        ...
+
+    def run(self, key: str, argv: Sequence[str]) -> CommandResult:
+        """Run ``argv`` (no shell) with a timeout."""
+        ...
+
+    def path_info(self, key: str, path: str) -> dict[str, Any]:
+        """``exists``, ``is_dir``, ``writable``, ``realpath``, ``entries`` (files directly in
+        the folder, counted up to a limit), ``files``/``files_free`` (statvfs inodes)."""
+        ...
+
+    def odirect_probe(self, key: str, directory: str, size_mib: int) -> dict[str, Any]:
+        """Write then read ``size_mib`` MiB with O_DIRECT in a scratch file in ``directory``,
+        always removed: ``ok``, ``errno``, ``error``, ``write_s``, ``read_s``, ``bytes``."""
+        ...
+
+    def cufile_read_probe(self, key: str, directory: str, size_mib: int) -> dict[str, Any]:
+        """Read a scratch file of ``size_mib`` MiB with cuFile (``gdsio -x 0``) on GPU 0 and
+        return the nvidia-fs statistics before and after, so the doctor can see whether the
+        read went direct. ``ran`` False (with ``reason``) when no GPU or no gdsio."""
+        ...
+
+    def imds(self, key: str, path: str) -> str | None:
+        """An EC2 instance-metadata value (IMDSv2), or None off EC2 or when disabled."""
+        ...
+
+    def aws(self, key: str, service: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A boto3 call's response, or ``{"error": "..."}`` (no credentials, unreachable)."""
+        ...
+
+
+ENTRY_COUNT_LIMIT = 200_000
+SCRATCH_PREFIX = ".kvtool-doctor-probe-"
+
+
+class LocalHost:
+    """This machine. ``timeout_s`` bounds each command; ``aws_timeout_s`` each AWS or IMDS
+    call, so a node without network answers SKIP in seconds."""
+
+    def __init__(self, *, timeout_s: float = 20.0, aws_timeout_s: float = 3.0) -> None:
+        self.timeout_s = timeout_s
+        self.aws_timeout_s = aws_timeout_s
+        self._imds_token: str | None = None
+
+    def read(self, key: str, path: str) -> str | None:
+        try:
+            return Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def run(self, key: str, argv: Sequence[str]) -> CommandResult:
+        try:
+            done = subprocess.run(
+                list(argv), capture_output=True, text=True, timeout=self.timeout_s, check=False
+            )
+        except FileNotFoundError:
+            return CommandResult(NOT_INSTALLED, "", f"{argv[0]}: command not found")
+        except subprocess.TimeoutExpired:
+            return CommandResult(124, "", f"{argv[0]}: timed out after {self.timeout_s:g} s")
+        except OSError as exc:
+            return CommandResult(126, "", f"{argv[0]}: {exc.strerror or exc}")
+        return CommandResult(done.returncode, done.stdout, done.stderr)
+
+    def path_info(self, key: str, path: str) -> dict[str, Any]:
+        target = Path(path)
+        info: dict[str, Any] = {
+            "path": path,
+            "exists": target.exists(),
+            "is_dir": target.is_dir(),
+            "writable": os.access(path, os.W_OK | os.X_OK) if target.is_dir() else False,
+            "realpath": os.path.realpath(path),
+        }
+        if info["is_dir"]:
+            count = 0
+            try:
+                with os.scandir(path) as entries:
+                    for _ in entries:
+                        count += 1
+                        if count >= ENTRY_COUNT_LIMIT:
+                            break
+            except OSError:
+                count = -1
+            info["entries"] = count
+            try:
+                st = os.statvfs(path)
+                info["files"], info["files_free"] = st.f_files, st.f_ffree
+            except OSError:
+                pass
+        return info
+
+    def odirect_probe(self, key: str, directory: str, size_mib: int) -> dict[str, Any]:
+        return odirect_probe(directory, size_mib)
+
+    def cufile_read_probe(self, key: str, directory: str, size_mib: int) -> dict[str, Any]:
+        import shutil
+
+        gdsio = shutil.which("gdsio") or next(
+            (str(p) for p in sorted(Path("/usr/local").glob("cuda*/gds/tools/gdsio"))), None
+        )
+        if gdsio is None:
+            return {"ran": False, "reason": "gdsio (the GDS tools) is not installed"}
+        stats = "/proc/driver/nvidia-fs/stats"
+        result: dict[str, Any] = {"ran": False, "nvfs_before": self.read(key, stats)}
+        scratch = odirect_probe(directory, size_mib, keep=True)
+        try:
+            if not scratch.get("ok"):
+                result["reason"] = f"could not write the scratch file: {scratch.get('error')}"
+                return result
+            done = self.run(
+                key,
+                [
+                    gdsio,
+                    "-f",
+                    scratch["path"],
+                    "-d",
+                    "0",
+                    "-w",
+                    "1",
+                    "-s",
+                    f"{size_mib}M",
+                    "-i",
+                    "1M",
+                    "-x",
+                    "0",
+                    "-I",
+                    "0",
+                ],
+            )
+            result.update(
+                ran=done.ok, rc=done.returncode, output=(done.stdout + done.stderr)[-2000:]
+            )
+            result["nvfs_after"] = self.read(key, stats)
+        finally:
+            if scratch.get("path"):
+                Path(scratch["path"]).unlink(missing_ok=True)
+        return result
+
+    def imds(self, key: str, path: str) -> str | None:
+        import urllib.error
+        import urllib.request
+
+        if os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() == "true":
+            return None
+        base = os.environ.get("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://169.254.169.254")
+        base = base.rstrip("/")
+        try:
+            if self._imds_token is None:
+                request = urllib.request.Request(
+                    f"{base}/latest/api/token",
+                    method="PUT",
+                    headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"},
+                )
+                with urllib.request.urlopen(request, timeout=self.aws_timeout_s) as response:
+                    self._imds_token = response.read().decode()
+            request = urllib.request.Request(
+                f"{base}/latest/meta-data/{path}",
+                headers={"X-aws-ec2-metadata-token": self._imds_token},
+            )
+            with urllib.request.urlopen(request, timeout=self.aws_timeout_s) as response:
+                value: str = response.read().decode().strip()
+                return value
+        except (OSError, urllib.error.URLError, ValueError):
+            return None
+
+    def aws(self, key: str, service: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            import boto3
+            from botocore.config import Config
+            from botocore.exceptions import BotoCoreError, ClientError
+        except ImportError:
+            return {"error": "boto3 is not installed (pip install 'kvtool[aws]')"}
+        config = Config(
+            connect_timeout=self.aws_timeout_s,
+            read_timeout=self.aws_timeout_s * 2,
+            retries={"max_attempts": 1, "mode": "standard"},
+        )
+        region = params.pop("_region", None)
+        try:
+            client = boto3.client(service, region_name=region, config=config)
+            response: dict[str, Any] = getattr(client, operation)(**params)
+        except ClientError as exc:
+            return {"error": str(exc)}
+        except BotoCoreError as exc:
+            return {"error": type(exc).__name__ + ": " + str(exc)}
+        response.pop("ResponseMetadata", None)
+        plain: dict[str, Any] = json.loads(json.dumps(response, default=str))
+        return plain
+
+
+def odirect_probe(directory: str, size_mib: int, *, keep: bool = False) -> dict[str, Any]:
+    """Write and read back ``size_mib`` MiB with O_DIRECT through a page-aligned buffer, in a
+    scratch file that is removed whatever happens (even when ``open`` creates the file and then
+    fails, as ramfs does). Returns plain data for the O_DIRECT and EFA checks. With ``keep``
+    a successful file stays for the caller (the cuFile probe), which must remove ``path``."""
+    import errno
+    import mmap
+    import secrets
+
+    path = os.path.join(directory, f"{SCRATCH_PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
+    chunk = 1 << 20
+    buffer = mmap.mmap(-1, chunk)  # anonymous maps are page aligned, as O_DIRECT needs
+    buffer.write(os.urandom(chunk))
+    result: dict[str, Any] = {"ok": False, "errno": None, "error": "", "bytes": 0}
+    flags = os.O_CREAT | os.O_RDWR | getattr(os, "O_DIRECT", 0)
+    fd = -1
+    try:
+        if not hasattr(os, "O_DIRECT"):
+            result.update(errno=errno.ENOTSUP, error="O_DIRECT is not available on this OS")
+            return result
+        fd = os.open(path, flags, 0o600)
+        start = time.perf_counter()
+        for _ in range(size_mib):
+            os.write(fd, buffer)
+        os.fsync(fd)
+        result["write_s"] = time.perf_counter() - start
+        os.lseek(fd, 0, os.SEEK_SET)
+        start = time.perf_counter()
+        for _ in range(size_mib):
+            os.readv(fd, [buffer])
+        result["read_s"] = time.perf_counter() - start
+        result.update(ok=True, bytes=size_mib * chunk)
+    except OSError as exc:
+        result.update(errno=exc.errno, error=exc.strerror or str(exc))
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        if keep and result["ok"]:
+            result["path"] = path
+        else:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                result["cleanup_error"] = exc.strerror or str(exc)
+        buffer.close()
+    return result
+
+
+class SnapshotHost:
+    """A folder of observations (``--snapshot DIR``): text in ``<key>.txt``, structured
+    results in ``<key>.json``; a failed command as ``<key>.error.txt`` (first line ``rc=N``,
+    then its stderr). Nothing on this machine is read or run."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def _text(self, key: str) -> str | None:
+        path = self.folder / f"{key}.txt"
+        try:
+            return path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def _json(self, key: str) -> dict[str, Any] | None:
+        path = self.folder / f"{key}.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def read(self, key: str, path: str) -> str | None:
+        return self._text(key)
+
+    def run(self, key: str, argv: Sequence[str]) -> CommandResult:
+        text = self._text(key)
+        if text is not None:
+            return CommandResult(0, text, "")
+        error = self._text(f"{key}.error")
+        if error is not None:
+            first, _, rest = error.partition("\n")
+            code = int(first[3:]) if first.startswith("rc=") and first[3:].isdigit() else 1
+            return CommandResult(code, "", rest)
+        return CommandResult(NOT_INSTALLED, "", f"{key} was not captured in the snapshot")
+
+    def path_info(self, key: str, path: str) -> dict[str, Any]:
+        return self._json(key) or {"path": path, "captured": False}
+
+    def odirect_probe(self, key: str, directory: str, size_mib: int) -> dict[str, Any]:
+        return self._json(key) or {"captured": False}
+
+    def cufile_read_probe(self, key: str, directory: str, size_mib: int) -> dict[str, Any]:
+        return self._json(key) or {"ran": False, "reason": f"{key} was not captured"}
+
+    def imds(self, key: str, path: str) -> str | None:
+        text = self._text(key)
+        return text.strip() if text else None
+
+    def aws(self, key: str, service: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        return self._json(key) or {"error": f"{key} was not captured in the snapshot"}
+
+
+class CapturingHost:
+    """Wraps a host and writes each observation into ``folder`` in ``SnapshotHost``'s layout,
+    so ``--snapshot`` can evaluate it later on any machine."""
+
+    def __init__(self, inner: Host, folder: Path) -> None:
+        self.inner = inner
+        self.folder = folder
+
+    def _put_text(self, key: str, text: str) -> None:
+        (self.folder / f"{key}.txt").write_text(text, encoding="utf-8")
+
+    def _put_json(self, key: str, data: dict[str, Any]) -> None:
+        (self.folder / f"{key}.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+    def read(self, key: str, path: str) -> str | None:
+        text = self.inner.read(key, path)
+        if text is not None:
+            self._put_text(key, text)
+        return text
+
+    def run(self, key: str, argv: Sequence[str]) -> CommandResult:
+        result = self.inner.run(key, argv)
+        if result.ok:
+            self._put_text(key, result.stdout)
+        else:
+            self._put_text(f"{key}.error", f"rc={result.returncode}\n{result.stderr}")
+        return result
+
+    def path_info(self, key: str, path: str) -> dict[str, Any]:
+        info = self.inner.path_info(key, path)
+        self._put_json(key, info)
+        return info
+
+    def odirect_probe(self, key: str, directory: str, size_mib: int) -> dict[str, Any]:
+        result = self.inner.odirect_probe(key, directory, size_mib)
+        self._put_json(key, result)
+        return result
+
+    def cufile_read_probe(self, key: str, directory: str, size_mib: int) -> dict[str, Any]:
+        result = self.inner.cufile_read_probe(key, directory, size_mib)
+        self._put_json(key, result)
+        return result
+
+    def imds(self, key: str, path: str) -> str | None:
+        value = self.inner.imds(key, path)
+        if value is not None:
+            self._put_text(key, value + "\n")
+        return value
+
+    def aws(self, key: str, service: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        response = self.inner.aws(key, service, operation, dict(params))
+        self._put_json(key, response)
+        return response
