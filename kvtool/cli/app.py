@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from kvtool.cli import advise as advise_cmd
+from kvtool.cli import doctor as doctor_cmd
 from kvtool.cli import hardware as hardware_cmd
 from kvtool.cli import models as models_cmd
 from kvtool.cli import size as size_cmd
@@ -49,7 +50,8 @@ def reports_errors(command: F) -> F:
 app = typer.Typer(
     name="kvtool",
     help="Size the KV cache of an LLM deployment, plan where it lives (GPU HBM, host DRAM,"
-    " FSx for Lustre, S3), and emit the serving engine's configuration.\n\n"
+    " FSx for Lustre, S3), emit the serving engine's configuration, and check that a node and"
+    " its shared mount are ready for it.\n\n"
     "Example: kvtool size deepseek-r1 --ctx 200k --sessions 100",
     no_args_is_help=True,
     add_completion=False,
@@ -79,7 +81,8 @@ def _root(
     ] = False,
 ) -> None:
     """Size the KV cache of an LLM deployment, plan where it lives (GPU HBM, host DRAM, FSx for
-    Lustre, S3), and emit the serving engine's configuration.
+    Lustre, S3), emit the serving engine's configuration, and check that a node and its shared
+    mount are ready for it.
 
     Example: kvtool size deepseek-r1 --ctx 200k --sessions 100
     """
@@ -89,6 +92,7 @@ app.command("size", no_args_is_help=True)(reports_errors(size_cmd.size))
 app.command("models")(reports_errors(models_cmd.models))
 app.command("hardware")(reports_errors(hardware_cmd.hardware))
 app.command("advise", no_args_is_help=True)(reports_errors(advise_cmd.advise))
+app.command("doctor", no_args_is_help=True)(reports_errors(doctor_cmd.doctor))
 
 
 def main() -> None:

@@ -1,0 +1,73 @@
+"""``kvtool doctor``: findings grouped by area, the fix printed under each problem."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kvtool.cli.render.text import echo
+
+if TYPE_CHECKING:
+    from kvtool.doctor.findings import Finding, Report
+    from kvtool.doctor.run import MergedReport
+
+AREA_TITLES = {
+    "path": "path",
+    "mount": "mount",
+    "layout": "layout and directories",
+    "targets": "targets (OSTs, MDTs)",
+    "client": "client",
+    "network": "network (EFA)",
+    "gds": "GPUDirect Storage",
+    "aws": "AWS (FSx, EC2)",
+}
+
+
+def _finding_lines(f: Finding, *, verbose: bool) -> list[str]:
+    lines = [f"  {f.status:<4}  {f.id:<22} {f.message}"]
+    if f.evidence and (verbose or f.status in ("FAIL", "WARN")):
+        lines.append(f"        evidence: {f.evidence}")
+    if f.fix and f.status in ("FAIL", "WARN"):
+        lines.append(f"        fix: {f.fix}")
+    return lines
+
+
+def _summary(counts: dict[str, int]) -> str:
+    return ", ".join(f"{counts[s]} {s}" for s in ("FAIL", "WARN", "PASS", "SKIP"))
+
+
+def print_report(report: Report, *, verbose: bool = False) -> None:
+    """One node's report, area by area."""
+    echo(f"kvtool doctor {report.path} on {report.node}")
+    areas = list(dict.fromkeys(f.area for f in report.findings))
+    for area in areas:
+        echo()
+        echo(AREA_TITLES.get(area, area))
+        for f in report.findings:
+            if f.area == area:
+                for line in _finding_lines(f, verbose=verbose):
+                    echo(line)
+    echo()
+    verdict = "problems found" if report.failed else "no failures"
+    echo(f"summary: {_summary(report.summary)} ({verdict})")
+
+
+def print_merged(merged: MergedReport) -> None:
+    """A cluster view: each node's summary, then what differs between nodes."""
+    echo(f"kvtool doctor: {len(merged.reports)} node(s)")
+    echo()
+    for report in merged.reports:
+        fails = [f.id for f in report.findings if f.status == "FAIL"]
+        echo(
+            f"  {report.node:<24} {_summary(report.summary)}"
+            + (f"  failing: {', '.join(fails)}" if fails else "")
+        )
+    echo()
+    if not merged.differences:
+        echo("the nodes agree on every check")
+    else:
+        echo("differences between nodes")
+        for d in merged.differences:
+            for line in _finding_lines(d, verbose=True):
+                echo(line)
+    echo()
+    echo("summary: " + ("problems found" if merged.failed else "no failures"))

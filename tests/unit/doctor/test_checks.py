@@ -1,0 +1,113 @@
+"""The doctor on snapshots built from real outputs (snapshots.py): a healthy FSx + EFA + GDS node
+passes, and each broken variant fails the check it should, with the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvtool.doctor.checks import DoctorOptions
+from kvtool.doctor.findings import Finding, Report
+from kvtool.doctor.run import merge_reports, run_doctor
+from kvtool.probe.gather import GatherOptions
+from kvtool.probe.host import SnapshotHost
+
+from .snapshots import KV_PATH, broken, healthy
+
+LLAMA_70B_CHUNK = 256 * 327_680  # one 256-token chunk of Llama 3.1 70B in bf16: 80 MiB
+
+
+def doctor(folder: Path, **options: object) -> Report:
+    return run_doctor(
+        SnapshotHost(folder),
+        KV_PATH,
+        gather_options=GatherOptions(),
+        options=DoctorOptions(**options),  # type: ignore[arg-type]
+    )
+
+
+def by_id(report: Report) -> dict[str, Finding]:
+    return {f.id: f for f in report.findings}
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return healthy(tmp_path_factory.mktemp("snap") / "healthy")
+
+
+def test_healthy_node_passes_everything_but_the_small_file_systems_throughput(base: Path) -> None:
+    report = doctor(base, nodes=16, chunk_bytes=LLAMA_70B_CHUNK, gds="required")
+    statuses = {f.id: f.status for f in report.findings}
+    assert not report.failed
+    assert {i for i, s in statuses.items() if s != "PASS"} == {"aws.throughput"}
+    assert (
+        "28,800 GiB x 1000 MB/s/TiB = 28.1 GB/s for 16 node(s)"
+        in by_id(report)["aws.throughput"].evidence
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "check", "status", "fix"),
+    [
+        ("tcp", "network.efa_carries", "FAIL", "udsp"),
+        ("compat", "gds.direct", "FAIL", "compatible mode"),
+        ("compat", "gds.cufile_json", "FAIL", '"allow_compat_mode": false'),
+        ("one_stripe", "layout.stripe", "WARN", f"lfs setstripe -c 6 -S 1M {KV_PATH}"),
+        ("no_flock", "mount.flock", "FAIL", "-o relatime,flock 10.1.1.154@tcp:/krvlrbev"),
+        ("other_az", "aws.same_az", "FAIL", "AZ"),
+    ],
+)
+def test_each_broken_node_fails_its_check_with_a_fix(
+    base: Path, tmp_path: Path, kind: str, check: str, status: str, fix: str
+) -> None:
+    report = doctor(
+        broken(kind, base, tmp_path / kind), nodes=16, chunk_bytes=LLAMA_70B_CHUNK, gds="required"
+    )
+    finding = by_id(report)[check]
+    assert finding.status == status, finding
+    assert fix in finding.fix
+    others = {f.id for f in report.findings if f.status != "PASS"} - {check, "aws.throughput"}
+    assert others <= {"gds.cufile_json", "gds.direct"}  # compat breaks both, nothing else moves
+
+
+def test_tcp_fallback_names_the_tcp_ceiling(base: Path, tmp_path: Path) -> None:
+    finding = by_id(doctor(broken("tcp", base, tmp_path / "t"), nodes=4))["network.efa_carries"]
+    assert "100 Gbps per client, 30 Gbps with 6 OSTs at 5 Gbps each" in finding.message
+    assert "efa send_count +0, tcp +64" in finding.evidence
+
+
+def test_gds_optional_only_warns(base: Path, tmp_path: Path) -> None:
+    report = doctor(broken("compat", base, tmp_path / "c"), gds="optional")
+    assert by_id(report)["gds.direct"].status == "WARN"
+    assert not report.failed
+
+
+def test_missing_captures_skip_never_pass(tmp_path: Path) -> None:
+    (tmp_path / "hostname.txt").write_text("x\n")
+    report = doctor(tmp_path)
+    assert {f.status for f in report.findings} == {"SKIP"}
+
+
+def test_garbled_snapshot_files_are_not_captured_not_a_crash(base: Path, tmp_path: Path) -> None:
+    folder = broken("no_flock", base, tmp_path / "g")
+    (folder / "path.json").write_text("{not json")
+    (folder / "aws_fsx.json").write_bytes(b"\x00\xff garbage")
+    (folder / "lfs_df.txt").write_text("complete nonsense\n")
+    report = doctor(folder)
+    ids = by_id(report)
+    assert ids["path.writable"].status == "SKIP"
+    assert ids["aws.file_system"].status == "SKIP"
+
+
+def test_merge_flags_nodes_that_differ(base: Path, tmp_path: Path) -> None:
+    a = doctor(base)
+    b = doctor(broken("no_flock", base, tmp_path / "b"))._replace(node="node-b")
+    merged = merge_reports([a, b])
+    (difference,) = [d for d in merged.differences if d.id == "mount.flock"]
+    assert difference.status == "FAIL"
+    assert "PASS on node-a" in difference.evidence
+    assert "FAIL on node-b" in difference.evidence
+    assert merged.failed
+    same = merge_reports([a, a._replace(node="node-c")])
+    assert same.differences == ()
