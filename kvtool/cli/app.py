@@ -50,7 +50,7 @@ def reports_errors(command: F) -> F:
 app = typer.Typer(
     name="kvtool",
     help="Size the KV cache of an LLM deployment, plan where it lives (GPU HBM, host DRAM,"
-    " FSx for Lustre, S3), emit the serving engine's configuration, and check that a node and"
+    " FSx for Lustre, S3), emit the serving engine's configuration, and verify that a node and"
     " its shared mount are ready for it.\n\n"
     "Example: kvtool size deepseek-r1 --ctx 200k --sessions 100",
     no_args_is_help=True,
@@ -81,7 +81,7 @@ def _root(
     ] = False,
 ) -> None:
     """Size the KV cache of an LLM deployment, plan where it lives (GPU HBM, host DRAM, FSx for
-    Lustre, S3), emit the serving engine's configuration, and check that a node and its shared
+    Lustre, S3), emit the serving engine's configuration, and verify that a node and its shared
     mount are ready for it.
 
     Example: kvtool size deepseek-r1 --ctx 200k --sessions 100

@@ -224,12 +224,19 @@ def test_help_examples_paste_and_run(kvtool: Run) -> None:
     for command, argv in examples:
         if any(arg.endswith((".json", ".yaml", ".toml")) for arg in argv):
             continue  # the reader's own file
+        if any(arg.startswith("/") and not Path(arg).exists() for arg in argv):
+            continue  # the reader's own mount (/fsx/kvcache); docs/doctor.md runs on snapshots
         result = kvtool(*argv)
         assert result.exit_code == 0, (command, argv, result.stderr)
 
 
 def test_root_help_promises_only_commands_that_exist(kvtool: Run) -> None:
-    text = kvtool("--help").stdout.lower()
-    for missing in ("bench", "doctor", "check"):
-        if missing not in {c.name for c in app.registered_commands}:
-            assert missing not in text
+    text = kvtool("--help").stdout
+    description = text.split("Options")[0].lower()
+    registered = {c.name for c in app.registered_commands}
+    for promise, command in (("benchmark", "bench"), ("replay", "engine"), ("checklist", "check")):
+        if command not in registered:
+            assert promise not in description, promise
+    panel = text.split("Commands")[1]
+    listed = {m.group(1) for m in re.finditer(r"^│ (\w+)\s", panel, re.MULTILINE)}
+    assert listed == registered
