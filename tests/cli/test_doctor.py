@@ -10,6 +10,7 @@ import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -146,7 +147,7 @@ def test_bad_input_is_one_line_exit_2(
 class _Imds(http.server.BaseHTTPRequestHandler):
     """IMDSv2 as EC2 serves it: PUT a token, then GET metadata with the token header."""
 
-    values = {
+    values: ClassVar[dict[str, str]] = {
         "placement/availability-zone-id": "apne2-az1",
         "placement/region": "ap-northeast-2",
         "instance-type": "p5en.48xlarge",
