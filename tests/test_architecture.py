@@ -19,11 +19,13 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "kvtool.errors": (),
     "kvtool.units": ("kvtool.errors",),
     "kvtool.files": ("kvtool.errors",),
+    "kvtool.findings": (),
     "kvtool.model": ("kvtool.errors", "kvtool.units", "kvtool.model"),
     "kvtool.profiles.schema": ("kvtool.errors",),
     "kvtool.profiles.hardware": ("kvtool.errors", "kvtool.profiles.schema"),
     "kvtool.profiles": ("kvtool.errors", "kvtool.files", "kvtool.model", "kvtool.profiles"),
     "kvtool.plan": (
+        "kvtool.findings",
         "kvtool.errors",
         "kvtool.units",
         "kvtool.model",
@@ -33,6 +35,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     ),
     "kvtool.probe": ("kvtool.errors", "kvtool.units", "kvtool.files", "kvtool.probe"),
     "kvtool.doctor": (
+        "kvtool.findings",
         "kvtool.errors",
         "kvtool.units",
         "kvtool.model",
@@ -53,7 +56,7 @@ PURE = (
     "kvtool.probe.parse",
     "kvtool.probe.facts",
     "kvtool.doctor.checks",
-    "kvtool.doctor.findings",
+    "kvtool.findings",
 )
 SIDE_EFFECTS = {"subprocess", "boto3", "botocore", "torch", "urllib", "socket", "shutil"}
 

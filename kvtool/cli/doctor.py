@@ -10,7 +10,7 @@ from kvtool.errors import InputError
 
 if TYPE_CHECKING:
     from kvtool.doctor.checks import GdsMode
-    from kvtool.doctor.findings import Report
+    from kvtool.findings import Report
     from kvtool.probe.host import Host
 
 
@@ -118,7 +118,7 @@ def doctor(
             ]
         )
         if junit is not None:
-            from kvtool.doctor.findings import junit_xml
+            from kvtool.findings import junit_xml
 
             findings = [
                 f._replace(id=f"{r.node}:{f.id}") for r in merged.reports for f in r.findings
@@ -153,7 +153,7 @@ def doctor(
         snapshot=snapshot,
     )
     if junit is not None:
-        from kvtool.doctor.findings import junit_xml
+        from kvtool.findings import junit_xml
 
         _write(
             junit, junit_xml(f"kvtool doctor {report.path}", report.findings, hostname=report.node)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
-from kvtool.doctor.findings import Finding, Status
+from kvtool.findings import Finding, Status
 from kvtool.probe.facts import NodeFacts
 from kvtool.probe.parse import component_for, lustre_mount_name, param_values, sent_by_net
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from kvtool.doctor.checks import DoctorOptions, run_checks
-from kvtool.doctor.findings import Finding, Report, finding_from_json
 from kvtool.errors import InputError
+from kvtool.findings import Finding, Report, finding_from_json
 from kvtool.probe.gather import GatherOptions, gather
 from kvtool.probe.host import Host
 

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from kvtool.cli.render.text import echo
 
 if TYPE_CHECKING:
-    from kvtool.doctor.findings import Finding, Report
     from kvtool.doctor.run import MergedReport
+    from kvtool.findings import Finding, Report
 
 AREA_TITLES = {
     "path": "path",

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kvtool.doctor.checks import DoctorOptions
-from kvtool.doctor.findings import Finding, Report
 from kvtool.doctor.run import merge_reports, run_doctor
+from kvtool.findings import Finding, Report
 from kvtool.probe.gather import GatherOptions
 from kvtool.probe.host import SnapshotHost
 

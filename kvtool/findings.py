@@ -1,5 +1,7 @@
 """Findings and reports: what a check concluded, on what evidence, and the exact fix. Pure.
 
+Shared by `kvtool doctor` (checks on a node) and `kvtool check` (checks on a plan file).
+
 A finding is PASS (the setting is right), WARN (it works but costs performance or money), FAIL
 (the tier will underperform, lose data or not work) or SKIP (the check could not run here, with
 the reason). A report FAILs when any finding does; SKIP never counts as PASS.
