@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from kvtool.cli import advise as advise_cmd
+from kvtool.cli import check as check_cmd
 from kvtool.cli import doctor as doctor_cmd
 from kvtool.cli import hardware as hardware_cmd
 from kvtool.cli import models as models_cmd
@@ -93,6 +94,7 @@ app.command("models")(reports_errors(models_cmd.models))
 app.command("hardware")(reports_errors(hardware_cmd.hardware))
 app.command("advise", no_args_is_help=True)(reports_errors(advise_cmd.advise))
 app.command("doctor", no_args_is_help=True)(reports_errors(doctor_cmd.doctor))
+app.command("check", no_args_is_help=True)(reports_errors(check_cmd.check))
 
 
 def main() -> None:

@@ -105,6 +105,7 @@ def file_system(
     throughput_mbps_per_tib: int | None,
     efa: bool,
     need_bytes: int = 0,
+    what: str = "--fsx-capacity",
 ) -> FileSystem:
     """The file system a plan uses: the given capacity, checked against the valid sizes, or
     (without one) the smallest valid size that holds ``need_bytes``.
@@ -128,7 +129,7 @@ def file_system(
             else f"{profile.name} comes in 1,200 GiB, 2,400 GiB or multiples of {step:,} GiB"
         )
         raise InputError(
-            f"--fsx-capacity {gib:,.6g} GiB cannot be provisioned: {kind}",
+            f"{what} {gib:,.6g} GiB cannot be provisioned: {kind}",
             f"use {sizes}",
         )
     return FileSystem(profile, whole, throughput, efa, assumed=False)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 from kvtool.errors import InputError
 from kvtool.units import parse_count, parse_fraction
@@ -67,6 +67,12 @@ def workload_from_mapping(
     """
     unknown = sorted(set(data) - set(WORKLOAD_KEYS))
     if unknown:
+        if unknown[0] in PLAN_KEYS:
+            raise InputError(
+                f"{source}: key {unknown[0]!r} belongs to a deployment plan, which kvtool check"
+                " reads; advise does not use it",
+                f"run kvtool check {source}, or remove the key",
+            )
         raise InputError(
             f"{source}: unknown key {unknown[0]!r}", "allowed: " + ", ".join(sorted(WORKLOAD_KEYS))
         )
@@ -158,3 +164,168 @@ def _flag(value: Any, what: str) -> bool:
     if isinstance(value, bool):
         return value
     raise InputError(f"{what} must be true or false, got {value!r}")
+
+
+# --- deployment plans (kvtool check) ----------------------------------------------------------
+
+PLAN_KEYS = ("fsx", "t3_path", "io_threads", "odirect", "posture", "measured", "tolerance")
+FSX_KEYS = (
+    "deployment_type",
+    "storage_type",
+    "storage_capacity_gib",
+    "per_unit_storage_throughput",
+    "efa_enabled",
+    "data_compression_type",
+    "s3_association",
+    "mount_options",
+    "stripe_count",
+    "same_az",
+    "from_terraform",
+    "from_cloudformation",
+)
+MEASURED_KEYS = ("bench", "doctor", "t3_read_gbytes_per_s")
+
+
+class FsxSettings(NamedTuple):
+    """The FSx for Lustre file system as the infrastructure code declares it, and how the
+    nodes mount and lay out the KV folder; None means "not declared". ``source`` says where
+    the resource settings came from (the plan file, a Terraform plan, a CloudFormation
+    template)."""
+
+    deployment_type: str | None = None
+    storage_type: str | None = None
+    storage_capacity_gib: int | None = None
+    per_unit_storage_throughput: int | None = None
+    efa_enabled: bool | None = None
+    data_compression_type: str | None = None
+    s3_association: bool | None = None
+    mount_options: tuple[str, ...] | None = None
+    stripe_count: int | None = None
+    same_az: bool | None = None
+    source: str = ""
+
+
+class Measured(NamedTuple):
+    """Results measured on the deployment: file names of ``kvtool bench --json`` and
+    ``kvtool doctor --json`` reports (relative to the plan file), or a T3 read bandwidth."""
+
+    bench: str | None = None
+    doctor: tuple[str, ...] = ()
+    t3_read_gbytes_per_s: float | None = None
+
+
+class PlanFile(NamedTuple):
+    """A deployment plan: the workload (the advise schema), the file system, the client side
+    of the T3 path, measured results, and the tolerance measured figures get."""
+
+    workload: Workload
+    fsx: FsxSettings | None
+    t3_path: str
+    io_threads: int | None
+    odirect: bool | None
+    posture: str | None
+    measured: Measured
+    tolerance: float
+    terraform: str | None
+    cloudformation: str | None
+
+
+def plan_from_mapping(data: Mapping[str, Any], *, source: str) -> PlanFile:
+    """Validate a plan file: the workload keys through ``workload_from_mapping`` (the same
+    loader as advise), the rest here. Raises InputError naming the file and key."""
+    workload = workload_from_mapping(
+        {k: v for k, v in data.items() if k not in PLAN_KEYS}, source=source
+    )
+    fsx_data = data.get("fsx")
+    fsx = None
+    terraform = cloudformation = None
+    if fsx_data is not None:
+        if not isinstance(fsx_data, Mapping):
+            raise InputError(f"{source}: fsx must be a mapping of settings")
+        _known(fsx_data, FSX_KEYS, f"{source}: fsx")
+        terraform = _optional_text(fsx_data.get("from_terraform"))
+        cloudformation = _optional_text(fsx_data.get("from_cloudformation"))
+        fsx = FsxSettings(
+            deployment_type=_optional_text(fsx_data.get("deployment_type")),
+            storage_type=_optional_text(fsx_data.get("storage_type")),
+            storage_capacity_gib=_optional_count(fsx_data, "storage_capacity_gib", source),
+            per_unit_storage_throughput=_optional_count(
+                fsx_data, "per_unit_storage_throughput", source
+            ),
+            efa_enabled=_optional_flag(fsx_data, "efa_enabled", source),
+            data_compression_type=_optional_text(fsx_data.get("data_compression_type")),
+            s3_association=_optional_flag(fsx_data, "s3_association", source),
+            mount_options=None
+            if fsx_data.get("mount_options") is None
+            else tuple(o.strip() for o in str(fsx_data["mount_options"]).split(",") if o.strip()),
+            stripe_count=_stripe(fsx_data, source),
+            same_az=_optional_flag(fsx_data, "same_az", source),
+            source=source,
+        )
+    measured_data = data.get("measured") or {}
+    if not isinstance(measured_data, Mapping):
+        raise InputError(f"{source}: measured must be a mapping")
+    _known(measured_data, MEASURED_KEYS, f"{source}: measured")
+    doctor = measured_data.get("doctor") or []
+    doctor = [doctor] if isinstance(doctor, str) else doctor
+    if not isinstance(doctor, list):
+        raise InputError(f"{source}: measured.doctor must be a file name or a list of them")
+    bandwidth = measured_data.get("t3_read_gbytes_per_s")
+    posture = _optional_text(data.get("posture"))
+    if posture not in (None, "eager", "lazy"):
+        raise InputError(f"{source}: posture must be eager or lazy, got {posture!r}")
+    t3_path = str(data.get("t3_path", "efa")).replace("-", "_")
+    if t3_path not in ("ena", "efa", "efa_gds"):
+        raise InputError(f"{source}: t3_path must be ena, efa or efa-gds, got {t3_path!r}")
+    tolerance = _number(data.get("tolerance", 0.2), f"{source}: tolerance")
+    if tolerance >= 1:
+        raise InputError(f"{source}: tolerance must be below 1 (0.2 = 20%), got {tolerance:g}")
+    return PlanFile(
+        workload=workload,
+        fsx=fsx,
+        t3_path=t3_path,
+        io_threads=_optional_count(data, "io_threads", source),
+        odirect=_optional_flag(data, "odirect", source),
+        posture=posture,
+        measured=Measured(
+            bench=_optional_text(measured_data.get("bench")),
+            doctor=tuple(str(d) for d in doctor),
+            t3_read_gbytes_per_s=None
+            if bandwidth is None
+            else _number(bandwidth, f"{source}: measured.t3_read_gbytes_per_s"),
+        ),
+        tolerance=tolerance,
+        terraform=terraform,
+        cloudformation=cloudformation,
+    )
+
+
+def _known(data: Mapping[str, Any], keys: tuple[str, ...], where: str) -> None:
+    unknown = sorted(set(data) - set(keys))
+    if unknown:
+        raise InputError(f"{where}: unknown key {unknown[0]!r}", "allowed: " + ", ".join(keys))
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else str(value).strip()
+
+
+def _optional_count(data: Mapping[str, Any], key: str, source: str) -> int | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    return parse_count(str(value), what=f"{source}: {key}")
+
+
+def _optional_flag(data: Mapping[str, Any], key: str, source: str) -> bool | None:
+    value = data.get(key)
+    return None if value is None else _flag(value, f"{source}: {key}")
+
+
+def _stripe(data: Mapping[str, Any], source: str) -> int | None:
+    value = data.get("stripe_count")
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value == 0 or value < -1:
+        raise InputError(f"{source}: fsx.stripe_count must be -1 (all OSTs) or a positive count")
+    return value

@@ -1,4 +1,5 @@
-"""``kvtool doctor``: findings grouped by area, the fix printed under each problem."""
+"""``kvtool doctor`` and ``kvtool check``: findings grouped by area, the fix printed under each
+problem."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ if TYPE_CHECKING:
     from kvtool.findings import Finding, Report
 
 AREA_TITLES = {
+    "plan": "plan",
+    "fsx": "FSx for Lustre checklist",
+    "measured": "measured results",
     "path": "path",
     "mount": "mount",
     "layout": "layout and directories",
@@ -35,9 +39,9 @@ def _summary(counts: dict[str, int]) -> str:
     return ", ".join(f"{counts[s]} {s}" for s in ("FAIL", "WARN", "PASS", "SKIP"))
 
 
-def print_report(report: Report, *, verbose: bool = False) -> None:
-    """One node's report, area by area."""
-    echo(f"kvtool doctor {report.path} on {report.node}")
+def print_report(report: Report, *, verbose: bool = False, title: str = "") -> None:
+    """One report (a node's doctor run, or a plan's checklist), area by area."""
+    echo(title or f"kvtool doctor {report.path} on {report.node}")
     areas = list(dict.fromkeys(f.area for f in report.findings))
     for area in areas:
         echo()

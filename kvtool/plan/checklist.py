@@ -1,0 +1,518 @@
+"""The pre-deployment checklist (``kvtool check PLAN.yaml``): a plan file's rules, pure.
+
+Rules, each a finding with its fix:
+
+* ``plan.fsx_size``: the declared capacity is one FSx can provision (``plan/fsx.py``).
+* ``plan.capacity``: at peak concurrency (mean sessions x peak-to-mean, the mean session size
+  over the context mix) the tiers the plan deploys hold every session; nothing the plan did
+  not deploy (S3) has to take the overflow.
+* ``plan.tiers`` and ``plan.posture``: the tiers deployed match what the brief's criteria
+  recommend (``plan/advise.py``), and disaggregated serving writes eagerly.
+* the FSx checklist of the brief: ``fsx.deployment`` (PERSISTENT_2), ``fsx.storage_type``
+  (SSD), ``fsx.compression`` (NONE), ``fsx.efa`` (EFA enabled for an EFA client path),
+  ``fsx.same_az``, ``fsx.s3_association``, ``fsx.mount_options`` (flock, noatime/relatime),
+  ``fsx.stripe`` (stripe count >= nodes, -1 = every OST), ``client.odirect``,
+  ``client.io_threads`` (32 or more per node).
+* ``plan.bandwidth``: the file system's throughput per node against the client link, and the
+  cache-hit sessions per second it gives at the longest context (the plan's fan-in).
+* ``measured.bandwidth``: a measured T3 read bandwidth (``kvtool bench --json`` or stated)
+  within ``tolerance`` of what the plan assumes per node; ``measured.doctor``: no node's doctor
+  report FAILs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from kvtool.errors import InputError
+from kvtool.findings import Finding, Status
+from kvtool.model.engines import EngineRules
+from kvtool.model.formats import KvFormat
+from kvtool.model.kv import size_kv
+from kvtool.model.params import count_params
+from kvtool.model.spec import ModelSpec
+from kvtool.plan.advise import Capacity, advise
+from kvtool.plan.deployment import choose_serving
+from kvtool.plan.fsx import file_system
+from kvtool.plan.offload import LAYOUTS, copies_divisor
+from kvtool.plan.placement import PlanInputs, plan_tiers
+from kvtool.plan.reload import t3_client_gbps
+from kvtool.plan.workload import FsxSettings, PlanFile
+from kvtool.profiles.hardware import NodeProfile, StorageProfile
+from kvtool.units import format_bytes
+
+MIN_IO_THREADS = 32  # the brief's checklist: 32 or more I/O threads per node
+
+
+class Evidence(NamedTuple):
+    """What the CLI read beside the plan: a ``kvtool bench --json`` document and, per doctor
+    report, the node name and the ids of its FAIL findings."""
+
+    bench: dict[str, Any] | None = None
+    doctor_failures: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+def _gb(bytes_per_s: float) -> str:
+    """GB/s with enough digits to tell small file systems apart: 0.059, 5.86, 87.5."""
+    value = bytes_per_s / 1e9
+    return f"{value:,.3g}" if value < 100 else f"{value:,.0f}"
+
+
+def _f(id_: str, status: Status, message: str, evidence: str = "", fix: str = "") -> Finding:
+    return Finding(id_, id_.split(".")[0], status, message, evidence, fix)
+
+
+def check_plan(
+    plan: PlanFile,
+    spec: ModelSpec,
+    node: NodeProfile,
+    t3: StorageProfile,
+    *,
+    rules: EngineRules,
+    fmt: KvFormat,
+    evidence: Evidence | None = None,
+) -> list[Finding]:
+    """Every rule of the module docstring, in order. ``t3`` is the storage profile of the
+    declared deployment type (``t3_profile_for``). Raises InputError only for a layout the
+    engine cannot run (an invalid tp)."""
+    w = plan.workload
+    fsx = plan.fsx
+    findings: list[Finding] = []
+    serving = choose_serving(spec, count_params(spec), node, tp=w.tp, weights_dtype=w.weights_dtype)
+    kv_tp = serving.tp if rules.shards_over_tp else 1
+    session_bytes = {
+        ctx: size_kv(
+            spec, rules=rules, fmt=fmt, ctx_tokens=ctx, sessions=1, tp=kv_tp
+        ).kv_bytes_per_session
+        for ctx in w.contexts
+    }
+    mean_bytes = int(sum(share * session_bytes[ctx] for ctx, share in w.contexts.items()))
+    peak_sessions = max(1, round(w.sessions * w.peak_to_mean))
+    efa = plan.t3_path in ("efa", "efa_gds") and node.efa_gbps > 0  # the nodes want EFA
+
+    capacity_bytes = None
+    fs = None
+    if fsx is not None and fsx.storage_capacity_gib is not None:
+        try:
+            fs = file_system(
+                t3,
+                capacity_bytes=fsx.storage_capacity_gib * 2**30,
+                throughput_mbps_per_tib=fsx.per_unit_storage_throughput,
+                efa=bool(fsx.efa_enabled),
+                what="storage_capacity_gib",
+            )
+            capacity_bytes = fs.capacity_bytes
+            findings.append(
+                _f(
+                    "plan.fsx_size",
+                    "PASS",
+                    f"{fsx.storage_capacity_gib:,} GiB is a size FSx provisions",
+                    fsx.source,
+                )
+            )
+        except InputError as exc:
+            findings.append(_f("plan.fsx_size", "FAIL", exc.message, fsx.source, exc.hint))
+    elif fsx is not None:
+        findings.append(_f("plan.fsx_size", "SKIP", "no storage_capacity_gib declared"))
+
+    layout = LAYOUTS[rules.offload_stack]
+    divisor = {
+        t: copies_divisor(layout, t, is_mla=spec.is_mla, tp=serving.tp) for t in ("T2", "T3")
+    }
+    try:
+        tiers = plan_tiers(
+            PlanInputs(
+                node=node,
+                nodes=w.nodes,
+                weights_bytes=serving.weights_bytes_per_node,
+                kv_bytes_per_session=mean_bytes,
+                sessions=peak_sessions,
+                fsx_capacity_bytes=capacity_bytes if fsx is not None else 0,
+                t2_bytes_per_session=mean_bytes // divisor["T2"],
+                t3_bytes_per_session=mean_bytes // divisor["T3"],
+            )
+        )
+    except InputError as exc:  # the weights or one session do not fit a node at all
+        return [*findings, _f("plan.capacity", "FAIL", exc.message, fix=exc.hint)]
+    findings.append(_capacity(plan, tiers, peak_sessions, mean_bytes))
+    findings += _tiers(plan, tiers, w.nodes, session_bytes)
+    findings += _fsx_checklist(plan, fsx, efa, w.nodes, can_efa=t3.client_efa_gbps > 0)
+    share = None
+    if fs is not None:
+        share = fs.read_bytes_per_s / w.nodes
+        findings.append(
+            _bandwidth(node, t3, plan, share, max(session_bytes.values()) // divisor["T3"])
+        )
+    findings += _measured(plan, evidence or Evidence(), share)
+    return findings
+
+
+def _capacity(plan: PlanFile, tiers: Any, peak: int, mean_bytes: int) -> Finding:
+    spill = tiers.tiers[3]
+    t3 = tiers.tiers[2]
+    evidence = (
+        f"{peak:,} sessions at peak x {format_bytes(mean_bytes)} mean: T1"
+        f" {tiers.tiers[0].sessions:,}, T2 {tiers.tiers[1].sessions:,}, T3 {t3.sessions:,},"
+        f" overflow {spill.sessions:,}"
+    )
+    if not spill.sessions:
+        return _f("plan.capacity", "PASS", "the deployed tiers hold the peak working set", evidence)
+    if plan.fsx is None:
+        need = spill.used_bytes
+        return _f(
+            "plan.capacity",
+            "FAIL",
+            f"the peak working set does not fit HBM and host memory:"
+            f" {format_bytes(need)} has nowhere to go",
+            evidence,
+            f"add an FSx for Lustre T3 of at least {format_bytes(need)} (fsx: in the plan)",
+        )
+    return _f(
+        "plan.capacity",
+        "FAIL",
+        f"{format_bytes(spill.used_bytes)} of the peak working set overflows the file system",
+        evidence,
+        "grow storage_capacity_gib (kvtool size --hardware ... names a valid size)",
+    )
+
+
+def _tiers(plan: PlanFile, tiers: Any, nodes: int, session_bytes: dict[int, int]) -> list[Finding]:
+    w = plan.workload
+    pressure = tiers.pressure_bytes_per_node
+    t2_per_node = (tiers.tiers[1].capacity_bytes or 0) // nodes
+    advice = advise(
+        w,
+        Capacity(
+            session_bytes=session_bytes,
+            nodes=nodes,
+            t1_pressure_bytes_per_node=pressure,
+            t2_bytes_per_node=t2_per_node,
+            hbm_kv_space_bytes_per_node=tiers.kv_space_bytes_per_node,
+        ),
+    )
+    met = sum(c.met for c in advice.criteria)
+    out = []
+    deployed_t3 = plan.fsx is not None
+    if "T3" in advice.tiers and not deployed_t3:
+        out.append(
+            _f(
+                "plan.tiers",
+                "FAIL",
+                f"the brief's criteria call for a shared T3 ({met} of 6"
+                " hold, or the peak exceeds T1 + T2) and the plan deploys none",
+                "; ".join(advice.reasons),
+                "add fsx: to the plan",
+            )
+        )
+    elif deployed_t3 and "T3" not in advice.tiers:
+        out.append(
+            _f(
+                "plan.tiers",
+                "WARN",
+                f"a T3 is deployed but only {met} of the brief's 6"
+                " criteria hold: it may not pay for itself",
+                "; ".join(advice.reasons),
+            )
+        )
+    else:
+        out.append(
+            _f(
+                "plan.tiers",
+                "PASS",
+                f"tiers match the brief's criteria ({met} of 6 hold): {' + '.join(advice.tiers)}",
+            )
+        )
+    if plan.posture is None:
+        out.append(
+            _f("plan.posture", "SKIP", f"no posture declared; kvtool recommends {advice.posture}")
+        )
+    elif plan.posture != advice.posture and w.disaggregated and plan.posture == "lazy":
+        out.append(
+            _f(
+                "plan.posture",
+                "FAIL",
+                "disaggregated prefill and decode need an eager"
+                " posture: the decode node never ran the prefill",
+                fix="posture: eager",
+            )
+        )
+    elif plan.posture != advice.posture:
+        out.append(
+            _f(
+                "plan.posture",
+                "WARN",
+                f"posture {plan.posture}; kvtool recommends {advice.posture}",
+                advice.reasons[-1],
+            )
+        )
+    else:
+        out.append(_f("plan.posture", "PASS", f"posture {plan.posture}"))
+    return out
+
+
+def _fsx_checklist(
+    plan: PlanFile, fsx: FsxSettings | None, efa: bool, nodes: int, *, can_efa: bool
+) -> list[Finding]:
+    if fsx is None:
+        return [_f("fsx.checklist", "SKIP", "the plan deploys no FSx file system")]
+    out: list[Finding] = []
+
+    def grade(
+        id_: str, value: Any, good: Sequence[Any], warn: Sequence[Any], what: str, fix: str
+    ) -> None:
+        if value is None:
+            out.append(_f(id_, "SKIP", f"{what} not declared"))
+        elif value in good:
+            out.append(_f(id_, "PASS", f"{what} {value}"))
+        else:
+            status: Status = "WARN" if value in warn else "FAIL"
+            out.append(_f(id_, status, f"{what} {value}", fsx.source, fix))
+
+    grade(
+        "fsx.deployment",
+        fsx.deployment_type,
+        ["PERSISTENT_2"],
+        ["PERSISTENT_1"],
+        "deployment type",
+        "deployment_type = PERSISTENT_2 (SCRATCH is not replicated;"
+        " PERSISTENT_1 has no EFA or GDS)",
+    )
+    grade(
+        "fsx.storage_type",
+        fsx.storage_type,
+        ["SSD"],
+        ["INTELLIGENT_TIERING"],
+        "storage type",
+        "storage_type = SSD",
+    )
+    grade(
+        "fsx.compression",
+        fsx.data_compression_type,
+        ["NONE"],
+        ["LZ4"],
+        "data compression",
+        "data_compression_type = NONE (KV tensors compress poorly)",
+    )
+    if fsx.efa_enabled is None:
+        out.append(_f("fsx.efa", "SKIP", "efa_enabled not declared"))
+    elif fsx.efa_enabled or not efa:
+        out.append(
+            _f(
+                "fsx.efa",
+                "PASS",
+                "EFA enabled" if fsx.efa_enabled else f"client path {plan.t3_path} needs no EFA",
+            )
+        )
+    else:
+        out.append(
+            _f(
+                "fsx.efa",
+                "FAIL",
+                f"the plan reads T3 over {plan.t3_path} but the file system is not"
+                " EFA-enabled"
+                + ("" if can_efa else f" ({fsx.deployment_type} cannot be: EFA needs PERSISTENT_2)")
+                + ": 100 Gbps per client over TCP",
+                fsx.source,
+                "efa_enabled = true (set at creation; needs PERSISTENT_2 and a security"
+                " group that allows all traffic to itself)",
+            )
+        )
+    if fsx.same_az is None:
+        out.append(_f("fsx.same_az", "SKIP", "same_az not declared (kvtool doctor checks it live)"))
+    else:
+        out.append(
+            _f(
+                "fsx.same_az",
+                "PASS" if fsx.same_az else ("FAIL" if efa else "WARN"),
+                "same Availability Zone as the nodes"
+                if fsx.same_az
+                else "the file system is in another Availability Zone",
+            )
+        )
+    if fsx.s3_association is None or not fsx.s3_association:
+        out.append(
+            _f(
+                "fsx.s3_association",
+                "WARN",
+                "no S3 data repository association declared:"
+                " the brief's checklist wants one for export to T4",
+                fix="aws_fsx_data_repository_association (Terraform) or"
+                " AWS::FSx::DataRepositoryAssociation, export on demand",
+            )
+        )
+    else:
+        out.append(_f("fsx.s3_association", "PASS", "S3 data repository association declared"))
+    options = fsx.mount_options
+    if options is None:
+        out.append(_f("fsx.mount_options", "SKIP", "mount_options not declared"))
+    else:
+        missing = [o for o in ("flock",) if o not in options]
+        atime = bool({"noatime", "relatime"} & set(options))
+        status: Status = "FAIL" if missing else ("PASS" if atime else "WARN")
+        out.append(
+            _f(
+                "fsx.mount_options",
+                status,
+                f"mount options {','.join(options)}",
+                fix="" if status == "PASS" else "mount -o relatime,flock (or noatime,flock)",
+            )
+        )
+    if fsx.stripe_count is None:
+        out.append(_f("fsx.stripe", "SKIP", "stripe_count of the KV folder not declared"))
+    elif fsx.stripe_count == -1 or fsx.stripe_count >= nodes:
+        out.append(_f("fsx.stripe", "PASS", f"stripe count {fsx.stripe_count} for {nodes} nodes"))
+    else:
+        out.append(
+            _f(
+                "fsx.stripe",
+                "WARN",
+                f"stripe count {fsx.stripe_count} below the {nodes}"
+                " nodes (the brief's checklist: stripe count >= nodes)",
+                fix=f"lfs setstripe -c {nodes} (or -1) on the KV folder",
+            )
+        )
+    if plan.odirect is None:
+        out.append(_f("client.odirect", "SKIP", "odirect not declared"))
+    else:
+        out.append(
+            _f(
+                "client.odirect",
+                "PASS" if plan.odirect else "WARN",
+                "O_DIRECT on" if plan.odirect else "O_DIRECT off: KV goes through the page cache",
+                fix=""
+                if plan.odirect
+                else "odirect: true (LMCache:"
+                " save_chunk_meta false + fs_connector_use_odirect true)",
+            )
+        )
+    if plan.io_threads is None:
+        out.append(_f("client.io_threads", "SKIP", "io_threads not declared"))
+    else:
+        ok = plan.io_threads >= MIN_IO_THREADS
+        out.append(
+            _f(
+                "client.io_threads",
+                "PASS" if ok else "WARN",
+                f"{plan.io_threads} I/O threads per node"
+                + ("" if ok else f", below {MIN_IO_THREADS}"),
+            )
+        )
+    return out
+
+
+def _bandwidth(
+    node: NodeProfile, t3: StorageProfile, plan: PlanFile, share: float, session_bytes: int
+) -> Finding:
+    path, gbps = t3_client_gbps(node, t3, plan.t3_path)
+    link = gbps * 1e9 / 8
+    rate = min(link, share) / session_bytes
+    evidence = (
+        f"file system {_gb(share)} GB/s per node, {path} link {_gb(link)}"
+        f" GB/s: {rate:,.3g} cache-hit sessions/s per node at the longest context"
+    )
+    if share >= link:
+        return _f(
+            "plan.bandwidth",
+            "PASS",
+            "the file system's throughput covers the client link",
+            evidence,
+        )
+    return _f(
+        "plan.bandwidth",
+        "WARN",
+        "the file system, not the link, bounds T3 reads: fan-in"
+        f" is {rate:,.3g} sessions/s per node instead of {link / session_bytes:,.3g}",
+        evidence,
+        "raise storage_capacity_gib or per_unit_storage_throughput",
+    )
+
+
+def bench_t3_read_bytes_per_s(bench: dict[str, Any]) -> float | None:
+    """The best T3 read (``seq_read`` or ``rand_read``) in a ``kvtool bench --json`` document."""
+    rates = [
+        float(r.get("bytes_per_s") or 0)
+        for r in bench.get("results") or []
+        if isinstance(r, dict)
+        and r.get("tier") == "t3"
+        and r.get("op") in ("seq_read", "rand_read")
+    ]
+    return max(rates) if rates else None
+
+
+def _measured(plan: PlanFile, evidence: Evidence, share: float | None) -> list[Finding]:
+    out = []
+    measured = plan.measured.t3_read_gbytes_per_s
+    measured_bps = None if measured is None else measured * 1e9
+    if evidence.bench is not None:
+        measured_bps = bench_t3_read_bytes_per_s(evidence.bench) or measured_bps
+    if measured_bps is None:
+        out.append(
+            _f(
+                "measured.bandwidth",
+                "SKIP",
+                "no measured T3 bandwidth (measured.bench or measured.t3_read_gbytes_per_s)",
+            )
+        )
+    elif share is None:
+        out.append(_f("measured.bandwidth", "SKIP", "the plan declares no file system to compare"))
+    else:
+        floor = share * (1 - plan.tolerance)
+        evidence_text = (
+            f"measured {_gb(measured_bps)} GB/s, plan {_gb(share)} GB/s per"
+            f" node, tolerance {plan.tolerance:.0%}"
+        )
+        # the plan's per-node share is an upper bound; one node measuring more is fine
+        status: Status = "PASS" if measured_bps >= floor else "FAIL"
+        out.append(
+            _f(
+                "measured.bandwidth",
+                status,
+                "measured T3 reads are within tolerance of the plan"
+                if status == "PASS"
+                else "measured T3 reads fall short of the plan",
+                evidence_text,
+                ""
+                if status == "PASS"
+                else "run kvtool doctor on the nodes"
+                " (EFA use, stripe layout, tunings) and kvtool bench again",
+            )
+        )
+    if not plan.measured.doctor:
+        out.append(_f("measured.doctor", "SKIP", "no kvtool doctor reports given"))
+    else:
+        failing = [(n, ids) for n, ids in evidence.doctor_failures if ids]
+        if failing:
+            text = "; ".join(f"{n}: {', '.join(ids)}" for n, ids in failing)
+            out.append(
+                _f(
+                    "measured.doctor",
+                    "FAIL",
+                    f"{len(failing)} node(s) fail kvtool doctor",
+                    text,
+                    "fix what kvtool doctor prints on those nodes",
+                )
+            )
+        else:
+            out.append(
+                _f(
+                    "measured.doctor",
+                    "PASS",
+                    f"{len(evidence.doctor_failures)} doctor report(s) without failures",
+                )
+            )
+    return out
+
+
+T3_PROFILES = {
+    "PERSISTENT_2": "fsx-lustre-persistent2",
+    "PERSISTENT_1": "fsx-lustre-persistent1",
+    "SCRATCH_2": "fsx-lustre-scratch2",
+}
+
+
+def t3_profile_for(fsx: FsxSettings | None) -> str:
+    """The bundled storage profile for the declared deployment type (PERSISTENT_2 when none
+    is declared or the type has no profile)."""
+    declared = fsx.deployment_type if fsx is not None else None
+    return T3_PROFILES.get(declared or "", "fsx-lustre-persistent2")
