@@ -13,7 +13,13 @@ from typing import Any, Literal, NamedTuple
 
 from kvtool.findings import Finding, Status
 from kvtool.probe.facts import NodeFacts
-from kvtool.probe.parse import component_for, lustre_mount_name, param_values, sent_by_net
+from kvtool.probe.parse import (
+    LNET_TROUBLE,
+    component_for,
+    lustre_mount_name,
+    param_values,
+    sent_by_net,
+)
 
 GdsMode = Literal["required", "optional", "off"]
 
@@ -522,6 +528,8 @@ def check_efa(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
         else f", {TCP_PER_OSS_GBPS} Gbps per file server"
     )
     fs_efa = bool((facts.aws.file_system or {}).get("LustreConfiguration", {}).get("EfaEnabled"))
+    if not efa_up and facts.net.efa_provider:
+        tcp_cap += "; libfabric sees EFA devices, so the node has EFA but LNet does not use it"
     if not efa_up:
         status: Status = "FAIL" if fs_efa else "WARN"
         return [
@@ -902,6 +910,37 @@ def _association(aws: Any, path: str, fs: dict[str, Any]) -> Finding:
     return _f("aws.s3_association", "PASS", f"{len(assocs)} S3 association(s), none auto-exporting")
 
 
+def check_lnet_health(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
+    """LNet's drop, resend and timeout counters since the modules loaded: non-zero counts are
+    the signature of the EFA instability wsi-cloud recorded (timeouts, lost connections)."""
+    if not _is_lustre(facts):
+        return _not_lustre("network.lnet_errors", facts)
+    stats = facts.net.lnet_stats
+    if stats is None:
+        return [_f("network.lnet_errors", "SKIP", "lnetctl stats show did not run")]
+    trouble = {k: stats[k] for k in LNET_TROUBLE if stats.get(k)}
+    sent = stats.get("send_count", 0)
+    if not trouble:
+        return [
+            _f(
+                "network.lnet_errors",
+                "PASS",
+                f"no drops, resends or timeouts in {sent:,} LNet sends",
+            )
+        ]
+    text = ", ".join(f"{k}={v:,}" for k, v in trouble.items())
+    return [
+        _f(
+            "network.lnet_errors",
+            "WARN",
+            "LNet has dropped, resent or timed out messages",
+            f"{text} of {sent:,} sends",
+            "check dmesg for kefalnd / ptlrpc timeouts and the"
+            " EFA hw_counters (retrans_timeout_events); a flapping link needs AWS support",
+        )
+    ]
+
+
 CHECKS: tuple[Check, ...] = (
     check_path,
     check_mount,
@@ -915,6 +954,7 @@ CHECKS: tuple[Check, ...] = (
     check_modprobe,
     check_odirect,
     check_efa,
+    check_lnet_health,
     check_gds,
     check_aws,
 )

@@ -36,6 +36,7 @@ class NetFacts(NamedTuple):
     nis_before: list[LnetNi] | None
     nis_after: list[LnetNi] | None
     efa_provider: bool | None
+    lnet_stats: dict[str, int] | None = None
 
 
 class GdsFacts(NamedTuple):

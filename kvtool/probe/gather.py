@@ -76,6 +76,7 @@ def gather(host: Host, path: str, options: GatherOptions | None = None) -> NodeF
         if odirect.get("captured") is False:
             odirect = None
     nis_after = _parsed(host.run("lnet_after", lnet_cmd), parse.parse_lnetctl_net_show)
+    stats = _parsed(host.run("lnet_stats", ["lnetctl", "stats", "show"]), parse.parse_lnetctl_stats)
     fi = host.run("fi_info", ["fi_info", "-p", "efa"])
     efa_provider = None if fi.returncode == 127 else (fi.ok and "provider: efa" in fi.stdout)
 
@@ -98,7 +99,7 @@ def gather(host: Host, path: str, options: GatherOptions | None = None) -> NodeF
         cpus=parse.parse_cpu_count(cpuinfo) if cpuinfo else None,
         memory_gib=parse.parse_meminfo_gib(meminfo) if meminfo else None,
         lustre=lustre,
-        net=NetFacts(nis_before, nis_after, efa_provider),
+        net=NetFacts(nis_before, nis_after, efa_provider, stats),
         odirect=odirect,
         gds=gds,
         aws=aws,

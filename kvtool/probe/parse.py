@@ -308,6 +308,24 @@ def sent_by_net(nis: list[LnetNi]) -> dict[str, int]:
     return totals
 
 
+def parse_lnetctl_stats(text: str) -> dict[str, int]:
+    """``lnetctl stats show``: every ``name: integer`` counter (send_count, drop_count,
+    resend_count, *_timeout_count...)."""
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*(\w+):\s*(\d+)\s*$", text, re.M)}
+
+
+LNET_TROUBLE = (
+    "drop_count",
+    "resend_count",
+    "response_timeout_count",
+    "network_timeout_count",
+    "local_dropped_count",
+    "local_timeout_count",
+    "remote_dropped_count",
+    "remote_timeout_count",
+)
+
+
 # --- GPUDirect Storage --------------------------------------------------------------------------
 
 

@@ -74,6 +74,7 @@ def healthy(folder: Path) -> Path:
         "lnet_before": lnet_before,
         "lnet_after": _lnet_after(lnet_before, efa_each=PROBE_MIB // 2, tcp=2),
         "fi_info": sample("fi_info_p_efa_newer_fabric_efa_rdmap_domain.txt"),
+        "lnet_stats": sample("lnetctl_stats_show_fsx_client.txt"),
         "nvidia_smi": "".join(
             f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:08d})\n" for i in range(8)
         ),

@@ -111,3 +111,14 @@ def test_merge_flags_nodes_that_differ(base: Path, tmp_path: Path) -> None:
     assert merged.failed
     same = merge_reports([a, a._replace(node="node-c")])
     assert same.differences == ()
+
+
+def test_lnet_drops_and_timeouts_warn(base: Path, tmp_path: Path) -> None:
+    from .snapshots import sample, variant
+
+    stats = sample("lnetctl_stats_show_fsx_client.txt").replace(
+        "network_timeout_count: 0", "network_timeout_count: 12"
+    )
+    finding = by_id(doctor(variant(base, tmp_path / "l", lnet_stats=stats)))["network.lnet_errors"]
+    assert finding.status == "WARN"
+    assert "network_timeout_count=12 of 868,981 sends" in finding.evidence

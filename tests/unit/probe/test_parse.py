@@ -207,3 +207,9 @@ def test_parsers_never_raise_on_any_text(text: str) -> None:
     parse.parse_nvidia_fs_stats(text)
     parse.parse_cufile_json(text)
     parse.parse_gdscheck(text)
+
+
+def test_lnetctl_stats_of_a_healthy_client() -> None:
+    stats = parse.parse_lnetctl_stats(fixture("lnetctl_stats_show_fsx_client.txt"))
+    assert stats["send_count"] == 868_981
+    assert all(stats[k] == 0 for k in parse.LNET_TROUBLE)
