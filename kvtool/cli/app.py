@@ -6,19 +6,26 @@ arrive as ``KvtoolError`` and leave as one line on stderr with status 2, never a
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from importlib import import_module
 from typing import Annotated, Any, TypeVar
 
 import typer
 
-from kvtool.cli import advise as advise_cmd
-from kvtool.cli import check as check_cmd
-from kvtool.cli import doctor as doctor_cmd
-from kvtool.cli import hardware as hardware_cmd
-from kvtool.cli import models as models_cmd
-from kvtool.cli import size as size_cmd
 from kvtool.cli import status
 from kvtool.errors import KvtoolError
+
+# name -> (module in kvtool.cli, function, shows help when run without arguments). Only the
+# command being run is imported and turned into a click command: typer builds every registered
+# command at start-up, about 1.5 ms each, which `kvtool size` should not pay for the others.
+COMMANDS: dict[str, tuple[str, str, bool]] = {
+    "size": ("size", "size", True),
+    "models": ("models", "models", False),
+    "hardware": ("hardware", "hardware", False),
+    "advise": ("advise", "advise", True),
+    "doctor": ("doctor", "doctor", True),
+    "check": ("check", "check", True),
+}
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,17 +55,18 @@ def reports_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-app = typer.Typer(
-    name="kvtool",
-    help="Size the KV cache of an LLM deployment, plan where it lives (GPU HBM, host DRAM,"
-    " FSx for Lustre, S3), emit the serving engine's configuration, and verify that a node and"
-    " its shared mount are ready for it.\n\n"
-    "Example: kvtool size deepseek-r1 --ctx 200k --sessions 100",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_show_locals=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+def _typer() -> typer.Typer:
+    return typer.Typer(
+        name="kvtool",
+        help="Size the KV cache of an LLM deployment, plan where it lives (GPU HBM, host DRAM,"
+        " FSx for Lustre, S3), emit the serving engine's configuration, and verify that a node and"
+        " its shared mount are ready for it.\n\n"
+        "Example: kvtool size deepseek-r1 --ctx 200k --sessions 100",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_show_locals=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
 
 
 def _print_version(value: bool) -> None:
@@ -69,7 +77,6 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(status.OK)
 
 
-@app.callback()
 def _root(
     version: Annotated[
         bool,
@@ -89,14 +96,27 @@ def _root(
     """
 
 
-app.command("size", no_args_is_help=True)(reports_errors(size_cmd.size))
-app.command("models")(reports_errors(models_cmd.models))
-app.command("hardware")(reports_errors(hardware_cmd.hardware))
-app.command("advise", no_args_is_help=True)(reports_errors(advise_cmd.advise))
-app.command("doctor", no_args_is_help=True)(reports_errors(doctor_cmd.doctor))
-app.command("check", no_args_is_help=True)(reports_errors(check_cmd.check))
+def build_app(names: Sequence[str] = tuple(COMMANDS)) -> typer.Typer:
+    """The ``kvtool`` app with the named commands (all by default, for help and tests)."""
+    built = _typer()
+    built.callback()(_root)
+    for name in names:
+        module, function, bare_help = COMMANDS[name]
+        command = getattr(import_module(f"kvtool.cli.{module}"), function)
+        built.command(name, no_args_is_help=bare_help)(reports_errors(command))
+    return built
+
+
+def __getattr__(name: str) -> Any:
+    """``app``, the whole ``kvtool`` app, built on first use (tests, ``typer`` tooling)."""
+    if name == "app":
+        globals()["app"] = built = build_app()
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="kvtool")
+    """Console-script entry point: builds only the command asked for (root help and unknown
+    names get the whole app, so its listing and its error messages are typer's own)."""
+    first = sys.argv[1] if len(sys.argv) > 1 else ""
+    build_app([first] if first in COMMANDS else tuple(COMMANDS))(prog_name="kvtool")

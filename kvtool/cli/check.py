@@ -23,8 +23,10 @@ def check(
         Path | None, typer.Option("--junit", metavar="FILE", help="Also write JUnit XML.")
     ] = None,
 ) -> int:
-    """Check a deployment plan before it ships: capacity, tiers, the FSx checklist, bandwidth,
-    and measured results. Exit status: 0 nothing FAILs, 1 something FAILs, 2 bad input.
+    """Check a deployment plan before it ships (the pre-deployment checklist, for CI).
+
+    Rules: capacity, tiers, the FSx checklist, bandwidth, measured results. Exit status: 0
+    nothing FAILs, 1 something FAILs, 2 bad input.
 
     The plan is a kvtool advise workload file plus fsx:, t3_path, io_threads, odirect, posture,
     measured: and tolerance (docs/ci.md).
