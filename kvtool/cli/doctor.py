@@ -259,23 +259,20 @@ def _chunks(
         return None, None
     from kvtool.model.engines import get_engine
     from kvtool.model.formats import resolve_format
-    from kvtool.model.kv import size_kv
+    from kvtool.model.kv import chunk_bytes
     from kvtool.profiles.resolve import resolve_model
     from kvtool.units import parse_count
 
     spec = resolve_model(model).spec
     tokens = parse_count(chunk_tokens, what="--chunk-tokens")
     tp_size = parse_count(tp, what="--tp")
-    size = size_kv(
+    chunk = chunk_bytes(
         spec,
         rules=get_engine(engine),
         fmt=resolve_format(kv_dtype, spec.dtype),
-        ctx_tokens=tokens,
-        sessions=1,
+        chunk_tokens=tokens,
         tp=tp_size,
-        block_size=1,
     )
-    chunk = size.kv_bytes_per_rank_per_session
     if sessions is None:
         return chunk, None
     context = parse_count(ctx or "8k", what="--ctx")

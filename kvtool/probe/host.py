@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -47,13 +48,14 @@ class Host(Protocol):
         """The text of ``path``, or None when it is missing or unreadable."""
         ...
 
-    def run(self, key: str, argv: Sequence[str]) -> CommandResult:
-        """Run ``argv`` (no shell) with a timeout."""
+    def run(self, key: str, argv: Sequence[str], timeout_s: float | None = None) -> CommandResult:
+        """Run ``argv`` (no shell) with a timeout (the host's default when None)."""
         ...
 
     def path_info(self, key: str, path: str) -> dict[str, Any]:
         """``exists``, ``is_dir``, ``writable``, ``realpath``, ``entries`` (files directly in
-        the folder, counted up to a limit), ``files``/``files_free`` (statvfs inodes)."""
+        the folder, counted up to a limit), ``files``/``files_free`` (statvfs inodes) and
+        ``free_bytes``."""
         ...
 
     def odirect_probe(self, key: str, directory: str, size_mib: int) -> dict[str, Any]:
@@ -80,6 +82,19 @@ ENTRY_COUNT_LIMIT = 200_000
 SCRATCH_PREFIX = ".kvtool-doctor-probe-"
 
 
+def _stop(process: subprocess.Popen[str]) -> None:
+    """Ask a child to stop (SIGINT: fio then ends its job processes and closes its files),
+    and kill it when it has not within 10 s."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGINT)
+    try:
+        process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+
+
 class LocalHost:
     """This machine. ``timeout_s`` bounds each command; ``aws_timeout_s`` each AWS or IMDS
     call, so a node without network answers SKIP in seconds."""
@@ -95,18 +110,25 @@ class LocalHost:
         except OSError:
             return None
 
-    def run(self, key: str, argv: Sequence[str]) -> CommandResult:
+    def run(self, key: str, argv: Sequence[str], timeout_s: float | None = None) -> CommandResult:
+        timeout = timeout_s or self.timeout_s
         try:
-            done = subprocess.run(
-                list(argv), capture_output=True, text=True, timeout=self.timeout_s, check=False
+            process = subprocess.Popen(
+                list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
             )
         except FileNotFoundError:
             return CommandResult(NOT_INSTALLED, "", f"{argv[0]}: command not found")
-        except subprocess.TimeoutExpired:
-            return CommandResult(124, "", f"{argv[0]}: timed out after {self.timeout_s:g} s")
         except OSError as exc:
             return CommandResult(126, "", f"{argv[0]}: {exc.strerror or exc}")
-        return CommandResult(done.returncode, done.stdout, done.stderr)
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _stop(process)
+            return CommandResult(124, "", f"{argv[0]}: timed out after {timeout:g} s")
+        except BaseException:  # Ctrl-C or SIGTERM: stop the child before anything cleans up
+            _stop(process)
+            raise
+        return CommandResult(process.returncode, stdout, stderr)
 
     def path_info(self, key: str, path: str) -> dict[str, Any]:
         target = Path(path)
@@ -131,6 +153,7 @@ class LocalHost:
             try:
                 st = os.statvfs(path)
                 info["files"], info["files_free"] = st.f_files, st.f_ffree
+                info["free_bytes"] = st.f_bavail * st.f_frsize
             except OSError:
                 pass
         return info
@@ -310,7 +333,7 @@ class SnapshotHost:
     def read(self, key: str, path: str) -> str | None:
         return self._text(key)
 
-    def run(self, key: str, argv: Sequence[str]) -> CommandResult:
+    def run(self, key: str, argv: Sequence[str], timeout_s: float | None = None) -> CommandResult:
         text = self._text(key)
         if text is not None:
             return CommandResult(0, text, "")
@@ -358,8 +381,8 @@ class CapturingHost:
             self._put_text(key, text)
         return text
 
-    def run(self, key: str, argv: Sequence[str]) -> CommandResult:
-        result = self.inner.run(key, argv)
+    def run(self, key: str, argv: Sequence[str], timeout_s: float | None = None) -> CommandResult:
+        result = self.inner.run(key, argv, timeout_s)
         if result.ok:
             self._put_text(key, result.stdout)
         else:
@@ -391,3 +414,24 @@ class CapturingHost:
         response = self.inner.aws(key, service, operation, dict(params))
         self._put_json(key, response)
         return response
+
+
+def s3_client(*, connect_timeout_s: float = 3.0) -> Any:
+    """A boto3 S3 client with short timeouts and one retry, honouring ``AWS_ENDPOINT_URL``,
+    ``AWS_REGION`` and the credential chain; InputError when boto3 is missing."""
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:
+        from kvtool.errors import InputError
+
+        raise InputError("boto3 is not installed", "pip install 'kvtool[aws]'") from None
+    config = Config(
+        connect_timeout=connect_timeout_s,
+        read_timeout=max(30.0, connect_timeout_s),
+        retries={"max_attempts": 2, "mode": "standard"},
+        max_pool_connections=256,
+    )
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    # a session of its own: the credential chain is read now, not cached from an earlier client
+    return boto3.session.Session().client("s3", region_name=region, config=config)
