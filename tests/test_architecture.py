@@ -44,6 +44,15 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "kvtool.probe",
         "kvtool.doctor",
     ),
+    "kvtool.bench": (
+        "kvtool.errors",
+        "kvtool.units",
+        "kvtool.model",
+        "kvtool.profiles",
+        "kvtool.plan",
+        "kvtool.probe",
+        "kvtool.bench",
+    ),
     "kvtool.cli": ("kvtool",),
     "kvtool.__main__": ("kvtool.cli",),
     "kvtool": ("kvtool",),  # the lazy package __init__ re-exports the library

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "advise": ("advise", "advise", True),
     "doctor": ("doctor", "doctor", True),
     "check": ("check", "check", True),
+    "bench": ("bench", "bench", True),
 }
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -59,8 +60,8 @@ def _typer() -> typer.Typer:
     return typer.Typer(
         name="kvtool",
         help="Size the KV cache of an LLM deployment, plan where it lives (GPU HBM, host DRAM,"
-        " FSx for Lustre, S3), emit the serving engine's configuration, and verify that a node and"
-        " its shared mount are ready for it.\n\n"
+        " FSx for Lustre, S3), emit the serving engine's configuration, verify that a node and"
+        " its shared mount are ready for it, and benchmark each tier.\n\n"
         "Example: kvtool size deepseek-r1 --ctx 200k --sessions 100",
         no_args_is_help=True,
         add_completion=False,
@@ -89,8 +90,8 @@ def _root(
     ] = False,
 ) -> None:
     """Size the KV cache of an LLM deployment, plan where it lives (GPU HBM, host DRAM, FSx for
-    Lustre, S3), emit the serving engine's configuration, and verify that a node and its shared
-    mount are ready for it.
+    Lustre, S3), emit the serving engine's configuration, verify that a node and its shared
+    mount are ready for it, and benchmark each tier.
 
     Example: kvtool size deepseek-r1 --ctx 200k --sessions 100
     """

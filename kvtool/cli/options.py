@@ -53,6 +53,26 @@ def hardware_from_options(
     )
 
 
+def measured_from_file(path: str, hardware: Hardware) -> Hardware:
+    """``hardware`` with the bandwidths measured in a ``kvtool bench --json`` file in place of
+    the spec; InputError when the file holds none a plan can use."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from kvtool.bench.measured import measured_tiers
+    from kvtool.bench.result import results_from_json
+    from kvtool.files import read_json_object
+
+    data = read_json_object(Path(path), what="kvtool bench --json report")
+    measured = measured_tiers(results_from_json(data), chips=hardware.node.chips)
+    if not measured:
+        raise InputError(
+            f"--bench {path} has no measurement a plan can use",
+            "it needs a T3 read, a pinned T2 h2d or a T4 get that ran (kvtool bench --json)",
+        )
+    return replace(hardware, measured=measured)
+
+
 def reload_assumptions(*, mfu: str | None, concurrent_loads: str | None) -> ReloadAssumptions:
     """The reload-vs-recompute assumptions, defaults filled in."""
     return ReloadAssumptions(

@@ -192,6 +192,15 @@ def size(
             rich_help_panel="Tier plan",
         ),
     ] = None,
+    bench: Annotated[
+        str | None,
+        typer.Option(
+            "--bench",
+            metavar="FILE",
+            help="Plan with the bandwidths in a kvtool bench --json FILE instead of the spec.",
+            rich_help_panel="Tier plan",
+        ),
+    ] = None,
     eager: Annotated[
         bool,
         typer.Option(
@@ -215,6 +224,8 @@ def size(
       kvtool size deepseek-r1 --ctx 128K --sessions 500 --hardware p5en --nodes 4
 
       kvtool size llama-3.1-70b --ctx 128K --sessions 200 --hardware p5en --emit lmcache
+
+      kvtool size llama-3.1-70b --ctx 128K --sessions 200 --hardware p5en --bench bench.json
     """
     contexts = parse_count_list(ctx, what="--ctx")
     count = parse_count(sessions, what="--sessions")
@@ -233,6 +244,7 @@ def size(
         "--concurrent-loads": concurrent_loads,
         "--gpu-memory-utilization": gpu_memory_utilization,
         "--emit": emit,
+        "--bench": bench,
     }
     if hardware is None:
         given = [name for name, value in plan_options.items() if value is not None]
@@ -265,9 +277,22 @@ def size(
         ]
         return _render(resolved, results, (), as_json)
 
-    from kvtool.cli.options import hardware_from_options, reload_assumptions
+    from kvtool.cli.options import hardware_from_options, measured_from_file, reload_assumptions
     from kvtool.plan.deployment import plan_contexts
     from kvtool.plan.offload import get_layout
+
+    plan_hardware = hardware_from_options(
+        hardware,
+        nodes=nodes,
+        t3_path=t3_path,
+        t3=t3,
+        t4=t4,
+        fsx_capacity=fsx_capacity,
+        fsx_throughput=fsx_throughput,
+        gpu_memory_utilization=gpu_memory_utilization,
+    )
+    if bench is not None:
+        plan_hardware = measured_from_file(bench, plan_hardware)
 
     planned = plan_contexts(
         resolved.spec,
@@ -275,16 +300,7 @@ def size(
         fmt=fmt,
         contexts=contexts,
         sessions=count,
-        hardware=hardware_from_options(
-            hardware,
-            nodes=nodes,
-            t3_path=t3_path,
-            t3=t3,
-            t4=t4,
-            fsx_capacity=fsx_capacity,
-            fsx_throughput=fsx_throughput,
-            gpu_memory_utilization=gpu_memory_utilization,
-        ),
+        hardware=plan_hardware,
         tp=tp_size,
         block_size=block,
         weights_dtype=weights_dtype or "auto",

@@ -429,13 +429,16 @@ def _bandwidth(
 
 
 def bench_t3_read_bytes_per_s(bench: dict[str, Any]) -> float | None:
-    """The best T3 read (``seq_read`` or ``rand_read``) in a ``kvtool bench --json`` document."""
+    """The best T3 read (``seq_read`` or ``rand_read``) per node in a ``kvtool bench --json``
+    document: measurements that ran, an aggregate over N fio clients divided by N."""
     rates = [
-        float(r.get("bytes_per_s") or 0)
+        float(r.get("bytes_per_s") or 0) / max(int(r.get("clients") or 1), 1)
         for r in bench.get("results") or []
         if isinstance(r, dict)
         and r.get("tier") == "t3"
         and r.get("op") in ("seq_read", "rand_read")
+        and r.get("status", "ok") == "ok"
+        and r.get("bytes_per_s")
     ]
     return max(rates) if rates else None
 

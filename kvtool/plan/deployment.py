@@ -19,6 +19,7 @@ from kvtool.model.kv import SizeResult, size_kv
 from kvtool.model.params import WEIGHT_BYTES, ParamCount, count_params, weight_bytes
 from kvtool.model.spec import ModelSpec
 from kvtool.plan.fsx import FileSystem, file_system, smallest_size_at_least
+from kvtool.plan.measured import MeasuredTier, apply_measured
 from kvtool.plan.offload import LAYOUTS, OffloadLayout, copies_divisor
 from kvtool.plan.placement import (
     GPU_MEMORY_UTILIZATION,
@@ -57,6 +58,7 @@ class Hardware:
     fsx_capacity_bytes: int | None = None
     fsx_throughput_mbps_per_tib: int | None = None
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
+    measured: tuple[MeasuredTier, ...] = ()  # kvtool bench figures that replace the spec
 
     @property
     def efa_file_system(self) -> bool:
@@ -89,6 +91,7 @@ def make_hardware(
     fsx_capacity_bytes: int | None = None,
     fsx_throughput_mbps_per_tib: int | None = None,
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+    measured: tuple[MeasuredTier, ...] = (),
 ) -> Hardware:
     """A validated Hardware: T3 and T4 profiles of the right tier, an FSx throughput option
     the T3 offers, a capacity FSx can provision. Raises InputError naming the option at
@@ -119,6 +122,7 @@ def make_hardware(
         fsx_capacity_bytes=fsx_capacity_bytes,
         fsx_throughput_mbps_per_tib=throughput,
         gpu_memory_utilization=gpu_memory_utilization,
+        measured=measured,
     )
     hardware.file_system()  # raises for a capacity FSx cannot provision
     return hardware
@@ -310,7 +314,15 @@ def plan_deployment(
             fsx_why=f"the file system's throughput, {fsx_why}",
         )
     ]
+    if hardware.measured:
+        paths = apply_measured(paths, hardware.measured, t3_share_bytes_per_s=share)
     notes = list(_t3_notes(hardware, fs, share))
+    measured_tiers = [p.tier for p in paths if p.bandwidth_source == "measured"]
+    if measured_tiers:
+        notes.append(
+            f"{', '.join(measured_tiers)} reload times use the bandwidth kvtool bench measured,"
+            " not the spec; first-byte latencies stay the profile's"
+        )
     notes += _offload_notes(offload, divisors, serving, gds)
     if not any(p.tier == "T2" for p in paths) and node.host_memory_gib:
         notes.append(
@@ -343,6 +355,17 @@ def plan_deployment(
                 seconds_per_session=session // divisors["T3"] / bandwidth,
             )
         )
+    fan_in += [
+        FanIn(
+            path="measured",
+            link_gbps=path.node_bytes_per_s * 8 / 1e9,
+            bytes_per_s=path.node_bytes_per_s,
+            sessions_per_s=fan_in_per_s(session // divisors["T3"], path.node_bytes_per_s),
+            seconds_per_session=session // divisors["T3"] / path.node_bytes_per_s,
+        )
+        for path in paths
+        if path.tier == "T3" and path.bandwidth_source == "measured"
+    ]
     return DeploymentPlan(
         ctx_tokens=ctx_tokens,
         hardware=hardware,

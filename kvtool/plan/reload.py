@@ -57,6 +57,7 @@ class TierPath:
     op_s: float = 0.0
     io_threads: int = 1
     bytes_divisor: int = 1  # the tier stores 1/N of what HBM holds (an MLA latent saved once)
+    bandwidth_source: str = "spec"  # "measured" when kvtool bench's figure replaced the spec
 
 
 @dataclass(frozen=True)

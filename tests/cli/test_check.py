@@ -156,3 +156,15 @@ def test_bad_plans_are_one_line_exit_2(
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["terraform-plan.json", "bench-t3.json", "doctor-node-a.json", "plan.yaml"]
     )
+
+
+def test_bench_reads_count_per_node_and_only_when_they_ran() -> None:
+    from kvtool.plan.checklist import bench_t3_read_bytes_per_s
+
+    read = {"tier": "t3", "op": "seq_read", "status": "ok", "bytes_per_s": 8e9}
+    assert bench_t3_read_bytes_per_s({"results": [read]}) == 8e9
+    assert bench_t3_read_bytes_per_s({"results": [{**read, "clients": 4}]}) == 2e9
+    skipped = {**read, "status": "skip", "bytes_per_s": None}
+    assert bench_t3_read_bytes_per_s({"results": [skipped]}) is None
+    write = {**read, "op": "seq_write", "bytes_per_s": 20e9}
+    assert bench_t3_read_bytes_per_s({"results": [read, write]}) == 8e9

@@ -164,3 +164,49 @@ def test_t3_and_t4_profiles_can_be_chosen(kvtool: Run) -> None:
     wrong = kvtool("size", "llama-3.1-8b", "--hardware", "p5", "--t3", "s3")
     assert wrong.exit_code == 2
     assert "is a T4 profile" in wrong.stderr
+
+
+def _bench_file(tmp_path: Path, results: list[dict[str, object]]) -> Path:
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"results": results}))
+    return path
+
+
+T3_READ = {
+    "tier": "t3", "op": "seq_read", "status": "ok", "tool": "fio-3.33", "block_bytes": 10485760,
+    "threads": 32, "direct": True, "clients": 1, "bytes_per_s": 4.0e9, "filesystem": "lustre",
+}  # fmt: skip
+
+
+def test_bench_file_replaces_the_t3_spec_and_says_so(kvtool: Run, tmp_path: Path) -> None:
+    bench = _bench_file(tmp_path, [T3_READ])
+    args = ["size", "llama-3.1-70b", "--ctx", "128K", "--sessions", "200", "--hardware", "p5en"]
+    spec = json.loads(kvtool(*args, "--json").stdout)
+    done = kvtool(*args, "--bench", str(bench), "--json")
+    assert done.exit_code == 0, done.stderr
+    measured = json.loads(done.stdout)
+    paths = {p["tier"]: p for p in measured["reload"]["paths"]}
+    spec_paths = {p["tier"]: p for p in spec["reload"]["paths"]}
+    assert paths["T3"]["bandwidth_source"] == "measured"
+    assert paths["T3"]["node_bytes_per_s"] == 4.0e9
+    assert spec_paths["T3"]["bandwidth_source"] == "spec"
+    assert paths["T4"] == spec_paths["T4"]  # not measured: untouched
+    # a slower measured T3 makes reloading from it win later, or never
+    later = paths["T3"]["reload_wins_from_tokens"]
+    assert later is None or later > spec_paths["T3"]["reload_wins_from_tokens"]
+    text = kvtool(*args, "--bench", str(bench)).stdout
+    assert "measured 4.00 GB/s (kvtool bench: fio-3.33 seq_read" in text
+    assert "T3 reload times use the bandwidth kvtool bench measured" in text
+
+
+def test_bench_file_without_usable_figures_is_exit_2(kvtool: Run, tmp_path: Path) -> None:
+    bench = _bench_file(tmp_path, [{**T3_READ, "status": "skip", "bytes_per_s": None}])
+    done = kvtool("size", "llama-3.1-8b", "--hardware", "p5en", "--bench", str(bench))
+    assert done.exit_code == 2
+    assert "has no measurement a plan can use" in done.stderr
+
+
+def test_bench_without_hardware_has_no_effect_and_says_so(kvtool: Run, tmp_path: Path) -> None:
+    done = kvtool("size", "llama-3.1-8b", "--bench", str(_bench_file(tmp_path, [T3_READ])))
+    assert done.exit_code == 0
+    assert "--bench has no effect without --hardware" in done.stderr

@@ -59,6 +59,7 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
                     "description": p.description,
                     "latency_s": p.latency_s,
                     "node_bytes_per_s": p.node_bytes_per_s,
+                    "bandwidth_source": p.bandwidth_source,
                     "reload_wins_from_tokens": plan.crossovers[p.tier],
                 }
                 for p in plan.paths

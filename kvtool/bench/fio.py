@@ -1,0 +1,182 @@
+"""fio for the T3 benchmark: job files built from KV-shaped parameters, fio's JSON read back.
+Pure: text in, text out; the ``Host`` runs fio.
+
+fio facts (fio 3.33, HOWTO; shared/reference/fsx-lustre-gds-facts.md section 4):
+* ``--output-format=json`` on stdout can be preceded by error lines (``fio: pid=..., err=22``),
+  so parsing starts at the first ``{``; each job has its own ``error``.
+* With ``group_reporting`` the ``numjobs`` clones are one entry per job section.
+* Client/server mode (``--client=HOST,PORT`` per ``fio --server``) reports ``client_stats``
+  instead of ``jobs``, one entry per host plus an ``"All clients"`` aggregate that has no
+  latency percentiles; job options must come from the job file.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+from kvtool.bench.result import BenchResult, Latency
+from kvtool.errors import InputError
+
+OPS = {"seq_write": "write", "seq_read": "read", "rand_read": "randread"}
+ALIGN = 4096  # O_DIRECT needs block sizes and offsets aligned to the logical block (4 KiB)
+
+
+class FioJob(NamedTuple):
+    """One fio run: each of ``ops`` in turn (a stonewalled section each, so one fio process
+    pays its start-up once) over ``numjobs`` x files of ``file_bytes`` in ``directory``."""
+
+    ops: tuple[str, ...]
+    directory: str
+    block_bytes: int
+    numjobs: int
+    iodepth: int
+    file_bytes: int
+    runtime_s: float
+    direct: bool
+    ioengine: str = "libaio"
+    extra: tuple[str, ...] = ()  # engine options, e.g. libcufile's cuda_io and gpu_dev_ids
+
+
+def aligned(block_bytes: int) -> int:
+    """Round a KV chunk up to the 4 KiB O_DIRECT alignment: 81,920 KiB stays, 1,000 B -> 4 KiB."""
+    return max(ALIGN, -(-block_bytes // ALIGN) * ALIGN)
+
+
+def job_file(job: FioJob) -> str:
+    """The fio job file for ``job``: time-based, group reporting, one section per op named
+    after it, each after the first waiting for the one before (``stonewall``). Every op uses
+    the same file names, so the reads find what ``seq_write`` laid out."""
+    unknown = [op for op in job.ops if op not in OPS]
+    if unknown or not job.ops:
+        raise InputError(f"unknown fio op {unknown!r}", "choose " + ", ".join(OPS))
+    runtime = max(1, round(job.runtime_s))
+    sections = []
+    for index, op in enumerate(job.ops):
+        sections += [f"[{op}]", *(["stonewall"] if index else []), f"rw={OPS[op]}", ""]
+    return "\n".join(
+        [
+            "[global]",
+            f"directory={job.directory}",
+            f"ioengine={job.ioengine}",
+            f"direct={1 if job.direct else 0}",
+            f"bs={job.block_bytes}",
+            f"size={job.file_bytes}",
+            f"numjobs={job.numjobs}",
+            f"iodepth={job.iodepth}",
+            f"runtime={runtime}",
+            "time_based=1",
+            "group_reporting=1",
+            "unique_filename=1",
+            "filename_format=kvtool.$jobnum.$filenum",
+            *job.extra,
+            "",
+            *sections,
+        ]
+    )
+
+
+def parse_engines(enghelp: str) -> set[str]:
+    """The engine names ``fio --enghelp`` lists: the indented lines under "Available IO
+    engines:" (its other lines, such as "fio: engine libcufile not loadable", are not names)."""
+    names: set[str] = set()
+    listing = False
+    for line in enghelp.splitlines():
+        if line.startswith("Available IO engines"):
+            listing = True
+        elif listing and line[:1] in ("\t", " ") and line.strip():
+            names.add(line.strip())
+        elif listing:
+            listing = False
+    return names
+
+
+def json_document(stdout: str) -> dict[str, Any]:
+    """The JSON document in fio's stdout, skipping the lines fio prints before it (errors;
+    in client/server mode each server's job summary)."""
+    start = 0 if stdout.startswith("{") else stdout.find("\n{") + 1
+    if start == 0 and not stdout.startswith("{"):
+        raise ValueError("no JSON in fio's output")
+    data = json.loads(stdout[start:])
+    if not isinstance(data, dict):
+        raise ValueError("fio's JSON is not an object")
+    return data
+
+
+def _side(entry: dict[str, Any], op: str) -> dict[str, Any]:
+    side = entry.get("write" if OPS[op] == "write" else "read")
+    return side if isinstance(side, dict) else {}
+
+
+def _latency(side: dict[str, Any]) -> Latency | None:
+    pct = (side.get("clat_ns") or {}).get("percentile")
+    if not isinstance(pct, dict):
+        return None
+    try:
+        return Latency(*(pct[k] / 1000 for k in ("50.000000", "99.000000", "99.900000")))
+    except KeyError:
+        return None
+
+
+class FioError(Exception):
+    """fio ran but a job failed; ``errno`` is fio's error number (22: no O_DIRECT)."""
+
+    def __init__(self, errno: int, message: str) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
+def result_from_fio(document: dict[str, Any], job: FioJob, op: str, *, tool: str) -> BenchResult:
+    """The ``BenchResult`` for ``op`` from fio's JSON: local (``jobs``, one entry per section
+    with ``group_reporting``) or client/server (``client_stats``: one entry per host and
+    section, and an ``"All clients"`` sum that fio adds over every section, so it is used only
+    when the run had one).
+
+    Raises FioError when a job reports an error.
+    """
+    entries = document.get("jobs") or document.get("client_stats") or []
+    entries = [e for e in entries if isinstance(e, dict)]
+    for entry in entries:
+        if entry.get("error"):
+            raise FioError(
+                int(entry["error"]),
+                f"fio job {entry.get('jobname')} failed with error {entry['error']}",
+            )
+    hosts = [e for e in entries if e.get("jobname") == op]
+    if not hosts:
+        raise FioError(0, f"fio reported no {op} job")
+    total = next((e for e in entries if e.get("jobname") == "All clients"), None)
+    if len(job.ops) > 1:
+        total = None  # a sum over every section, not this op's
+    sides = [_side(e, op) for e in hosts]
+    if total is not None:
+        bandwidth = float(_side(total, op).get("bw_bytes", 0))
+        iops = float(_side(total, op).get("iops", 0))
+    else:
+        bandwidth = float(sum(s.get("bw_bytes", 0) for s in sides))
+        iops = float(sum(s.get("iops", 0) for s in sides))
+    latencies = [lat for s in sides if (lat := _latency(s)) is not None]
+    latency = None
+    if latencies:
+        latency = Latency(*(max(getattr(lat, f) for lat in latencies) for f in Latency._fields))
+    clients = len(hosts) if "client_stats" in document else 1
+    note = (
+        f"fio {job.ioengine}, {'O_DIRECT' if job.direct else 'buffered'},"
+        f" {job.numjobs} jobs x iodepth {job.iodepth}, {job.file_bytes // 2**20:,} MiB per job"
+    )
+    if "client_stats" in document:
+        note += f", {clients} fio client(s): aggregate bandwidth, worst client's latency"
+    return BenchResult(
+        tier="t3",
+        op=op,
+        status="ok",
+        tool=tool,
+        block_bytes=job.block_bytes,
+        threads=job.numjobs * job.iodepth,
+        direct=job.direct,
+        clients=clients,
+        bytes_per_s=bandwidth,
+        iops=iops,
+        latency_us=latency,
+        note=note,
+    )

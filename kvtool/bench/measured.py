@@ -1,0 +1,68 @@
+"""Which measurements stand in for a tier's spec in a plan (``kvtool size --bench``). Pure.
+
+* T3: the best ``seq_read`` or ``rand_read`` that ran; a fio client/server run over N nodes is
+  their aggregate, so one node's figure is the aggregate over N.
+* T2: pinned host-to-device copies, one GPU at a time; a node's figure is their mean times the
+  node's chips (marked an estimate: copies on all chips at once may share PCIe switches). A
+  host-only copy is not the link and is never used.
+* T4: the S3 ``get`` figure, at the concurrency it ran with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kvtool.bench.result import BenchResult
+from kvtool.plan.measured import MeasuredTier
+
+
+def _block(result: BenchResult) -> str:
+    return f"{result.block_bytes / 2**20:,.2f} MiB"
+
+
+def measured_tiers(results: Sequence[BenchResult], *, chips: int) -> tuple[MeasuredTier, ...]:
+    """The measured T2, T3 and T4 read bandwidths of one node, each with its source."""
+    ok = [r for r in results if r.status == "ok" and r.bytes_per_s]
+    out = []
+    t3 = [r for r in ok if r.tier == "t3" and r.op in ("seq_read", "rand_read")]
+    if t3:
+        best = max(t3, key=lambda r: (r.bytes_per_s or 0) / max(r.clients, 1))
+        per_node = (best.bytes_per_s or 0) / max(best.clients, 1)
+        clients = ""
+        if best.clients > 1:
+            clients = f", {best.clients} nodes' aggregate / {best.clients}"
+        direct = "O_DIRECT" if best.direct else "buffered"
+        if best.filesystem and best.filesystem != "lustre":
+            direct += f", on {best.filesystem}, not Lustre"
+        out.append(
+            MeasuredTier(
+                "T3",
+                per_node,
+                f"kvtool bench: {best.tool} {best.op}{' (GDS)' if best.variant == 'gds' else ''},"
+                f" {_block(best)} blocks, {best.threads}"
+                f" threads, {direct}{clients}",
+            )
+        )
+    t2 = [r for r in ok if r.tier == "t2" and r.op == "h2d" and r.variant == "pinned"]
+    if t2:
+        mean = sum(r.bytes_per_s or 0 for r in t2) / len(t2)
+        out.append(
+            MeasuredTier(
+                "T2",
+                mean * chips,
+                f"kvtool bench: pinned h2d {mean / 1e9:,.1f} GB/s mean over {len(t2)} GPU(s)"
+                f" x {chips} chips (estimate: measured one GPU at a time)",
+            )
+        )
+    t4 = [r for r in ok if r.tier == "t4" and r.op == "get"]
+    if t4:
+        best = max(t4, key=lambda r: r.bytes_per_s or 0)
+        out.append(
+            MeasuredTier(
+                "T4",
+                best.bytes_per_s or 0,
+                f"kvtool bench: {best.tool} GET, {_block(best)} objects, {best.threads}"
+                " connections",
+            )
+        )
+    return tuple(out)

@@ -1,0 +1,128 @@
+"""Run the requested tiers, and put each measurement beside its spec: what the hardware and
+storage profiles promise for the same path, the ratio, and what bounds it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from kvtool.bench.result import BenchResult, skipped
+from kvtool.bench.s3 import run_t4
+from kvtool.bench.t3 import T3Options, run_t3
+from kvtool.plan.reload import t3_client_gbps
+from kvtool.probe.host import Host
+from kvtool.profiles.hardware import NodeProfile, StorageProfile
+
+PATH_NAMES = {"ena": "TCP (ENA)", "efa": "EFA", "efa_gds": "EFA with GDS"}
+
+
+def with_spec(
+    result: BenchResult,
+    *,
+    node: NodeProfile | None,
+    t3: StorageProfile | None,
+    t4: StorageProfile | None,
+    t3_path: str = "efa",
+) -> BenchResult:
+    """The result with ``spec_bytes_per_s`` and ``limit`` filled from the profiles (or a limit
+    that says which profile to pass)."""
+    if result.status != "ok":
+        return result
+    if node is None:
+        return result
+    if result.tier == "t1":
+        spec = node.hbm_tbytes_per_s_per_chip * 1e12
+        return result._replace(
+            spec_bytes_per_s=spec,
+            limit=f"HBM peak {node.hbm_tbytes_per_s_per_chip:g} TB/s per chip",
+        )
+    if result.tier == "t2" and result.op in ("h2d", "d2h"):
+        spec = node.host_to_chip_gbytes_per_s * 1e9
+        return result._replace(
+            spec_bytes_per_s=spec or None,
+            limit=f"host-to-chip link {node.host_to_chip_gbytes_per_s:g} GB/s"
+            " per chip (a profile estimate)",
+        )
+    if result.tier == "t2":
+        return result._replace(limit="host-only: no accelerator link measured")
+    if result.tier == "t3" and result.filesystem and result.filesystem != "lustre":
+        return result._replace(
+            limit=f"the folder is on {result.filesystem}, not Lustre: no FSx spec applies"
+        )
+    if result.tier == "t3" and t3 is not None:
+        path, gbps = t3_client_gbps(node, t3, "efa_gds" if result.variant == "gds" else t3_path)
+        limit = f"{node.name} over {PATH_NAMES[path]}: {gbps:,.0f} Gbps client ceiling"
+        if path == "ena":
+            limit = (
+                f"this node reaches FSx over TCP: {gbps:,.0f} Gbps ceiling, 5 Gbps per file server"
+            )
+        limit += "; the file system's own throughput (TiB x MB/s per TiB) may be lower"
+        if result.threads and result.threads < 32:
+            limit += f"; {result.threads} threads (AWS's samples use 32 per node)"
+        return result._replace(spec_bytes_per_s=gbps * 1e9 / 8, limit=limit)
+    if result.tier == "t4" and t4 is not None:
+        ena = node.ena_gbps * 1e9 / 8
+        requests = result.threads * t4.per_connection_mbytes_per_s * 1e6 or ena
+        spec = min(ena, requests)
+        limit = (
+            f"{result.threads} connections x {t4.per_connection_mbytes_per_s:g} MB/s"
+            if requests < ena
+            else f"the node's ENA {node.ena_gbps:,.0f} Gbps"
+        )
+        return result._replace(spec_bytes_per_s=spec, limit=limit)
+    return result
+
+
+TIERS = ("t1", "t2", "t3", "t4")
+DEFAULT_T4_CONNECTIONS = 64  # LMCache's S3 examples: s3_num_io_threads 64
+
+
+class BenchOptions(NamedTuple):
+    """What ``kvtool bench`` measures, as parsed: the tiers, the transfer size (a KV chunk),
+    the T3 folder and fio settings, the S3 prefix and its concurrency."""
+
+    tiers: tuple[str, ...]
+    block_bytes: int
+    t3: T3Options
+    t3_dir: str | None = None
+    s3_url: str | None = None
+    s3_connections: int = DEFAULT_T4_CONNECTIONS
+    s3_bytes: int = 2**30
+
+
+def run_bench(
+    host: Host,
+    options: BenchOptions,
+    *,
+    s3_client: Callable[[], Any],
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[BenchResult]:
+    """Measure each requested tier in order; a tier that cannot run here is a SKIP result
+    with its reason. Raises InputError for bad input (the folder, fio, the S3 endpoint)."""
+    from kvtool.bench import gpu
+
+    results: list[BenchResult] = []
+    for tier in options.tiers:
+        if tier == "t1":
+            results += gpu.run_t1(progress=progress)
+        elif tier == "t2":
+            results += gpu.run_t2(progress=progress)
+        elif tier == "t3":
+            if options.t3_dir is None:
+                results.append(skipped("t3", "seq_read", "no --path: name the T3 folder"))
+                continue
+            results += run_t3(host, options.t3_dir, options.t3, progress=progress)
+        elif tier == "t4":
+            if options.s3_url is None:
+                results.append(skipped("t4", "get", "no --s3-url: name an S3 prefix to use"))
+                continue
+            objects = max(1, options.s3_bytes // options.block_bytes)
+            results += run_t4(
+                s3_client(),
+                options.s3_url,
+                object_bytes=options.block_bytes,
+                objects=objects,
+                concurrency=min(options.s3_connections, objects),
+                progress=progress,
+            )
+    return results

@@ -1,0 +1,217 @@
+"""T3: the shared file system's real bandwidth and latency with fio and KV-shaped I/O.
+
+The runs: ``seq_write`` (which also lays the files out), ``seq_read`` and ``rand_read``, each
+time-based, ``direct=1`` unless the user says otherwise, one file per job in a dedicated
+scratch folder (``kvtool-bench-<pid>-<random>``) that is removed afterwards, also on Ctrl-C
+and on errors; nothing else in the folder is touched. With ``hosts`` fio's own client/server
+mode drives ``fio --server`` on every node for the cluster's aggregate.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from kvtool.bench.fio import FioError, FioJob, aligned, job_file, json_document, result_from_fio
+from kvtool.bench.gds import run_gds_read
+from kvtool.bench.result import BenchResult
+from kvtool.errors import InputError
+from kvtool.probe.host import NOT_INSTALLED, Host, odirect_probe
+from kvtool.probe.parse import mount_for, parse_proc_mounts
+
+FIO_INSTALL = "apt-get update && apt-get install -y fio  (or dnf install -y fio)"
+SCRATCH_PREFIX = "kvtool-bench-"
+
+
+class T3Options(NamedTuple):
+    """How to drive fio: block size (rounded up to 4 KiB for O_DIRECT), threads (fio jobs),
+    per-job queue depth, seconds per run, total scratch bytes, O_DIRECT, fio servers."""
+
+    block_bytes: int
+    threads: int = 32
+    iodepth: int = 1
+    duration_s: float = 10.0
+    size_bytes: int = 2**30
+    direct: bool = True
+    hosts: tuple[str, ...] = ()
+    ops: tuple[str, ...] = ("seq_write", "seq_read", "rand_read")
+    gds: bool = True  # also read the files into a GPU with GPUDirect Storage where possible
+
+
+def parse_hosts(text: str) -> tuple[str, ...]:
+    """``--hosts h1,h2:8766`` -> fio's client addresses ``("h1", "h2,8766")``; InputError
+    for an empty name or a port that is not a number."""
+    out = []
+    for item in (part.strip() for part in text.split(",")):
+        name, _, port = item.partition(":")
+        if not name or (port and not port.isdigit()) or (":" in port):
+            raise InputError(
+                f"--hosts entry {item!r} is not HOST or HOST:PORT",
+                "e.g. --hosts node1,node2:8766 (each running fio --server)",
+            )
+        out.append(f"{name},{port}" if port else name)
+    return tuple(out)
+
+
+def fio_version(host: Host) -> str:
+    """``fio-3.33``; InputError with the install command when fio is missing."""
+    result = host.run("fio_version", ["fio", "--version"])
+    if result.returncode == NOT_INSTALLED:
+        raise InputError("fio is not installed", FIO_INSTALL)
+    return result.stdout.strip() or "fio"
+
+
+def fio_engines(host: Host) -> str:
+    """``fio --enghelp``: the I/O engines this fio was built with (libcufile for GDS?)."""
+    return host.run("fio_enghelp", ["fio", "--enghelp"]).stdout
+
+
+def plan_files(path: str, options: T3Options, free_bytes: int | None) -> int:
+    """Bytes per job file: ``--size`` split over the jobs of one node, at least one block;
+    InputError when the folder has not room for every node's files (90% of free space)."""
+    block = aligned(options.block_bytes)
+    per_job = max(block, options.size_bytes // max(options.threads, 1) // block * block)
+    clients = max(1, len(options.hosts))
+    needed = per_job * options.threads * clients
+    if free_bytes is not None and needed > free_bytes * 0.9:
+        nodes = f" x {clients} nodes" if clients > 1 else ""
+        raise InputError(
+            f"{path} has {free_bytes / 2**30:,.2f} GiB free; the test needs"
+            f" {needed / 2**30:,.2f} GiB ({options.threads} jobs x {per_job / 2**20:,.0f} MiB"
+            f"{nodes})",
+            "lower --size or --threads, or free space",
+        )
+    return per_job
+
+
+def run_t3(
+    host: Host,
+    path: str,
+    options: T3Options,
+    *,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[BenchResult]:
+    """Measure ``path`` with fio; every scratch file is gone when this returns or raises.
+
+    Raises InputError for a folder that is missing, read-only, too small, or refuses O_DIRECT
+    (unless ``options.direct`` is False), and for a missing fio.
+    """
+    info = host.path_info("bench_path", path)
+    if not info.get("is_dir"):
+        raise InputError(
+            f"{path} is not a folder" if info.get("exists") else f"{path} does not exist",
+            "pass the T3 folder with --path",
+        )
+    if not info.get("writable"):
+        raise InputError(f"{path} is not writable", "pass a folder this user can write")
+    tool = fio_version(host)
+    mounts = parse_proc_mounts(host.read("proc_mounts", "/proc/mounts") or "")
+    mount = mount_for(str(info.get("realpath") or path), mounts)
+    filesystem = mount.fstype if mount else ""
+    per_job = plan_files(path, options, info.get("free_bytes"))
+    scratch = Path(path) / f"{SCRATCH_PREFIX}{os.getpid()}-{secrets.token_hex(3)}"
+    scratch.mkdir()
+    try:
+        if options.direct:
+            probe = odirect_probe(str(scratch), 1)
+            if not probe["ok"]:
+                raise InputError(
+                    f"{path} does not take O_DIRECT ({probe['error']})",
+                    "benchmark through the page cache with --no-direct (the figures then"
+                    " include caching)",
+                )
+        job = FioJob(
+            ops=options.ops,
+            directory=str(scratch),
+            block_bytes=aligned(options.block_bytes),
+            numjobs=options.threads,
+            iodepth=options.iodepth,
+            file_bytes=per_job,
+            runtime_s=options.duration_s,
+            direct=options.direct,
+            # libaio: in every fio build, takes direct=1, and is allowed where container
+            # seccomp profiles block io_uring
+            ioengine="libaio",
+        )
+        about = (
+            f"fio, {job.numjobs} jobs, {job.block_bytes / 2**20:,.2f} MiB blocks,"
+            f" {options.duration_s:g} s each"
+        )
+        if not options.hosts:  # one fio process runs the ops in turn: start-up paid once
+            progress(f"T3 {', '.join(options.ops)}: {about}")
+            results = _run_fio(host, job, scratch, (), tool)
+            if options.gds and "seq_write" in options.ops:
+                results.append(
+                    run_gds_read(
+                        host,
+                        job,
+                        fio_engines=lambda: fio_engines(host),
+                        tool=tool,
+                        progress=progress,
+                    )
+                )
+            return [r._replace(filesystem=filesystem) for r in results]
+        # one fio run per op, so that every node runs the same op at the same time and
+        # fio's "All clients" sum is that op's aggregate
+        results = []
+        for index, op in enumerate(options.ops, 1):
+            progress(f"T3 {op} ({index}/{len(options.ops)}) on {len(options.hosts)} nodes: {about}")
+            results += _run_fio(host, job._replace(ops=(op,)), scratch, options.hosts, tool)
+        return [r._replace(filesystem=filesystem) for r in results]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_fio(
+    host: Host, job: FioJob, scratch: Path, hosts: Sequence[str], tool: str
+) -> list[BenchResult]:
+    name = "-".join(job.ops)
+    argv = ["fio", "--output-format=json", "--eta=never"]
+    if not hosts:
+        job_path = scratch / f"kvtool-{name}.fio"
+        job_path.write_text(job_file(job))
+        argv.append(str(job_path))
+    # one folder per client: fio's $clientuid (the client's IP) would collide for two
+    # servers on one address, and every client must read back the files it wrote
+    for index, server in enumerate(hosts):
+        folder = scratch / f"client{index}"
+        folder.mkdir(exist_ok=True)
+        job_path = scratch / f"kvtool-{name}-client{index}.fio"
+        job_path.write_text(job_file(job._replace(directory=str(folder))))
+        argv += [f"--client={server}", str(job_path)]
+    # each op twice its time, plus a minute, plus laying the files out at 200 MB/s
+    budget = len(job.ops) * job.runtime_s * 2 + 60 + job.numjobs * job.file_bytes / 200e6
+    done = host.run(f"fio_{name}", argv, timeout_s=budget)
+    try:
+        document = json_document(done.stdout)
+        return [result_from_fio(document, job, op, tool=tool) for op in job.ops]
+    except FioError as exc:
+        if exc.errno == 22:
+            raise InputError(
+                f"{job.directory}: fio could not open files with O_DIRECT",
+                "use --no-direct to measure through the page cache",
+            ) from None
+        raise InputError(
+            f"fio failed: {exc}",
+            done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "",
+        ) from None
+    except ValueError:
+        last = (done.stderr or done.stdout).strip().splitlines()
+        unreachable = [
+            line
+            for line in last
+            if any(m in line for m in ("failed to connect", "failed to resolve", "adding client"))
+        ]
+        if hosts and unreachable:
+            raise InputError(
+                f"fio could not reach its servers ({unreachable[0].removeprefix('fio: ')})",
+                "start fio --server on every host in --hosts (port 8765 unless given)",
+            ) from None
+        raise InputError(
+            f"fio exited with status {done.returncode} and no JSON",
+            last[-1] if last else "run the job file by hand to see why",
+        ) from None

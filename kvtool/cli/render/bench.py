@@ -1,0 +1,113 @@
+"""``kvtool bench``: one table row per measurement beside its spec, then how each was measured
+and what bounds it; a live status line on a terminal while the I/O runs."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from kvtool.cli.render.text import Table, echo, print_notes, seconds
+from kvtool.units import format_bytes_binary
+
+if TYPE_CHECKING:
+    from kvtool.bench.result import BenchResult
+
+
+def _gbytes(value: float | None) -> str:
+    return "-" if value is None else f"{value / 1e9:,.2f} GB/s"
+
+
+def _latency(result: BenchResult) -> tuple[str, str, str]:
+    lat = result.latency_us
+    if lat is None:
+        return "-", "-", "-"
+    return seconds(lat.p50 / 1e6), seconds(lat.p99 / 1e6), seconds(lat.p999 / 1e6)
+
+
+def _what(result: BenchResult) -> str:
+    return f"{result.tier.upper()} {result.op}" + (f" {result.variant}" if result.variant else "")
+
+
+def bench_json(
+    results: Sequence[BenchResult], *, notes: Sequence[str], about: dict[str, Any]
+) -> Any:
+    """``{"results": [...]}`` with one object per measurement, then where and how it ran."""
+    return {"results": [r.to_json() for r in results], **about, "notes": list(notes)}
+
+
+def print_bench(results: Sequence[BenchResult], *, notes: Sequence[str], header: str) -> None:
+    """The measurements table, then per measurement how it ran and what limits it."""
+    echo(header)
+    table = Table(
+        "measurement",
+        "block",
+        "threads",
+        "measured",
+        "IOPS",
+        "p50",
+        "p99",
+        "p99.9",
+        "spec",
+        "ratio",
+        left=(0,),
+    )
+    skips = []
+    for r in results:
+        if r.status != "ok":
+            skips.append(f"{_what(r)}: SKIP, {r.reason}")
+            continue
+        table.add_row(
+            _what(r),
+            format_bytes_binary(r.block_bytes),
+            f"{r.threads:,}",
+            _gbytes(r.bytes_per_s),
+            "-" if r.iops is None else f"{r.iops:,.0f}",
+            *_latency(r),
+            _gbytes(r.spec_bytes_per_s),
+            "-" if r.ratio is None else f"{r.ratio:.0%}",
+        )
+    if table.rows:
+        echo(table.render())
+    for line in skips:
+        echo(line)
+    # measurements that ran the same way share one line: "T3 seq_write, seq_read: fio ..."
+    groups: dict[tuple[str, str, str, str], list[str]] = {}
+    for r in results:
+        if r.status == "ok":
+            groups.setdefault((r.tier, r.tool, r.note, r.limit), []).append(
+                r.op + (f" {r.variant}" if r.variant else "")
+            )
+    if groups:
+        echo()
+        echo("How each was measured, and what bounds it:")
+    for (tier, tool, note, limit), ops in groups.items():
+        echo(f"  {tier.upper()} {', '.join(ops)}: {tool}; {note}")
+        if limit:
+            echo(f"    limit: {limit}")
+    print_notes(list(notes))
+
+
+class StatusLine:
+    """What is running now, on stderr, only on a terminal (nothing when piped or --json)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._status: Any = None
+        if enabled and sys.stderr.isatty():
+            from rich.console import Console
+
+            self._status = Console(stderr=True).status("kvtool bench: starting")
+
+    def __enter__(self) -> StatusLine:
+        if self._status is not None:
+            self._status.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._status is not None:
+            self._status.stop()
+
+    def update(self, text: str) -> None:
+        """Show ``text`` as the current step."""
+        if self._status is not None:
+            self._status.update(f"kvtool bench: {text}")

@@ -1,0 +1,75 @@
+"""Measured bandwidths in place of the spec: which measurement, per node, and the plan's use."""
+
+from __future__ import annotations
+
+from kvtool.bench.measured import measured_tiers
+from kvtool.bench.result import BenchResult, skipped
+from kvtool.plan.measured import MeasuredTier, apply_measured
+from kvtool.plan.reload import TierPath
+
+
+def _ok(tier: str, op: str, bps: float, **fields: object) -> BenchResult:
+    return BenchResult(tier=tier, op=op, status="ok", bytes_per_s=bps, **fields)  # type: ignore[arg-type]
+
+
+def test_t3_takes_the_best_read_per_node() -> None:
+    results = [
+        _ok("t3", "seq_write", 9e9),
+        _ok("t3", "seq_read", 4e9, clients=1),
+        _ok("t3", "rand_read", 10e9, clients=4),  # 2.5 GB/s per node
+    ]
+    (t3,) = measured_tiers(results, chips=8)
+    assert t3.tier == "T3"
+    assert t3.bytes_per_s == 4e9
+    assert "seq_read" in t3.source
+
+
+def test_an_aggregate_over_nodes_is_divided_by_them() -> None:
+    (t3,) = measured_tiers([_ok("t3", "seq_read", 12e9, clients=3)], chips=8)
+    assert t3.bytes_per_s == 4e9
+    assert "3 nodes' aggregate / 3" in t3.source
+
+
+def test_t2_uses_pinned_h2d_times_chips_as_an_estimate_and_never_a_host_copy() -> None:
+    results = [
+        _ok("t2", "h2d", 50e9, variant="pinned"),
+        _ok("t2", "h2d", 54e9, variant="pinned"),
+        _ok("t2", "h2d", 20e9, variant="pageable"),
+        _ok("t2", "copy", 9e9, variant="host-only"),
+    ]
+    (t2,) = measured_tiers(results, chips=8)
+    assert t2.bytes_per_s == 52e9 * 8
+    assert "estimate" in t2.source
+    assert measured_tiers([_ok("t2", "copy", 9e9, variant="host-only")], chips=8) == ()
+
+
+def test_skips_and_writes_are_never_used() -> None:
+    results = [skipped("t3", "seq_read", "no --path"), _ok("t3", "seq_write", 9e9)]
+    assert measured_tiers(results, chips=8) == ()
+
+
+def test_a_folder_that_is_not_lustre_says_so() -> None:
+    (t3,) = measured_tiers([_ok("t3", "seq_read", 1e9, filesystem="ext4")], chips=8)
+    assert "on ext4, not Lustre" in t3.source
+
+
+PATHS = [
+    TierPath("T2", "host DRAM", 5e-6, 400e9),
+    TierPath("T3", "fsx", 300e-6, 9e9, op_s=300e-6, io_threads=32),
+    TierPath("T4", "s3", 0.1, 5e9),
+]
+
+
+def test_apply_measured_replaces_only_the_measured_tier_and_says_so() -> None:
+    out = apply_measured(PATHS, [MeasuredTier("T4", 2e9, "kvtool bench: boto3 GET")])
+    assert [p.node_bytes_per_s for p in out] == [400e9, 9e9, 2e9]
+    assert out[2].bandwidth_source == "measured"
+    assert "in place of the spec 5.00 GB/s" in out[2].description
+    assert out[0] == PATHS[0]
+    assert out[2].latency_s == PATHS[2].latency_s  # latency stays the profile's
+
+
+def test_one_nodes_t3_measurement_is_capped_at_its_file_system_share() -> None:
+    out = apply_measured(PATHS, [MeasuredTier("T3", 20e9, "fio")], t3_share_bytes_per_s=6e9)
+    assert out[1].node_bytes_per_s == 6e9
+    assert "capped at this node's file-system share" in out[1].description

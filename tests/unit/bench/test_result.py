@@ -1,0 +1,61 @@
+"""Measurements as records and JSON: the issue's field names, percentiles, reading back."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvtool.bench.result import BenchResult, Latency, percentile, results_from_json, skipped
+
+ISSUE_FIELDS = {
+    "tier", "op", "block_bytes", "threads", "direct", "tool", "bytes_per_s", "iops",
+    "latency_us", "status", "spec_bytes_per_s",
+}  # fmt: skip
+
+
+@given(
+    st.lists(st.floats(min_value=0, max_value=1e6, allow_nan=False), min_size=1, max_size=200),
+    st.sampled_from([0, 50, 99, 99.9, 100]),
+)
+def test_percentile_matches_numpy_linear(values: list[float], q: float) -> None:
+    assert np.isclose(percentile(values, q), np.percentile(values, q), rtol=1e-9, atol=1e-9)
+
+
+def test_json_has_the_issue_fields_and_reads_back() -> None:
+    result = BenchResult(
+        tier="t3",
+        op="seq_read",
+        status="ok",
+        tool="fio-3.33",
+        block_bytes=2**20,
+        threads=32,
+        direct=True,
+        clients=2,
+        bytes_per_s=5e9,
+        iops=4768.4,
+        latency_us=Latency(5800, 9100, 12000),
+        spec_bytes_per_s=1e10,
+        filesystem="lustre",
+    )
+    data = result.to_json()
+    assert set(data) >= ISSUE_FIELDS
+    assert data["latency_us"] == {"p50": 5800, "p99": 9100, "p999": 12000}
+    assert data["ratio"] == 0.5
+    (back,) = results_from_json(json.loads(json.dumps({"results": [data]})))
+    assert back == result
+
+
+def test_a_skip_carries_its_reason_and_no_number() -> None:
+    data = skipped("t1", "d2d", "no CUDA device").to_json()
+    assert data["status"] == "skip"
+    assert data["reason"] == "no CUDA device"
+    assert data["bytes_per_s"] is None
+    assert data["ratio"] is None
+
+
+def test_objects_that_are_not_measurements_are_ignored() -> None:
+    assert results_from_json({"results": [{"tier": "t3"}, "x", {"op": "get"}]}) == []
+    assert results_from_json({}) == []

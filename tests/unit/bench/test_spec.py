@@ -1,0 +1,69 @@
+"""Each measurement beside the spec of the same path, and what bounds it."""
+
+from __future__ import annotations
+
+from kvtool.bench.result import BenchResult
+from kvtool.bench.run import with_spec
+from kvtool.profiles.load import load_node_profile, load_storage_profile
+
+P5EN = load_node_profile("p5en")
+FSX = load_storage_profile("fsx-lustre-persistent2")
+S3 = load_storage_profile("s3-standard")
+
+
+def _ok(tier: str, op: str, **fields: object) -> BenchResult:
+    return BenchResult(tier=tier, op=op, status="ok", bytes_per_s=1e9, threads=32, **fields)  # type: ignore[arg-type]
+
+
+def test_t3_over_tcp_names_the_100_gbps_ceiling() -> None:
+    out = with_spec(
+        _ok("t3", "seq_read", filesystem="lustre"), node=P5EN, t3=FSX, t4=S3, t3_path="ena"
+    )
+    assert out.spec_bytes_per_s == 100e9 / 8
+    assert "this node reaches FSx over TCP: 100 Gbps ceiling" in out.limit
+    assert out.ratio == 1e9 / (100e9 / 8)
+
+
+def test_t3_over_efa_uses_the_efa_client_ceiling() -> None:
+    out = with_spec(_ok("t3", "seq_read"), node=P5EN, t3=FSX, t4=S3, t3_path="efa")
+    expected = min(FSX.client_efa_gbps * P5EN.instances, P5EN.efa_gbps)
+    assert out.spec_bytes_per_s == expected * 1e9 / 8
+    assert "over EFA" in out.limit
+
+
+def test_a_gds_read_is_compared_with_the_gds_ceiling() -> None:
+    out = with_spec(_ok("t3", "seq_read", variant="gds"), node=P5EN, t3=FSX, t4=S3, t3_path="ena")
+    expected = min(FSX.client_efa_gds_gbps * P5EN.instances, P5EN.efa_gbps)
+    assert out.spec_bytes_per_s == expected * 1e9 / 8
+
+
+def test_a_folder_that_is_not_lustre_gets_no_fsx_spec() -> None:
+    out = with_spec(_ok("t3", "seq_read", filesystem="ext4"), node=P5EN, t3=FSX, t4=S3)
+    assert out.spec_bytes_per_s is None
+    assert "ext4, not Lustre" in out.limit
+
+
+def test_few_threads_are_named_as_a_limit() -> None:
+    result = _ok("t3", "seq_read")._replace(threads=4)
+    assert "4 threads" in with_spec(result, node=P5EN, t3=FSX, t4=S3).limit
+
+
+def test_t4_is_bound_by_connections_or_the_nic() -> None:
+    few = with_spec(_ok("t4", "get")._replace(threads=8), node=P5EN, t3=FSX, t4=S3)
+    assert few.spec_bytes_per_s == 8 * S3.per_connection_mbytes_per_s * 1e6
+    many = with_spec(_ok("t4", "get")._replace(threads=100_000), node=P5EN, t3=FSX, t4=S3)
+    assert many.spec_bytes_per_s == P5EN.ena_gbps * 1e9 / 8
+
+
+def test_t1_against_the_hbm_peak_and_without_a_profile_no_spec() -> None:
+    out = with_spec(_ok("t1", "d2d"), node=P5EN, t3=FSX, t4=S3)
+    assert out.spec_bytes_per_s == P5EN.hbm_tbytes_per_s_per_chip * 1e12
+    bare = with_spec(_ok("t1", "d2d"), node=None, t3=None, t4=None)
+    assert bare.spec_bytes_per_s is None
+    assert bare.ratio is None
+
+
+def test_a_host_only_copy_has_no_link_spec() -> None:
+    out = with_spec(_ok("t2", "copy", variant="host-only"), node=P5EN, t3=FSX, t4=S3)
+    assert out.spec_bytes_per_s is None
+    assert "host-only" in out.limit
