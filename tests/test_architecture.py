@@ -53,6 +53,13 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "kvtool.probe",
         "kvtool.bench",
     ),
+    "kvtool.engine": (
+        "kvtool.errors",
+        "kvtool.units",
+        "kvtool.model",
+        "kvtool.plan",
+        "kvtool.engine",
+    ),
     "kvtool.cli": ("kvtool",),
     "kvtool.__main__": ("kvtool.cli",),
     "kvtool": ("kvtool",),  # the lazy package __init__ re-exports the library
@@ -66,6 +73,13 @@ PURE = (
     "kvtool.probe.facts",
     "kvtool.doctor.checks",
     "kvtool.findings",
+    "kvtool.bench.fio",
+    "kvtool.bench.result",
+    "kvtool.bench.measured",
+    "kvtool.engine.keys",
+    "kvtool.engine.policy",
+    "kvtool.engine.manager",
+    "kvtool.engine.chunkfile",
 )
 SIDE_EFFECTS = {"subprocess", "boto3", "botocore", "torch", "urllib", "socket", "shutil"}
 

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "doctor": ("doctor", "doctor", True),
     "check": ("check", "check", True),
     "bench": ("bench", "bench", True),
+    "engine": ("engine", "engine_app", True),  # a group: smoke (replay and sweep to come)
 }
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -104,7 +105,10 @@ def build_app(names: Sequence[str] = tuple(COMMANDS)) -> typer.Typer:
     for name in names:
         module, function, bare_help = COMMANDS[name]
         command = getattr(import_module(f"kvtool.cli.{module}"), function)
-        built.command(name, no_args_is_help=bare_help)(reports_errors(command))
+        if isinstance(command, typer.Typer):  # a group wraps its own commands
+            built.add_typer(command, name=name, no_args_is_help=bare_help)
+        else:
+            built.command(name, no_args_is_help=bare_help)(reports_errors(command))
     return built
 
 

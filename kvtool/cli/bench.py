@@ -197,7 +197,7 @@ def bench(
     from kvtool import __version__
     from kvtool.bench.run import run_bench, with_spec
     from kvtool.cli.render import bench as render
-    from kvtool.cli.render.text import print_json
+    from kvtool.cli.render.text import StatusLine, print_json
     from kvtool.probe.host import LocalHost, s3_client
 
     options, notes = _options(
@@ -224,7 +224,7 @@ def bench(
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        with render.StatusLine(not as_json) as status:
+        with StatusLine(not as_json, "kvtool bench") as status:
             results = run_bench(LocalHost(), options, s3_client=s3_client, progress=status.update)
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -10,7 +10,10 @@ import pytest
 from kvtool.cli.app import app
 from tests.conftest import CliResult
 
-COMMANDS = sorted(command.name or "" for command in app.registered_commands)
+COMMANDS = sorted(
+    [command.name or "" for command in app.registered_commands]
+    + [group.name or "" for group in app.registered_groups]
+)
 README = (Path(__file__).parents[2] / "README.md").read_text()
 
 

@@ -207,12 +207,18 @@ def help_examples() -> list[tuple[str, list[str]]]:
     from typer.testing import CliRunner
 
     found = []
-    for command in app.registered_commands:
-        text = CliRunner().invoke(app, [command.name or "", "--help"], env={"COLUMNS": "200"})
+    commands = [[c.name or ""] for c in app.registered_commands]
+    for group in app.registered_groups:  # kvtool engine smoke, ...
+        assert group.typer_instance is not None
+        commands += [
+            [group.name or "", c.name or ""] for c in group.typer_instance.registered_commands
+        ]
+    for names in commands:
+        text = CliRunner().invoke(app, [*names, "--help"], env={"COLUMNS": "200"})
         body = text.stdout.partition("Example")[2].partition("╭")[0]
         joined = " ".join(line.strip() for line in body.splitlines()).replace(" \\ ", " ")
         for match in re.finditer(r"kvtool \S.*?(?=\s{2,}|kvtool |$)", joined):
-            found.append((command.name or "", shlex.split(match.group(0))[1:]))
+            found.append((" ".join(names), shlex.split(match.group(0))[1:]))
     return found
 
 
@@ -236,6 +242,7 @@ def test_root_help_promises_only_commands_that_exist(kvtool: Run) -> None:
     text = kvtool("--help").stdout
     description = text.split("Options")[0].lower()
     registered = {c.name for c in app.registered_commands}
+    registered |= {g.name for g in app.registered_groups}
     for promise, command in (("benchmark", "bench"), ("replay", "engine"), ("checklist", "check")):
         if command not in registered:
             assert promise not in description, promise

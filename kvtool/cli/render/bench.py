@@ -3,7 +3,6 @@ and what bounds it; a live status line on a terminal while the I/O runs."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -86,28 +85,3 @@ def print_bench(results: Sequence[BenchResult], *, notes: Sequence[str], header:
         if limit:
             echo(f"    limit: {limit}")
     print_notes(list(notes))
-
-
-class StatusLine:
-    """What is running now, on stderr, only on a terminal (nothing when piped or --json)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self._status: Any = None
-        if enabled and sys.stderr.isatty():
-            from rich.console import Console
-
-            self._status = Console(stderr=True).status("kvtool bench: starting")
-
-    def __enter__(self) -> StatusLine:
-        if self._status is not None:
-            self._status.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        if self._status is not None:
-            self._status.stop()
-
-    def update(self, text: str) -> None:
-        """Show ``text`` as the current step."""
-        if self._status is not None:
-            self._status.update(f"kvtool bench: {text}")

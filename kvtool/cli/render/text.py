@@ -72,3 +72,29 @@ class Table:
 
         rule = "  ".join("-" * width for width in widths)
         return "\n".join([line(self.columns), rule, *(line(row) for row in self.rows)])
+
+
+class StatusLine:
+    """What is running now, on stderr, only on a terminal (nothing when piped or --json)."""
+
+    def __init__(self, enabled: bool, label: str = "kvtool") -> None:
+        self.label = label
+        self._status: Any = None
+        if enabled and sys.stderr.isatty():
+            from rich.console import Console
+
+            self._status = Console(stderr=True).status(f"{label}: starting")
+
+    def __enter__(self) -> StatusLine:
+        if self._status is not None:
+            self._status.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._status is not None:
+            self._status.stop()
+
+    def update(self, text: str) -> None:
+        """Show ``text`` as the current step."""
+        if self._status is not None:
+            self._status.update(f"{self.label}: {text}")

@@ -1,0 +1,181 @@
+"""The engine: the manager's decisions carried out by the mediums, with every byte checked.
+
+``Engine`` is the Python API (docs/engine.md): ``lookup`` a sequence's chunk keys and get the
+verified bytes of its cached prefix, ``insert`` a computed chunk, ``tick`` for idle demotions,
+``drop_local`` when a node is lost. A move that a medium cannot do (T3 full or read-only, S3
+down) is reverted in the index and recorded in ``faults``: the chunk stays where it was and the
+engine keeps serving from the tiers that work. A chunk that fails its checks on the way up is
+a miss (the caller recomputes it), counted, and never returned.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from kvtool.engine.chunkfile import CorruptChunk
+from kvtool.engine.manager import SHARED_TIERS, TIERS, Manager, Move
+from kvtool.engine.mediums import Medium, MediumError
+
+
+class Hit(NamedTuple):
+    """A lookup's answer: the keys of the leading chunks served, their bytes (as read back
+    into T1 and checked), the tier each came from, and whether the plan chose recompute."""
+
+    keys: list[str]
+    data: list[bytes]
+    tiers: list[str]
+    recompute: bool
+
+
+class TierIO:
+    """Bytes and seconds spent reading and writing one tier's medium."""
+
+    __slots__ = ("read_bytes", "read_s", "write_bytes", "write_s")
+
+    def __init__(self) -> None:
+        self.read_bytes = self.write_bytes = 0
+        self.read_s = self.write_s = 0.0
+
+
+class Engine:
+    """A ``Manager`` and one ``Medium`` per enabled tier."""
+
+    def __init__(
+        self,
+        manager: Manager,
+        mediums: dict[str, Medium],
+        *,
+        chunk_bytes: int,
+        chunk_tokens: int,
+        timer: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.manager = manager
+        self.mediums = mediums
+        self.chunk_bytes = chunk_bytes
+        self.chunk_tokens = chunk_tokens
+        self.timer = timer
+        self.io = {tier: TierIO() for tier in TIERS}
+        self.faults: list[str] = []
+
+    # --- the API -------------------------------------------------------------------------------
+
+    def lookup(self, keys: Sequence[str]) -> Hit:
+        """The longest cached prefix of ``keys``, brought into T1 and checked. Chunks another
+        node wrote to a shared tier are found there and indexed first."""
+        self._adopt_shared(keys)
+        found = self.manager.lookup(keys, self.chunk_tokens)
+        if found.recompute:
+            self.execute(found.moves)
+            return Hit([], [], [], recompute=True)
+        failed = self.execute(found.moves)
+        out = Hit([], [], [], recompute=False)
+        for key, tier in found.hits:
+            if key in failed:
+                break  # a chunk that could not be brought up ends the usable prefix
+            data = self._read("T1", key) if "T1" in self.mediums else None
+            if data is None:
+                break
+            out.keys.append(key)
+            out.data.append(data)
+            out.tiers.append(tier)
+        return out
+
+    def insert(self, key: str, data: bytes, tokens: int, *, shared: bool = False) -> None:
+        """A chunk just computed (prefill), as bytes; ``shared`` chunks get the TTL."""
+        self.execute(self.manager.insert(key, len(data), tokens, shared=shared), {key: data})
+
+    def tick(self) -> None:
+        """Carry out the idle demotions due now."""
+        self.execute(self.manager.tick())
+
+    def drop_local(self) -> None:
+        """The node is lost: T1 and T2 forgotten and their memory freed."""
+        self.manager.drop_local()
+        for tier in ("T1", "T2"):
+            medium = self.mediums.get(tier)
+            clear = getattr(medium, "clear", None)
+            if clear is not None:
+                clear()
+
+    def close(self) -> None:
+        for medium in self.mediums.values():
+            medium.close()
+
+    # --- carrying out moves --------------------------------------------------------------------
+
+    def execute(self, moves: Sequence[Move], payloads: dict[str, bytes] | None = None) -> set[str]:
+        """Do each move in order; returns the keys whose move failed (reverted, recorded)."""
+        failed: set[str] = set()
+        for move in moves:
+            try:
+                self._do(move, payloads or {})
+            except CorruptChunk as exc:
+                self.manager.revert(move, fault=False)  # counted as corrupt instead
+                assert move.src is not None
+                self.manager.corrupt(move.key, move.src)
+                self.faults.append(f"{move.src} {move.key[:12]}: corrupt ({exc}), quarantined")
+                failed.add(move.key)
+            except (MediumError, KeyError) as exc:
+                self.manager.revert(move)
+                self.faults.append(f"{move.kind} {move.src}->{move.dst} {move.key[:12]}: {exc}")
+                failed.add(move.key)
+        return failed
+
+    def _do(self, move: Move, payloads: dict[str, bytes]) -> None:
+        if move.kind == "drop":
+            assert move.src is not None
+            medium = self.mediums.get(move.src)
+            if medium is not None:
+                medium.delete(move.key)
+            return
+        assert move.dst is not None
+        if move.kind == "put":
+            data = payloads[move.key]
+        else:
+            assert move.src is not None
+            read = self._read(move.src, move.key)
+            if read is None:
+                raise MediumError(f"{move.src} no longer holds the chunk")
+            data = read
+        self._write(move.dst, move.key, data)
+        if move.kind == "move":
+            assert move.src is not None
+            self.mediums[move.src].delete(move.key)
+
+    def _read(self, tier: str, key: str) -> bytes | None:
+        start = self.timer()
+        data = self.mediums[tier].get(key)
+        io = self.io[tier]
+        io.read_s += self.timer() - start
+        io.read_bytes += len(data) if data is not None else 0
+        return data
+
+    def _write(self, tier: str, key: str, data: bytes) -> None:
+        medium = self.mediums.get(tier)
+        if medium is None:
+            raise MediumError(f"{tier} has no medium")
+        start = self.timer()
+        medium.put(key, data)
+        io = self.io[tier]
+        io.write_s += self.timer() - start
+        io.write_bytes += len(data)
+
+    def _adopt_shared(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            if self.manager.where(key) is not None:
+                continue
+            tier = next(
+                (t for t in SHARED_TIERS if t in self.mediums and self._contains(t, key)), None
+            )
+            if tier is None:
+                return
+            self.manager.adopt(key, self.chunk_bytes, self.chunk_tokens, tier)
+
+    def _contains(self, tier: str, key: str) -> bool:
+        try:
+            return self.mediums[tier].contains(key)
+        except MediumError as exc:
+            self.faults.append(f"{tier} lookup of {key[:12]}: {exc}")
+            return False

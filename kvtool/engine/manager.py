@@ -1,0 +1,399 @@
+"""The tiering manager: where every chunk lives, and which moves the rules call for. Pure.
+
+Like vLLM's ``v1/kv_offload`` manager, it decides and never touches bytes: each call returns
+``Move``s that the caller performs with its mediums (``engine.Engine``) or only counts (trace
+replay), and the index already reflects them; a move that fails is handed back to ``revert``.
+The clock is a function passed in (real time for smoke, the trace's time for replay).
+
+The rules (docs/engine.md), each a field of ``EngineConfig``:
+
+* **pressure**: when T1 holds more than ``pressure`` of its capacity, chunks leave T1 (the
+  policy picks, pinned chunks stay) for the next enabled tier down: T2, else T3, else T4;
+  a full T2, T3 or T4 passes chunks down the same way; the last tier drops them.
+* **idle**: a chunk untouched for ``t2_idle_s`` leaves T2 for T3; for ``t3_idle_s``, T3 for T4.
+  A chunk the lower tier already holds is simply dropped from the upper one (no write).
+* **posture**: ``eager`` copies a chunk to T3 as soon as it is inserted (prefill ends);
+  ``lazy`` writes T3 only when pressure or idleness pushes it there.
+* **hits**: a lookup finds the longest run of a sequence's leading chunks held in any tier;
+  each is promoted into T1 from the fastest tier holding it (moved out of T2, copied from T3
+  and T4, which stay shared) — unless the plan's reload-vs-recompute model says recomputing
+  that many tokens is faster than reloading them from the slowest tier involved
+  (``reload_from_tokens``: the crossover per tier), in which case they count as recomputed.
+* **shared prefixes**: chunks inserted as shared expire ``shared_ttl_s`` after they were
+  written; an expired chunk is a miss and is dropped everywhere.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from kvtool.engine.policy import Policy, make_policy
+
+TIERS = ("T1", "T2", "T3", "T4")
+SHARED_TIERS = ("T3", "T4")  # what another node can read
+IDLE_TIERS = ("T2", "T3")  # the tiers chunks leave when idle
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Capacities in bytes per tier (None: unbounded, 0: the tier is off) and the rules."""
+
+    capacity_bytes: dict[str, int | None] = field(
+        default_factory=lambda: {"T1": None, "T2": None, "T3": None, "T4": None}
+    )
+    pressure: float = 0.85
+    t2_idle_s: float = 300.0
+    t3_idle_s: float = 3600.0
+    posture: str = "lazy"
+    policy: str = "lru"
+    shared_ttl_s: float | None = None
+    reload_from_tokens: dict[str, int | None] = field(default_factory=dict)
+
+    def enabled(self, tier: str) -> bool:
+        """A tier with capacity 0 is off."""
+        return self.capacity_bytes.get(tier, 0) != 0
+
+
+class Move(NamedTuple):
+    """One thing for a medium to do. ``put``: store the caller's bytes in ``dst``; ``copy``:
+    read ``src``, write ``dst``, keep ``src``; ``move``: the same, then delete from ``src``;
+    ``drop``: delete from ``src``. ``why`` is the rule that called for it."""
+
+    kind: str
+    key: str
+    src: str | None
+    dst: str | None
+    nbytes: int
+    why: str
+
+
+class Chunk:
+    """What the manager knows of one chunk."""
+
+    __slots__ = ("expires_at", "key", "last_access", "nbytes", "pins", "tiers", "tokens")
+
+    def __init__(self, key: str, nbytes: int, tokens: int, now: float) -> None:
+        self.key = key
+        self.nbytes = nbytes
+        self.tokens = tokens
+        self.tiers: set[str] = set()
+        self.last_access = now
+        self.pins = 0
+        self.expires_at: float | None = None
+
+
+class Lookup(NamedTuple):
+    """A lookup's answer: the leading chunks held somewhere (key, fastest tier holding it)
+    and the moves that bring them into T1 (empty when recomputing is faster)."""
+
+    hits: list[tuple[str, str]]
+    moves: list[Move]
+    recompute: bool
+
+
+def new_counters() -> dict[str, int]:
+    """Every counter at zero: hits, hit tokens and bytes read and written per tier, and the
+    events."""
+    counters = {
+        f"{name}_{tier}": 0
+        for tier in TIERS
+        for name in ("hits", "hit_tokens", "bytes_read", "bytes_written")
+    }
+    for name in (
+        "lookups", "lookup_chunks", "misses", "inserts", "evictions", "demotions",
+        "promotions", "recomputes", "recomputed_tokens", "expired", "corrupt", "faults",
+    ):  # fmt: skip
+        counters[name] = 0
+    return counters
+
+
+class Manager:
+    """The index of chunks and the rules; ``Move``s out, nothing moved."""
+
+    def __init__(self, config: EngineConfig, clock: Callable[[], float]) -> None:
+        self.config = config
+        self.clock = clock
+        self.chunks: dict[str, Chunk] = {}
+        self.used = dict.fromkeys(TIERS, 0)
+        self.policies: dict[str, Policy] = {t: make_policy(config.policy) for t in TIERS}
+        # least recently used first, for the idle rules: only the tiers chunks idle out of
+        self.by_age: dict[str, OrderedDict[str, None]] = {t: OrderedDict() for t in IDLE_TIERS}
+        self.counters = new_counters()
+        # fixed per run (the config is frozen): looked up on every operation
+        self._limits = {t: self._limit_of(t) for t in TIERS}
+        self._lower = {
+            t: next((u for u in TIERS[TIERS.index(t) + 1 :] if config.enabled(u)), None)
+            for t in TIERS
+        }
+        self._eager = config.posture == "eager" and config.enabled("T3")
+        self._ttl = config.shared_ttl_s
+        self._hits_key = {t: f"hits_{t}" for t in TIERS}
+        self._hit_tokens_key = {t: f"hit_tokens_{t}" for t in TIERS}
+        self._read_key = {t: f"bytes_read_{t}" for t in TIERS}
+        self._written_key = {t: f"bytes_written_{t}" for t in TIERS}
+
+    # --- queries -----------------------------------------------------------------------------
+
+    def limit(self, tier: str) -> float:
+        """Bytes a tier may hold before chunks leave it (T1: the pressure line)."""
+        return self._limits[tier]
+
+    def _limit_of(self, tier: str) -> float:
+        capacity = self.config.capacity_bytes.get(tier, 0)
+        if capacity is None:
+            return float("inf")
+        return capacity * self.config.pressure if tier == "T1" else float(capacity)
+
+    def where(self, key: str) -> str | None:
+        """The fastest tier holding ``key``, or None."""
+        chunk = self.chunks.get(key)
+        if chunk is None:
+            return None
+        for tier in TIERS:
+            if tier in chunk.tiers:
+                return tier
+        return None
+
+    # --- sessions ------------------------------------------------------------------------------
+
+    def pin(self, keys: Iterable[str]) -> None:
+        """Chunks in use stay in T1 whatever the pressure."""
+        for key in keys:
+            if key in self.chunks:
+                self.chunks[key].pins += 1
+
+    def unpin(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            chunk = self.chunks.get(key)
+            if chunk is not None and chunk.pins:
+                chunk.pins -= 1
+
+    def lookup(self, keys: Sequence[str], chunk_tokens: int) -> Lookup:
+        """The longest run of leading ``keys`` held in a tier, and how to bring it to T1."""
+        now = self.clock()
+        counters = self.counters
+        counters["lookups"] += 1
+        counters["lookup_chunks"] += len(keys)
+        hits: list[tuple[str, str]] = []
+        found: list[Chunk] = []
+        drops: list[Move] = []
+        chunks = self.chunks
+        for key in keys:
+            chunk = chunks.get(key)
+            if chunk is None:
+                break
+            if chunk.expires_at is not None and now >= chunk.expires_at:
+                drops += self._forget(chunk, why="shared TTL expired")
+                counters["expired"] += 1
+                break
+            tiers = chunk.tiers
+            if not tiers:
+                break
+            if len(tiers) == 1:
+                (tier,) = tiers
+            else:
+                tier = next(t for t in TIERS if t in tiers)  # the fastest holding it
+            hits.append((key, tier))
+            found.append(chunk)
+        counters["misses"] += len(keys) - len(hits)
+        if not hits:
+            return Lookup([], drops, recompute=False)
+        slowest = max((tier for _, tier in hits), key=TIERS.index)
+        tokens = sum(chunk.tokens for chunk in found)
+        threshold = self.config.reload_from_tokens.get(slowest, 0)
+        if threshold is None or tokens < threshold:
+            counters["recomputes"] += len(hits)
+            counters["recomputed_tokens"] += tokens
+            return Lookup(hits, drops, recompute=True)
+        moves = drops
+        for chunk, (_, tier) in zip(found, hits, strict=True):
+            counters[self._hits_key[tier]] += 1
+            counters[self._hit_tokens_key[tier]] += chunk.tokens
+            self._touch(chunk, now)
+            if tier != "T1":
+                moves.append(self._promote(chunk, tier))
+        if self.used["T1"] > self._limits["T1"]:
+            for chunk in found:
+                chunk.pins += 1
+            moves += self._make_room("T1")
+            for chunk in found:
+                chunk.pins -= 1
+        return Lookup(hits, moves, recompute=False)
+
+    def insert(self, key: str, nbytes: int, tokens: int, *, shared: bool = False) -> list[Move]:
+        """A chunk computed into T1 (its bytes come with the ``put``); eager posture also
+        copies it to T3. Then whatever pressure calls for."""
+        now = self.clock()
+        counters = self.counters
+        counters["inserts"] += 1
+        chunk = self.chunks.get(key)
+        if chunk is None:
+            chunk = self.chunks[key] = Chunk(key, nbytes, tokens, now)
+        else:
+            self._touch(chunk, now)
+        if shared and self._ttl is not None and chunk.expires_at is None:
+            chunk.expires_at = now + self._ttl
+        moves: list[Move] = []
+        if "T1" not in chunk.tiers:
+            self._add(chunk, "T1")
+            counters["bytes_written_T1"] += nbytes
+            moves.append(Move("put", key, None, "T1", nbytes, "computed"))
+        if self._eager and "T3" not in chunk.tiers:
+            self._add(chunk, "T3")
+            counters["bytes_read_T1"] += nbytes
+            counters["bytes_written_T3"] += nbytes
+            moves.append(Move("copy", key, "T1", "T3", nbytes, "eager write"))
+            if self.used["T3"] > self._limits["T3"]:
+                moves += self._make_room("T3")
+        if self.used["T1"] > self._limits["T1"]:
+            chunk.pins += 1  # the chunk just computed stays while room is made
+            moves += self._make_room("T1")
+            chunk.pins -= 1
+        return moves
+
+    def tick(self) -> list[Move]:
+        """Idle demotions due now: T2 -> T3 after ``t2_idle_s``, T3 -> T4 after ``t3_idle_s``."""
+        now = self.clock()
+        moves: list[Move] = []
+        for tier, idle, lower in (
+            ("T2", self.config.t2_idle_s, "T3"),
+            ("T3", self.config.t3_idle_s, "T4"),
+        ):
+            if not self.config.enabled(lower):
+                continue
+            ages = self.by_age[tier]
+            while ages:
+                key = next(iter(ages))
+                chunk = self.chunks[key]
+                if now - chunk.last_access < idle:
+                    break
+                self.counters["demotions"] += 1
+                moves.append(self._down(chunk, tier, lower, why=f"idle {idle:g} s"))
+                moves += self._make_room(lower)
+        return moves
+
+    # --- what happened outside -----------------------------------------------------------------
+
+    def adopt(self, key: str, nbytes: int, tokens: int, tier: str) -> None:
+        """Another node wrote ``key`` to a shared tier: index it there."""
+        chunk = self.chunks.get(key)
+        if chunk is None:
+            chunk = self.chunks[key] = Chunk(key, nbytes, tokens, self.clock())
+        if tier not in chunk.tiers:
+            self._add(chunk, tier)
+
+    def drop_local(self) -> None:
+        """The node was lost: T1 and T2 are gone; T3 and T4 remain."""
+        for chunk in list(self.chunks.values()):
+            for tier in ("T1", "T2"):
+                if tier in chunk.tiers:
+                    self._remove(chunk, tier)
+            if not chunk.tiers:
+                del self.chunks[chunk.key]
+
+    def corrupt(self, key: str, tier: str) -> None:
+        """A chunk read back from ``tier`` failed its checks: it is no longer there."""
+        self.counters["corrupt"] += 1
+        chunk = self.chunks.get(key)
+        if chunk is not None and tier in chunk.tiers:
+            self._remove(chunk, tier)
+            if not chunk.tiers:
+                del self.chunks[key]
+
+    def revert(self, move: Move, *, fault: bool = True) -> None:
+        """``move`` failed at its medium: the index goes back to where the bytes are."""
+        self.counters["faults"] += fault
+        chunk = self.chunks.get(move.key)
+        if chunk is None:
+            return
+        if move.dst is not None and move.dst in chunk.tiers:
+            self._remove(chunk, move.dst)
+            self.counters[f"bytes_written_{move.dst}"] -= move.nbytes
+            if move.src is not None:
+                self.counters[f"bytes_read_{move.src}"] -= move.nbytes
+        if move.kind == "move" and move.src is not None and move.src not in chunk.tiers:
+            self._add(chunk, move.src)
+        if not chunk.tiers:
+            del self.chunks[move.key]
+
+    # --- the rules -----------------------------------------------------------------------------
+
+    def _make_room(self, tier: str) -> list[Move]:
+        """Chunks leave ``tier`` (policy order, unpinned in T1) until it is under its limit."""
+        limit = self._limits[tier]
+        if self.used[tier] <= limit:
+            return []
+        moves: list[Move] = []
+        policy = self.policies[tier]
+        lower = self._lower[tier]
+        chunks = self.chunks
+        can_evict = (lambda k: chunks[k].pins == 0) if tier == "T1" else (lambda k: True)
+        while self.used[tier] > limit:
+            victim = policy.evict(can_evict)
+            if victim is None:
+                break  # everything left is pinned
+            chunk = chunks[victim]
+            self.counters["evictions"] += 1
+            why = "pressure" if tier == "T1" else "full"
+            if lower is None:
+                moves += self._forget_tier(chunk, tier, why)
+            else:
+                moves.append(self._down(chunk, tier, lower, why=why))
+                moves += self._make_room(lower)
+        return moves
+
+    def _down(self, chunk: Chunk, tier: str, lower: str, *, why: str) -> Move:
+        """``chunk`` leaves ``tier`` for ``lower``; a copy already there means no write."""
+        self._remove(chunk, tier)
+        if lower in chunk.tiers:
+            return Move("drop", chunk.key, tier, None, chunk.nbytes, why)
+        self._add(chunk, lower)
+        self.counters[self._read_key[tier]] += chunk.nbytes
+        self.counters[self._written_key[lower]] += chunk.nbytes
+        return Move("move", chunk.key, tier, lower, chunk.nbytes, why)
+
+    def _promote(self, chunk: Chunk, tier: str) -> Move:
+        self.counters["promotions"] += 1
+        self.counters[self._read_key[tier]] += chunk.nbytes
+        self.counters["bytes_written_T1"] += chunk.nbytes
+        self._add(chunk, "T1")
+        if tier == "T2":  # T1 and T2 are one node's memory: a chunk lives in one of them
+            self._remove(chunk, "T2")
+            return Move("move", chunk.key, "T2", "T1", chunk.nbytes, "hit")
+        return Move("copy", chunk.key, tier, "T1", chunk.nbytes, "hit")
+
+    def _forget(self, chunk: Chunk, *, why: str) -> list[Move]:
+        moves = []
+        for tier in sorted(chunk.tiers, key=TIERS.index):
+            moves += self._forget_tier(chunk, tier, why)
+        return moves
+
+    def _forget_tier(self, chunk: Chunk, tier: str, why: str) -> list[Move]:
+        self._remove(chunk, tier)
+        if not chunk.tiers:
+            del self.chunks[chunk.key]
+        return [Move("drop", chunk.key, tier, None, chunk.nbytes, why)]
+
+    def _touch(self, chunk: Chunk, now: float) -> None:
+        chunk.last_access = now
+        for tier in chunk.tiers:
+            self.policies[tier].touch(chunk.key)
+            if tier in IDLE_TIERS:
+                self.by_age[tier].move_to_end(chunk.key)
+
+    def _add(self, chunk: Chunk, tier: str) -> None:
+        chunk.tiers.add(tier)
+        self.used[tier] += chunk.nbytes
+        self.policies[tier].add(chunk.key)
+        if tier in IDLE_TIERS:
+            self.by_age[tier][chunk.key] = None
+
+    def _remove(self, chunk: Chunk, tier: str) -> None:
+        chunk.tiers.discard(tier)
+        self.used[tier] -= chunk.nbytes
+        self.policies[tier].remove(chunk.key)
+        if tier in IDLE_TIERS:
+            self.by_age[tier].pop(chunk.key, None)

@@ -1,0 +1,375 @@
+"""Mediums move bytes; they decide nothing. One per tier:
+
+* ``MemoryMedium``: T1 as torch tensors on the GPU (CPU tensors when there is none, and it
+  says so), T2 as host memory (pinned when CUDA is present); plain ``bytes`` without torch.
+* ``FolderMedium``: T3, a folder on a shared file system (also T4 as ``file://``): one file per
+  chunk under a fanned-out content-addressed path (``chunkfile``), written to a temporary name
+  in the same folder, flushed, and renamed over the final name, so a reader sees a whole file
+  or none; O_DIRECT with page-aligned buffers where the file system takes it; a pool of I/O
+  threads for batches, started on first use.
+* ``S3Medium``: T4 through a boto3 client made on first use (``AWS_ENDPOINT_URL`` and the
+  credential chain apply), retried, with the same checked format.
+
+Reads verify every byte: a corrupt or truncated chunk raises ``CorruptChunk`` after it is moved
+aside (``quarantine/`` in a folder, deleted in S3), so it is never served twice. Constructors
+start no thread and open no client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import mmap
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Protocol
+
+from kvtool.engine.chunkfile import (
+    ALIGN,
+    HEADER_BYTES,
+    CorruptChunk,
+    aligned,
+    decode,
+    header,
+    relative_path,
+)
+
+DEFAULT_IO_THREADS = 32  # the brief's FSx checklist: 32 or more I/O threads per node
+
+
+class MediumError(Exception):
+    """A medium could not do what was asked (full, read-only, unreachable): the chunk stays
+    where it was, and the engine reports the fault."""
+
+
+class Medium(Protocol):
+    """What the engine asks of a tier's storage."""
+
+    tier: str
+
+    @property
+    def description(self) -> str:
+        """What the medium is, in words (``torch CPU tensors standing in for HBM``)."""
+        ...
+
+    def put(self, key: str, data: bytes | memoryview) -> None: ...
+
+    def get(self, key: str) -> bytes | None:
+        """The chunk's bytes; None when absent; CorruptChunk when it fails its checks."""
+        ...
+
+    def delete(self, key: str) -> None: ...
+
+    def contains(self, key: str) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class MemoryMedium:
+    """T1 or T2: chunks in memory, as torch tensors when torch is installed."""
+
+    def __init__(self, tier: str, *, device: str | None = None, torch: Any = None) -> None:
+        self.tier = tier
+        self._torch = torch
+        self._store: dict[str, Any] = {}
+        cuda = torch is not None and torch.cuda.is_available()
+        if torch is None:
+            self._device, self._pin = None, False
+            self.description = "host bytes (torch is not installed)"
+        elif tier == "T1":
+            self._device, self._pin = (device or ("cuda:0" if cuda else "cpu")), False
+            self.description = (
+                f"torch tensors on {self._device}"
+                if cuda
+                else "torch CPU tensors standing in for HBM (no GPU here)"
+            )
+        else:
+            self._device, self._pin = "cpu", cuda
+            self.description = "pinned host memory (torch)" if cuda else "host memory (torch)"
+
+    def put(self, key: str, data: bytes | memoryview) -> None:
+        if self._torch is None:
+            self._store[key] = bytes(data)
+            return
+        torch = self._torch
+        source = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        if self._pin:
+            tensor = torch.empty(len(source), dtype=torch.uint8, pin_memory=True)
+            tensor.copy_(source)
+        else:
+            tensor = source.to(self._device)
+        self._store[key] = tensor
+
+    def get(self, key: str) -> bytes | None:
+        value = self._store.get(key)
+        if value is None or self._torch is None:
+            return value
+        return bytes(value.cpu().numpy().tobytes())
+
+    def delete(self, key: str) -> None:
+        self._store.pop(key, None)
+
+    def contains(self, key: str) -> bool:
+        return key in self._store
+
+    def clear(self) -> None:
+        """Everything gone at once (a node lost)."""
+        self._store.clear()
+
+    def close(self) -> None:
+        self._store.clear()
+
+
+class FolderMedium:
+    """Chunk files in ``root/chunks/ab/cd/<key>.kv``; corrupt ones go to ``root/quarantine``."""
+
+    def __init__(self, tier: str, root: Path, *, io_threads: int = DEFAULT_IO_THREADS) -> None:
+        self.tier = tier
+        self.root = root
+        self.io_threads = io_threads
+        self.direct: bool | None = None  # found out on the first write
+        self.quarantined = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._local = threading.local()  # each I/O thread's reusable aligned buffer
+
+    @property
+    def description(self) -> str:
+        mode = {None: "O_DIRECT untried", True: "O_DIRECT", False: "buffered (no O_DIRECT)"}
+        return f"files under {self.root} ({mode[self.direct]}, {self.io_threads} I/O threads)"
+
+    def path(self, key: str) -> Path:
+        """Where ``key`` lives; only ever inside ``root`` (keys are hex digests)."""
+        return self.root / "chunks" / relative_path(key)
+
+    def _buffer(self, size: int) -> mmap.mmap:
+        """This thread's page-aligned I/O buffer, at least ``size`` bytes: reused, so its pages
+        are faulted in once rather than on every chunk."""
+        buffer: mmap.mmap | None = getattr(self._local, "buffer", None)
+        if buffer is None or len(buffer) < size:
+            if buffer is not None:
+                buffer.close()
+            buffer = self._local.buffer = mmap.mmap(-1, max(aligned(size), ALIGN))
+        return buffer
+
+    def put(self, key: str, data: bytes | memoryview) -> None:
+        final = self.path(key)
+        head = header(key, data)
+        end = HEADER_BYTES + len(data)
+        size = HEADER_BYTES + aligned(len(data))
+        buffer = self._buffer(size)
+        buffer[:HEADER_BYTES] = head
+        buffer[HEADER_BYTES:end] = data
+        buffer[end:size] = bytes(size - end)  # the padding is zero, as readers check
+        tmp = final.with_name(f".{key}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            self._write(tmp, buffer, size)
+            os.rename(tmp, final)  # atomic: readers see the old file, the new, or none
+        except OSError as exc:
+            _unlink(tmp)
+            raise MediumError(f"{self.tier} write to {final}: {exc.strerror or exc}") from None
+
+    def _write(self, tmp: Path, buffer: mmap.mmap, size: int) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        fd = None
+        if self.direct is not False:
+            try:
+                fd = os.open(tmp, flags | os.O_DIRECT, 0o644)
+                self.direct = True
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                _unlink(tmp)  # some file systems create the file, then refuse O_DIRECT
+                self.direct = False
+        if fd is None:
+            fd = os.open(tmp, flags, 0o644)
+        try:
+            written = 0
+            while written < size:  # views are temporaries: none outlives a failed call
+                written += os.write(fd, memoryview(buffer)[written:size])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def get(self, key: str) -> bytes | None:
+        path = self.path(key)
+        try:
+            fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if self.direct else 0))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise MediumError(f"{self.tier} read of {path}: {exc.strerror or exc}") from exc
+        corrupt = ""
+        try:
+            size = os.fstat(fd).st_size
+            buffer = self._buffer(size)
+            got = 0
+            while got < size:
+                n = os.readv(fd, [memoryview(buffer)[got:size]])
+                if n == 0:
+                    break
+                got += n
+            try:
+                data = bytes(decode(key, memoryview(buffer)[:got]))  # checked, one copy out
+            except CorruptChunk as exc:
+                corrupt = str(exc)  # the exception (and its views) end with this block
+        finally:
+            os.close(fd)
+        if corrupt:
+            self._quarantine(path)
+            raise CorruptChunk(corrupt)
+        return data
+
+    def _quarantine(self, path: Path) -> None:
+        target = self.root / "quarantine" / f"{path.name}.{time.time_ns()}"
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(path, target)
+        except OSError:
+            _unlink(path)
+        self.quarantined += 1
+
+    def delete(self, key: str) -> None:
+        _unlink(self.path(key))
+
+    def contains(self, key: str) -> bool:
+        return self.path(key).is_file()
+
+    def put_many(self, items: Sequence[tuple[str, bytes | memoryview]]) -> list[Exception | None]:
+        """Write chunks on the I/O threads; one outcome per item (None: written)."""
+        return self._map(lambda item: self.put(*item), items)
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | Exception | None]:
+        """Read chunks on the I/O threads; bytes, None (absent) or the exception per key."""
+        return self._map(self.get, keys)
+
+    def _map(self, call: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.io_threads, thread_name_prefix="kvtool-io")
+
+        def safe(item: Any) -> Any:
+            try:
+                return call(item)
+            except (MediumError, CorruptChunk, ValueError) as exc:
+                return exc
+
+        return list(self._pool.map(safe, items))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+def _unlink(path: Path) -> None:
+    """Remove a file if it is there; a folder that refuses (read-only) keeps it."""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+class S3Medium:
+    """Chunk objects under ``s3://bucket/prefix/ab/cd/<key>.kv``, through boto3."""
+
+    def __init__(
+        self,
+        tier: str,
+        url: str,
+        *,
+        client_factory: Callable[[], Any],
+        attempts: int = 3,
+        backoff_s: float = 0.2,
+    ) -> None:
+        if not url.startswith("s3://") or not url[5:].split("/")[0]:
+            raise ValueError(f"not an s3://bucket/prefix URL: {url!r}")
+        self.tier = tier
+        self.bucket, _, prefix = url[5:].partition("/")
+        self.prefix = prefix.strip("/")
+        self.description = f"S3 objects under {url} (boto3)"
+        self.attempts = attempts
+        self.backoff_s = backoff_s
+        self._factory = client_factory
+        self._client: Any = None
+        self.deleted_corrupt = 0
+
+    def object_key(self, key: str) -> str:
+        """The object key for a chunk: under the prefix, hex only."""
+        return "/".join(p for p in (self.prefix, relative_path(key)) if p)
+
+    def _call(self, operation: str, **params: Any) -> Any:
+        """One S3 operation, retried ``attempts`` times with backoff, then MediumError."""
+        if self._client is None:
+            self._client = self._factory()
+        last: Exception | None = None
+        for attempt in range(self.attempts):
+            try:
+                return getattr(self._client, operation)(**params)
+            except Exception as exc:  # botocore's errors, connection failures
+                if _not_found(exc):
+                    raise
+                last = exc
+                time.sleep(self.backoff_s * 2**attempt)
+        raise MediumError(f"{self.tier} S3 {operation} failed {self.attempts} times: {last}")
+
+    def put(self, key: str, data: bytes | memoryview) -> None:
+        body = header(key, data) + bytes(data)
+        self._call("put_object", Bucket=self.bucket, Key=self.object_key(key), Body=body)
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            response = self._call("get_object", Bucket=self.bucket, Key=self.object_key(key))
+        except MediumError:
+            raise
+        except Exception as exc:
+            if _not_found(exc):
+                return None
+            raise
+        body = response["Body"].read()
+        try:
+            return bytes(decode(key, body))
+        except CorruptChunk:
+            self.delete(key)
+            self.deleted_corrupt += 1
+            raise
+
+    def delete(self, key: str) -> None:
+        self._call("delete_object", Bucket=self.bucket, Key=self.object_key(key))
+
+    def contains(self, key: str) -> bool:
+        try:
+            self._call("head_object", Bucket=self.bucket, Key=self.object_key(key))
+        except MediumError:
+            raise
+        except Exception as exc:
+            if _not_found(exc):
+                return False
+            raise
+        return True
+
+    def delete_prefix(self) -> int:
+        """Delete every object under the prefix (the smoke's own); the count deleted."""
+        deleted = 0
+        token: dict[str, str] = {}
+        while True:
+            listing = self._call(
+                "list_objects_v2", Bucket=self.bucket, Prefix=self.prefix + "/", **token
+            )
+            keys = [{"Key": o["Key"]} for o in listing.get("Contents", [])]
+            if keys:
+                self._call("delete_objects", Bucket=self.bucket, Delete={"Objects": keys})
+                deleted += len(keys)
+            if not listing.get("IsTruncated"):
+                return deleted
+            token = {"ContinuationToken": listing["NextContinuationToken"]}
+
+    def close(self) -> None:
+        pass
+
+
+def _not_found(exc: Exception) -> bool:
+    error = (getattr(exc, "response", None) or {}).get("Error") or {}
+    return str(error.get("Code")) in ("404", "NoSuchKey", "NotFound")

@@ -1,0 +1,448 @@
+"""``kvtool engine smoke``: real KV-sized chunks through every path of the engine, every byte
+compared.
+
+The scenario (docs/engine.md): sessions that share a system-prompt chunk are prefilled into T1
+(``prefill``), which passes its pressure line so chunks leave for T2 (``pressure eviction``);
+the clock is advanced past the idle thresholds so T2 empties into T3 (``idle demotion to T3``),
+and, while session 0 is in use, the rest of T3 into T4 (``idle demotion to T4``); the node is
+lost and session 0 comes back from T3 (``node loss, recovery from T3``); another process, a
+second node, reads the shared prefix and session 0 from T3 (``second node reads T3``); session 1
+is promoted from T4 back into T1 (``promotion from T4``); a chunk file is corrupted and the
+engine must refuse it, quarantine it and recompute (``corrupt chunk detected``); finally the
+shared prefix's TTL runs out (``TTL expiry``).
+
+Chunk contents are a function of the key (``payload``), so any process can check any chunk.
+Idle thresholds and the TTL act on the engine's injected clock, which the scenario advances
+rather than sleeping. Time and bandwidth are measured on the real clock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from kvtool.engine.engine import Engine
+from kvtool.engine.keys import chain_keys
+from kvtool.engine.manager import TIERS, EngineConfig, Manager
+from kvtool.engine.mediums import FolderMedium, Medium, MemoryMedium
+
+SEGMENT = 65536
+MANIFEST = "manifest.json"
+
+
+def payload(key: str, nbytes: int) -> bytes:
+    """The bytes of chunk ``key``: a 64 KiB block derived from the key, repeated, each 64 KiB
+    segment starting with its index (so swapped or repeated segments differ too)."""
+    import numpy as np
+
+    base = np.frombuffer(hashlib.shake_128(key.encode()).digest(SEGMENT), dtype=np.uint8)
+    segments = -(-nbytes // SEGMENT)
+    data = np.tile(base, segments).reshape(segments, SEGMENT)
+    data[:, :8] = np.arange(segments, dtype="<u8").view(np.uint8).reshape(segments, 8)
+    return data.reshape(-1)[:nbytes].tobytes()
+
+
+class SmokeClock:
+    """Real monotonic time plus a skew the scenario advances."""
+
+    def __init__(self) -> None:
+        self.skew = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.skew
+
+    def advance(self, seconds: float) -> None:
+        self.skew += seconds
+
+
+class SmokeOptions(NamedTuple):
+    """The scenario's shape: chunk size and tokens, sessions and chunks per session, the
+    posture, the policy, and the fingerprint of the model the chunks stand for."""
+
+    chunk_bytes: int
+    chunk_tokens: int
+    fingerprint: str
+    sessions: int = 4
+    chunks_per_session: int = 4
+    posture: str = "lazy"
+    policy: str = "lru"
+    t2_idle_s: float = 60.0
+    t3_idle_s: float = 600.0
+    shared_ttl_s: float = 3600.0
+    io_threads: int = 32
+
+
+class Step(NamedTuple):
+    """One step's outcome: PASS or FAIL, what was checked, and the I/O it caused per tier."""
+
+    name: str
+    status: str
+    detail: str
+    bytes: int
+    seconds: float
+    tiers: dict[str, dict[str, float]]
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+class Scenario:
+    """The engine under test, its sessions and the steps so far."""
+
+    def __init__(
+        self,
+        options: SmokeOptions,
+        mediums: dict[str, Medium],
+        *,
+        progress: Callable[[str], None] = lambda _: None,
+    ) -> None:
+        self.options = options
+        self.clock = SmokeClock()
+        unique = 1 + options.sessions * (options.chunks_per_session - 1)
+        capacity: dict[str, int | None] = {
+            # T1 holds about half the chunks, so prefill passes its pressure line
+            "T1": options.chunk_bytes * max(2, unique // 2),
+            "T2": options.chunk_bytes * unique,
+            "T3": None,
+            "T4": None,
+        }
+        for tier in TIERS:
+            if tier not in mediums:
+                capacity[tier] = 0
+        self.config = EngineConfig(
+            capacity_bytes=capacity,
+            posture=options.posture,
+            policy=options.policy,
+            t2_idle_s=options.t2_idle_s,
+            t3_idle_s=options.t3_idle_s,
+            shared_ttl_s=options.shared_ttl_s,
+        )
+        self.engine = Engine(
+            Manager(self.config, self.clock),
+            mediums,
+            chunk_bytes=options.chunk_bytes,
+            chunk_tokens=options.chunk_tokens,
+        )
+        self.sessions = [self._keys(s) for s in range(options.sessions)]
+        self.steps: list[Step] = []
+        self.progress = progress
+
+    def _keys(self, session: int) -> list[str]:
+        """A system-prompt chunk shared by all sessions, then the session's own tokens."""
+        o = self.options
+        rng = random.Random(f"{o.fingerprint}-{session}")
+        shared = list(range(o.chunk_tokens))
+        own = [
+            rng.randrange(1, 128_000) for _ in range(o.chunk_tokens * (o.chunks_per_session - 1))
+        ]
+        return chain_keys(shared + own, o.chunk_tokens, o.fingerprint)
+
+    # --- running steps ---------------------------------------------------------------------------
+
+    def step(self, name: str, run: Callable[[], tuple[bool, str]]) -> Step:
+        """Run one step, measuring the I/O it causes on each tier."""
+        self.progress(name)
+        before = {t: (io.read_bytes, io.read_s, io.write_bytes, io.write_s)
+                  for t, io in self.engine.io.items()}  # fmt: skip
+        start = time.perf_counter()
+        try:
+            ok, detail = run()
+        except Exception as exc:  # a step that raises is a FAIL with the reason, not a crash
+            ok, detail = False, f"{type(exc).__name__}: {exc}"
+        seconds = time.perf_counter() - start
+        tiers: dict[str, dict[str, float]] = {}
+        moved = 0
+        for tier, io in self.engine.io.items():
+            rb, rs, wb, ws = before[tier]
+            read, write = io.read_bytes - rb, io.write_bytes - wb
+            if read or write:
+                spent = (io.read_s - rs) + (io.write_s - ws)
+                tiers[tier] = {
+                    "read_bytes": read,
+                    "write_bytes": write,
+                    "seconds": spent,
+                    "bytes_per_s": (read + write) / spent if spent > 0 else 0.0,
+                }
+                moved += read + write
+        result = Step(name, "PASS" if ok else "FAIL", detail, moved, seconds, tiers)
+        self.steps.append(result)
+        return result
+
+    def _check(self, keys: list[str], expect_hits: int | None = None) -> tuple[bool, str]:
+        """Look ``keys`` up and compare every returned byte with what was written."""
+        hit = self.engine.lookup(keys)
+        wrong = [
+            k[:12]
+            for k, data in zip(hit.keys, hit.data, strict=True)
+            if data != payload(k, self.options.chunk_bytes)
+        ]
+        if wrong:
+            return False, f"bytes differ in {', '.join(wrong)}"
+        if expect_hits is not None and len(hit.keys) != expect_hits:
+            return False, f"{len(hit.keys)} of {len(keys)} chunks hit, expected {expect_hits}"
+        return (
+            True,
+            f"{len(hit.keys)} of {len(keys)} chunks hit from {_tiers(hit.tiers)}, bytes equal",
+        )
+
+    # --- the scenario ------------------------------------------------------------------------
+
+    def prefill(self) -> tuple[bool, str]:
+        o = self.options
+        for index, keys in enumerate(self.sessions):
+            ok, detail = self._check(keys, expect_hits=0 if index == 0 else 1)
+            if not ok:
+                return False, f"session {index}: {detail}"
+            for position, key in enumerate(keys):
+                self.engine.insert(
+                    key, payload(key, o.chunk_bytes), o.chunk_tokens, shared=position == 0
+                )
+        unique = len({k for keys in self.sessions for k in keys})
+        return (
+            True,
+            f"{unique} unique chunks of {o.chunk_bytes:,} B inserted; the shared prefix hit",
+        )
+
+    def pressure(self) -> tuple[bool, str]:
+        """A burst of unrelated chunks (a batch job's, each read twice, so that a
+        scan-resistant policy such as S3-FIFO keeps them too) until every session chunk has
+        left T1: whatever the policy keeps longest, pressure moves it down in the end."""
+        m = self.engine.manager
+        o = self.options
+        sessions = {k for keys in self.sessions for k in keys}
+        evicted = m.counters["evictions"]
+        burst = 0
+        limit = 20 * (len(sessions) + 2)
+        while any(m.where(k) == "T1" for k in sessions) and burst < limit:
+            key = chain_keys([-1 - burst] * o.chunk_tokens, o.chunk_tokens, o.fingerprint)[0]
+            self.engine.insert(key, payload(key, o.chunk_bytes), o.chunk_tokens)
+            for _ in range(2):
+                self.engine.lookup([key])
+            burst += 1
+        left = [k[:12] for k in sessions if m.where(k) == "T1"]
+        if left:
+            return False, f"still in T1 after {burst} burst chunks: {left}"
+        if m.used["T1"] > m.limit("T1"):
+            return False, f"T1 holds {m.used['T1']:,} B, over its line {m.limit('T1'):,.0f} B"
+        below = {m.where(k) for k in sessions}
+        return True, (
+            f"{burst} burst chunk(s) pushed T1 past its {self.config.pressure:.0%} line:"
+            f" {m.counters['evictions'] - evicted} eviction(s), the sessions' chunks now in"
+            f" {', '.join(sorted(t for t in below if t))}"
+        )
+
+    def demote_to_t3(self) -> tuple[bool, str]:
+        m = self.engine.manager
+        in_t2 = [k for k, c in m.chunks.items() if "T2" in c.tiers]
+        already = sum("T3" in m.chunks[k].tiers for k in in_t2)
+        self.clock.advance(self.options.t2_idle_s + 1)
+        self.engine.tick()
+        t3 = self.engine.mediums["T3"]
+        missing = [k[:12] for k in in_t2 if not t3.contains(k)]
+        if not in_t2:
+            return False, "T2 held nothing to demote"
+        if m.used["T2"] or missing:
+            return False, f"T2 still holds {m.used['T2']:,} B; not in T3: {missing}"
+        return True, (
+            f"{len(in_t2)} chunk(s) idle {self.options.t2_idle_s:g} s left T2 for T3"
+            f" ({len(in_t2) - already} written, {already} already there)"
+        )
+
+    def demote_to_t4(self) -> tuple[bool, str]:
+        m = self.engine.manager
+        ok, detail = self._check(self.sessions[0])  # session 0 in use: its chunks stay fresh
+        if not ok:
+            return False, detail
+        self.clock.advance(self.options.t3_idle_s - self.options.t2_idle_s + 1)
+        idle = [k for k, c in m.chunks.items() if "T3" in c.tiers and k not in self.sessions[0]]
+        self.engine.tick()
+        t4 = self.engine.mediums["T4"]
+        missing = [k[:12] for k in idle if not t4.contains(k)]
+        if missing or not idle:
+            return False, f"not in T4: {missing}" if idle else "no chunk was idle in T3"
+        kept = [k for k in self.sessions[0] if m.where(k) is not None]
+        return True, (
+            f"{len(idle)} chunk(s) idle {self.options.t3_idle_s:g} s moved T3 -> T4;"
+            f" session 0's {len(kept)} stayed"
+        )
+
+    def node_loss(self) -> tuple[bool, str]:
+        self.engine.drop_local()
+        m = self.engine.manager
+        if m.used["T1"] or m.used["T2"]:
+            return False, "T1 or T2 still holds chunks after the loss"
+        ok, detail = self._check(self.sessions[0], expect_hits=len(self.sessions[0]))
+        return ok, "T1 and T2 dropped; " + detail
+
+    def promote_from_t4(self) -> tuple[bool, str]:
+        keys = self.sessions[1]
+        m = self.engine.manager
+        before = [m.where(k) for k in keys]
+        ok, detail = self._check(keys, expect_hits=len(keys))
+        if not ok:
+            return False, detail
+        if "T4" not in before:
+            return False, f"session 1 was not in T4 ({_tiers([t or '-' for t in before])})"
+        not_t1 = [k[:12] for k in keys if m.where(k) != "T1"]
+        if not_t1:
+            return False, f"not promoted into T1: {not_t1}"
+        return True, detail + "; now in T1"
+
+    def corrupt(self, t3_root: Path) -> tuple[bool, str]:
+        keys = self.sessions[0]
+        self.engine.drop_local()  # so the read must come from T3
+        victim = keys[1]
+        path = t3_root / "chunks" / victim[:2] / victim[2:4] / f"{victim}.kv"
+        if not path.is_file():
+            return False, f"{victim[:12]} is not in T3 to corrupt"
+        with open(path, "r+b") as f:
+            f.seek(4096 + self.options.chunk_bytes // 2)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0x01]))
+        before = self.engine.manager.counters["corrupt"]
+        ok, detail = self._check(keys, expect_hits=1)
+        counted = self.engine.manager.counters["corrupt"] - before
+        quarantined = list((t3_root / "quarantine").glob(f"{victim}.kv.*"))
+        if not ok or counted != 1 or not quarantined or path.exists():
+            return False, f"{detail}; corrupt counted {counted}, quarantined {len(quarantined)}"
+        data = payload(victim, self.options.chunk_bytes)
+        self.engine.insert(victim, data, self.options.chunk_tokens)  # recomputed
+        again, detail2 = self._check(keys, expect_hits=len(keys))
+        return again, (
+            f"one flipped bit in {victim[:12]}: served 1 of {len(keys)} chunks, the file"
+            f" quarantined, the chunk recomputed; then {detail2}"
+        )
+
+    def ttl(self) -> tuple[bool, str]:
+        m = self.engine.manager
+        before = m.counters["expired"]
+        self.clock.advance(self.options.shared_ttl_s + 1)
+        ok, detail = self._check(self.sessions[2], expect_hits=0)
+        expired = m.counters["expired"] - before
+        shared = self.sessions[2][0]
+        if not ok or expired != 1 or m.where(shared) is not None:
+            return False, f"{detail}; expired counted {expired}"
+        gone = not any(med.contains(shared) for med in self.engine.mediums.values())
+        if not gone:
+            return False, "the expired chunk is still stored"
+        return True, (
+            f"the shared prefix expired after its {self.options.shared_ttl_s:g} s TTL: a miss,"
+            " dropped from every tier"
+        )
+
+    def manifest(self) -> dict[str, Any]:
+        """What a second node needs to find and check the shared prefix and session 0."""
+        o = self.options
+        return {
+            "fingerprint": o.fingerprint,
+            "chunk_bytes": o.chunk_bytes,
+            "chunk_tokens": o.chunk_tokens,
+            "keys": self.sessions[0],
+        }
+
+
+def _tiers(tiers: list[str]) -> str:
+    counts: dict[str, int] = {}
+    for tier in tiers:
+        counts[tier] = counts.get(tier, 0) + 1
+    return ", ".join(f"{n} {t}" for t, n in counts.items()) or "none"
+
+
+def write_manifest(folder: Path, data: dict[str, Any]) -> Path:
+    """The manifest, written whole (temporary name, then rename)."""
+    target = folder / MANIFEST
+    tmp = folder / f".{MANIFEST}.{secrets.token_hex(4)}"
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, target)
+    return target
+
+
+def read_phase(t3_root: Path, mediums: dict[str, Medium], *, io_threads: int = 32) -> Step:
+    """The second node: a fresh engine over the same T3 finds the manifest's chunks there,
+    promotes them into its own T1, and compares every byte."""
+    manifest = json.loads((t3_root / MANIFEST).read_text())
+    options = SmokeOptions(
+        chunk_bytes=int(manifest["chunk_bytes"]),
+        chunk_tokens=int(manifest["chunk_tokens"]),
+        fingerprint=str(manifest["fingerprint"]),
+        io_threads=io_threads,
+    )
+    scenario = Scenario(options, mediums)
+    keys = [str(k) for k in manifest["keys"]]
+    return scenario.step("second node reads T3", lambda: scenario._check(keys, len(keys)))
+
+
+def memory_mediums(torch: Any) -> dict[str, Medium]:
+    """T1 and T2 in this process's memory."""
+    return {"T1": MemoryMedium("T1", torch=torch), "T2": MemoryMedium("T2", torch=torch)}
+
+
+def folder_medium(tier: str, root: Path, io_threads: int) -> FolderMedium:
+    return FolderMedium(tier, root, io_threads=io_threads)
+
+
+class SmokeReport(NamedTuple):
+    """Every step, the engine's counters, what each tier was, and the faults it met."""
+
+    steps: list[Step]
+    counters: dict[str, int]
+    mediums: dict[str, str]
+    faults: list[str]
+
+    @property
+    def passed(self) -> bool:
+        """True when every step passed (every byte compared equal)."""
+        return bool(self.steps) and all(s.status == "PASS" for s in self.steps)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "steps": [s.to_json() for s in self.steps],
+            "counters": self.counters,
+            "mediums": self.mediums,
+            "faults": self.faults,
+        }
+
+
+def run_smoke(
+    options: SmokeOptions,
+    mediums: dict[str, Medium],
+    *,
+    t3_root: Path,
+    phase: str = "all",
+    second_node: Callable[[Path], Step] | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> SmokeReport:
+    """The scenario (``phase`` ``all``), or its writing half (``write``: up to the node loss,
+    then the manifest for ``--phase read`` on another node)."""
+    s = Scenario(options, mediums, progress=progress)
+    try:
+        s.step("prefill", s.prefill)
+        s.step("pressure eviction", s.pressure)
+        s.step("idle demotion to T3", s.demote_to_t3)
+        s.step("idle demotion to T4", s.demote_to_t4)
+        s.step("node loss, recovery from T3", s.node_loss)
+        write_manifest(t3_root, s.manifest())
+        if phase == "all":
+            if second_node is not None:
+                progress("second node reads T3")
+                s.steps.append(second_node(t3_root))
+            s.step("promotion from T4", s.promote_from_t4)
+            s.step("corrupt chunk detected", lambda: s.corrupt(t3_root))
+            s.step("TTL expiry", s.ttl)
+    finally:
+        s.engine.close()
+    return SmokeReport(
+        s.steps,
+        dict(s.engine.manager.counters),
+        {tier: medium.description for tier, medium in mediums.items()},
+        list(s.engine.faults),
+    )

@@ -1,0 +1,146 @@
+"""``kvtool engine smoke`` end to end: real chunk files, a real second process, S3 through
+moto's server on 127.0.0.1. Small chunks (16 tokens of Llama-3.1-8B: 2 MiB) keep it quick."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliResult
+
+Kvtool = Callable[..., CliResult]
+SMALL = ("--chunk-tokens", "16")
+STEPS = [
+    "prefill",
+    "pressure eviction",
+    "idle demotion to T3",
+    "idle demotion to T4",
+    "node loss, recovery from T3",
+    "second node reads T3",
+    "promotion from T4",
+    "corrupt chunk detected",
+    "TTL expiry",
+]
+
+
+@pytest.mark.parametrize("posture", ["lazy", "eager"])
+@pytest.mark.parametrize("policy", ["lru", "s3fifo"])
+def test_smoke_passes_every_step_and_cleans_up(
+    kvtool: Kvtool, tmp_path: Path, posture: str, policy: str
+) -> None:
+    done = kvtool("engine", "smoke", *SMALL, "--t3", str(tmp_path), "--posture", posture,
+                  "--policy", policy, "--json")  # fmt: skip
+    data = json.loads(done.stdout)
+    assert done.exit_code == 0, [s for s in data["steps"] if s["status"] != "PASS"]
+    assert [s["name"] for s in data["steps"]] == STEPS
+    assert data["passed"] is True
+    for step in data["steps"]:
+        assert set(step) >= {"name", "status", "bytes", "seconds", "tiers", "detail"}
+    counters = data["counters"]
+    assert counters["corrupt"] == 1
+    assert counters["expired"] == 1
+    assert counters["evictions"] > 0
+    assert counters["demotions"] > 0
+    assert counters["promotions"] > 0
+    assert counters["hits_T3"] > 0
+    assert counters["hits_T4"] > 0
+    assert counters["bytes_written_T3"] > 0
+    assert "standing in for HBM" in data["mediums"]["T1"] or "torch" not in data["mediums"]["T1"]
+    assert list(tmp_path.iterdir()) == []  # its folder removed, nothing else touched
+
+
+def test_text_report_names_each_step_and_the_mediums(kvtool: Kvtool) -> None:
+    done = kvtool("engine", "smoke", *SMALL)
+    assert done.exit_code == 0, done.stdout
+    for name in STEPS:
+        assert name in done.stdout
+    assert "summary: 9 of 9 steps passed" in done.stdout
+    assert "T3: files under" in done.stdout
+
+
+def test_two_phases_on_two_nodes_share_t3(kvtool: Kvtool, tmp_path: Path) -> None:
+    write = kvtool("engine", "smoke", *SMALL, "--t3", str(tmp_path), "--phase", "write", "--json")
+    assert write.exit_code == 0, write.stdout
+    assert (tmp_path / "kvtool-smoke" / "t3" / "manifest.json").is_file()
+    read = kvtool("engine", "smoke", "--t3", str(tmp_path), "--phase", "read", "--json")
+    assert read.exit_code == 0, read.stdout
+    (step,) = json.loads(read.stdout)["steps"]
+    assert step["status"] == "PASS"
+    assert "bytes equal" in step["detail"]
+    assert list(tmp_path.iterdir()) == []  # the read phase removes the folder
+
+
+def test_a_failed_step_exits_1(kvtool: Kvtool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kvtool.engine.smoke as smoke
+
+    def broken(self: smoke.Scenario) -> tuple[bool, str]:
+        return False, "made to fail"
+
+    monkeypatch.setattr(smoke.Scenario, "ttl", broken)
+    done = kvtool("engine", "smoke", *SMALL, "--json")
+    assert done.exit_code == 1
+    data = json.loads(done.stdout)
+    assert data["passed"] is False
+    assert data["steps"][-1] == {**data["steps"][-1], "status": "FAIL", "detail": "made to fail"}
+
+
+@pytest.fixture
+def bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{host}:{port}")
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="kv-smoke")
+    try:
+        yield "kv-smoke"
+    finally:
+        server.stop()
+
+
+def test_smoke_with_t4_on_s3_leaves_no_object(kvtool: Kvtool, bucket: str) -> None:
+    import boto3
+
+    done = kvtool("engine", "smoke", *SMALL, "--t4", f"s3://{bucket}/kvtool", "--json")
+    data = json.loads(done.stdout)
+    assert done.exit_code == 0, [s for s in data["steps"] if s["status"] != "PASS"]
+    assert data["mediums"]["T4"].startswith("S3 objects under s3://kv-smoke/kvtool/")
+    assert data["counters"]["hits_T4"] > 0
+    listing = boto3.client("s3", region_name="us-east-1").list_objects_v2(Bucket=bucket)
+    assert listing.get("KeyCount") == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--posture", "sometimes"), "unknown --posture"),
+        (("--policy", "clock"), "unknown --policy"),
+        (("--phase", "both"), "unknown --phase"),
+        (("--phase", "read"), "--phase read needs the shared folder"),
+        (("--t4", "ftp://x"), "is not s3://bucket/prefix or file:///path"),
+        (("--chunks", "1"), "--chunks must be at least 2"),
+        (("--model", "no-such-model"), "no-such-model"),
+    ],
+)
+def test_bad_usage_is_one_line_and_exit_2(
+    kvtool: Kvtool, args: tuple[str, ...], message: str
+) -> None:
+    done = kvtool("engine", "smoke", *SMALL, *args)
+    assert done.exit_code == 2
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_read_without_a_written_manifest(kvtool: Kvtool, tmp_path: Path) -> None:
+    done = kvtool("engine", "smoke", "--t3", str(tmp_path), "--phase", "read")
+    assert done.exit_code == 2
+    assert "run --phase write with the same --t3 first" in done.stderr
+    assert os.listdir(tmp_path) == []

@@ -1,0 +1,200 @@
+"""The manager's rules on a virtual clock: pressure, idle demotion, postures, hits and
+promotion, recompute by the plan's crossover, TTL, node loss, faults. No bytes move here."""
+
+from __future__ import annotations
+
+from kvtool.engine.keys import chain_keys, model_fingerprint
+from kvtool.engine.manager import EngineConfig, Manager
+
+FP = model_fingerprint("m", "bf16", "tp1")
+MB = 1_000_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _manager(**config: object) -> tuple[Manager, Clock]:
+    clock = Clock()
+    base: dict[str, object] = {
+        "capacity_bytes": {"T1": 10 * MB, "T2": 20 * MB, "T3": None, "T4": None},
+        "t2_idle_s": 10.0,
+        "t3_idle_s": 100.0,
+    }
+    base.update(config)
+    return Manager(EngineConfig(**base), clock), clock  # type: ignore[arg-type]
+
+
+def _keys(session: int, chunks: int = 4) -> list[str]:
+    return chain_keys([0] * 4 + [session * 1000 + i for i in range(4 * (chunks - 1))], 4, FP)
+
+
+def _fill(m: Manager, sessions: int) -> list[list[str]]:
+    out = []
+    for s in range(sessions):
+        keys = _keys(s)
+        hit = m.lookup(keys, 4)
+        for key in keys[len(hit.hits) :]:
+            m.insert(key, MB, 4)
+        out.append(keys)
+    return out
+
+
+def test_t1_stays_under_its_pressure_line_and_evicts_to_t2() -> None:
+    m, _ = _manager()
+    _fill(m, 4)  # 13 chunks of 1 MB into a 10 MB T1
+    assert m.used["T1"] <= 0.85 * 10 * MB
+    assert m.used["T2"] == 13 * MB - m.used["T1"]
+    assert m.counters["evictions"] == 13 - m.used["T1"] // MB
+
+
+def test_the_shared_prefix_is_stored_once_and_hit_by_the_others() -> None:
+    m, _ = _manager()
+    _fill(m, 4)
+    assert m.counters["inserts"] == 13
+    assert m.counters["hits_T1"] == 3
+    assert m.counters["hit_tokens_T1"] == 12
+
+
+def test_lazy_writes_t3_only_when_pushed_and_eager_at_insert() -> None:
+    lazy, _ = _manager(posture="lazy")
+    _fill(lazy, 1)
+    assert lazy.used["T3"] == 0
+    eager, _ = _manager(posture="eager")
+    _fill(eager, 1)
+    assert eager.used["T3"] == 4 * MB
+    assert eager.counters["bytes_written_T3"] == 4 * MB
+
+
+def test_idle_demotion_follows_the_clock() -> None:
+    m, clock = _manager()
+    _fill(m, 4)
+    in_t2 = m.used["T2"]
+    clock.now = 9.0
+    assert m.tick() == []
+    clock.now = 11.0
+    moves = m.tick()
+    assert {(mv.kind, mv.src, mv.dst) for mv in moves} == {("move", "T2", "T3")}
+    assert m.used["T2"] == 0
+    assert m.used["T3"] == in_t2
+    clock.now = 111.0
+    m.tick()
+    assert m.used["T3"] == 0
+    assert m.used["T4"] == in_t2
+    assert m.counters["demotions"] == 2 * in_t2 // MB
+
+
+def test_a_chunk_already_below_is_dropped_not_written_again() -> None:
+    m, clock = _manager(posture="eager")
+    _fill(m, 4)
+    clock.now = 11.0
+    moves = m.tick()
+    assert moves
+    assert all(mv.kind == "drop" and mv.src == "T2" for mv in moves)
+
+
+def test_a_hit_in_t2_moves_up_into_t1() -> None:
+    m, _ = _manager(capacity_bytes={"T1": 3 * MB, "T2": None, "T3": None, "T4": None})
+    keys = _keys(0)
+    for key in keys:
+        m.insert(key, MB, 4)
+    assert [m.where(k) for k in keys] == ["T2", "T2", "T1", "T1"]
+    found = m.lookup(keys, 4)
+    assert [t for _, t in found.hits] == ["T2", "T2", "T1", "T1"]
+    promotions = [(mv.kind, mv.src, mv.dst) for mv in found.moves if mv.dst == "T1"]
+    assert promotions == [("move", "T2", "T1"), ("move", "T2", "T1")]
+    assert m.counters["hits_T2"] == 2
+    assert m.counters["promotions"] == 2
+
+
+def test_a_hit_in_t3_is_copied_up_and_t3_keeps_it_for_other_nodes() -> None:
+    m, clock = _manager(capacity_bytes={"T1": 3 * MB, "T2": None, "T3": None, "T4": None})
+    keys = _keys(0)
+    for key in keys:
+        m.insert(key, MB, 4)
+    clock.now = 11.0
+    m.tick()  # the two in T2 go to T3
+    m.drop_local()  # the two in T1 are lost (lazy posture: never written below)
+    found = m.lookup(keys, 4)
+    assert [t for _, t in found.hits] == ["T3", "T3"]
+    assert [(mv.kind, mv.src) for mv in found.moves] == [("copy", "T3"), ("copy", "T3")]
+    assert all(m.chunks[k].tiers == {"T1", "T3"} for k in keys[:2])
+
+
+def test_recompute_when_the_plan_says_it_is_faster() -> None:
+    m, _clock = _manager(posture="eager", reload_from_tokens={"T3": 12, "T4": None})
+    keys = _keys(0)
+    for key in keys:
+        m.insert(key, MB, 4)
+    m.drop_local()
+    short = m.lookup(keys[:2], 4)  # 8 tokens from T3: under the 12-token crossover
+    assert short.recompute
+    assert short.moves == []
+    assert m.counters["recomputes"] == 2
+    full = m.lookup(keys, 4)  # 16 tokens: reload wins
+    assert not full.recompute
+    assert len(full.moves) == 4
+
+
+def test_shared_chunks_expire_after_their_ttl_everywhere() -> None:
+    m, clock = _manager(posture="eager", shared_ttl_s=50.0)
+    keys = _keys(0)
+    m.insert(keys[0], MB, 4, shared=True)
+    m.insert(keys[1], MB, 4)
+    clock.now = 49.0
+    assert len(m.lookup(keys[:2], 4).hits) == 2
+    clock.now = 50.0
+    found = m.lookup(keys[:2], 4)
+    assert found.hits == []
+    assert {(mv.kind, mv.src) for mv in found.moves} == {("drop", "T1"), ("drop", "T3")}
+    assert m.counters["expired"] == 1
+    assert keys[0] not in m.chunks
+
+
+def test_pinned_chunks_stay_in_t1_under_pressure() -> None:
+    m, _ = _manager(capacity_bytes={"T1": 4 * MB, "T2": None, "T3": None, "T4": None})
+    keys = _keys(0, chunks=6)
+    m.insert(keys[0], MB, 4)
+    m.pin([keys[0]])
+    for key in keys[1:]:
+        m.insert(key, MB, 4)
+    assert m.where(keys[0]) == "T1"
+    m.unpin([keys[0]])
+
+
+def test_revert_puts_the_index_back_and_counts_a_fault() -> None:
+    m, clock = _manager()
+    _fill(m, 4)
+    clock.now = 11.0
+    move = next(mv for mv in m.tick() if mv.dst == "T3")
+    m.revert(move)
+    assert m.where(move.key) == "T2"
+    assert m.counters["faults"] == 1
+
+
+def test_a_corrupt_copy_leaves_the_index() -> None:
+    m, _ = _manager(posture="eager")
+    keys = _keys(0)
+    m.insert(keys[0], MB, 4)
+    m.drop_local()
+    m.corrupt(keys[0], "T3")
+    assert keys[0] not in m.chunks
+    assert m.counters["corrupt"] == 1
+
+
+def test_a_tier_that_is_off_is_skipped() -> None:
+    m, _ = _manager(capacity_bytes={"T1": 2 * MB, "T2": 0, "T3": None, "T4": None})
+    _fill(m, 1)
+    assert m.used["T2"] == 0
+    assert m.used["T3"] > 0
+
+
+def test_without_lower_tiers_pressure_drops_chunks() -> None:
+    m, _ = _manager(capacity_bytes={"T1": 2 * MB, "T2": 0, "T3": 0, "T4": 0})
+    keys = _fill(m, 1)[0]
+    assert sum(m.where(k) is not None for k in keys) == 1
+    assert m.counters["evictions"] == 3

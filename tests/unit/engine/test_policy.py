@@ -1,0 +1,94 @@
+"""Eviction policies decide only: orders, pins skipped, S3-FIFO's early exit for one-hit keys."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvtool.engine.policy import LRU, POLICIES, S3FIFO, make_policy
+
+
+def test_lru_evicts_the_least_recent_and_skips_pinned() -> None:
+    lru = LRU()
+    for key in "abcd":
+        lru.add(key)
+    lru.touch("a")
+    assert lru.evict(lambda k: True) == "b"
+    assert lru.evict(lambda k: k != "c") == "d"
+    assert lru.evict(lambda k: False) is None
+    assert len(lru) == 2
+
+
+def test_s3fifo_lets_one_hit_keys_go_before_reused_ones() -> None:
+    policy = S3FIFO()
+    for key in ("hot1", "hot2"):
+        policy.add(key)
+        policy.touch(key)
+        policy.touch(key)
+    for index in range(20):
+        policy.add(f"once{index}")
+    victims = [policy.evict(lambda k: True) for _ in range(20)]
+    assert "hot1" not in victims
+    assert "hot2" not in victims
+    assert len(policy) == 2
+
+
+def test_s3fifo_ghost_sends_a_returning_key_to_main() -> None:
+    policy = S3FIFO()
+    policy.add("a")
+    assert policy.evict(lambda k: True) == "a"  # a one-hit key, remembered in the ghost
+    policy.add("a")
+    for index in range(9):
+        policy.add(f"n{index}")
+    # main holds "a"; the small FIFO's one-hit keys go first
+    assert [policy.evict(lambda k: True) for _ in range(9)] == [f"n{i}" for i in range(9)]
+    assert policy.evict(lambda k: True) == "a"
+
+
+def test_s3fifo_passes_over_a_queue_whose_keys_are_all_pinned() -> None:
+    policy = S3FIFO()
+    for key in ("p1", "p2", "free"):
+        policy.add(key)
+        policy.touch(key)
+        policy.touch(key)
+    assert policy.evict(lambda k: k == "free") == "free"
+    assert policy.evict(lambda k: False) is None
+
+
+def test_unknown_policy_names_the_choices() -> None:
+    with pytest.raises(KeyError, match="lru, s3fifo"):
+        make_policy("clock")
+
+
+operations = st.lists(
+    st.tuples(st.sampled_from(["add", "touch", "remove", "evict"]), st.integers(0, 15)),
+    max_size=200,
+)
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+@given(ops=operations)
+def test_a_policy_tracks_exactly_the_resident_keys(name: str, ops: list[tuple[str, int]]) -> None:
+    policy = make_policy(name)
+    resident: set[str] = set()
+    for op, number in ops:
+        key = f"k{number}"
+        if op == "add":
+            policy.add(key)
+            resident.add(key)
+        elif op == "touch":
+            policy.touch(key)
+        elif op == "remove":
+            policy.remove(key)
+            resident.discard(key)
+        else:
+            pinned = {f"k{number}"}
+            victim = policy.evict(lambda k, pinned=pinned: k not in pinned)
+            if victim is None:
+                assert resident <= pinned
+            else:
+                assert victim in resident
+                assert victim not in pinned
+                resident.discard(victim)
+        assert len(policy) == len(resident)
