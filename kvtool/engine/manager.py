@@ -223,9 +223,12 @@ class Manager:
                 chunk.pins -= 1
         return Lookup(hits, moves, recompute=False)
 
-    def insert(self, key: str, nbytes: int, tokens: int, *, shared: bool = False) -> list[Move]:
+    def insert(
+        self, key: str, nbytes: int, tokens: int, *, shared: bool = False, settle: bool = True
+    ) -> list[Move]:
         """A chunk computed into T1 (its bytes come with the ``put``); eager posture also
-        copies it to T3. Then whatever pressure calls for."""
+        copies it to T3. Then whatever pressure calls for, unless ``settle`` is False: a
+        caller inserting a whole request's chunks settles once after the last (``settle``)."""
         now = self.clock()
         counters = self.counters
         counters["inserts"] += 1
@@ -246,11 +249,25 @@ class Manager:
             counters["bytes_read_T1"] += nbytes
             counters["bytes_written_T3"] += nbytes
             moves.append(Move("copy", key, "T1", "T3", nbytes, "eager write"))
-            if self.used["T3"] > self._limits["T3"]:
+            if settle and self.used["T3"] > self._limits["T3"]:
                 moves += self._make_room("T3")
-        if self.used["T1"] > self._limits["T1"]:
+        if settle and self.used["T1"] > self._limits["T1"]:
             chunk.pins += 1  # the chunk just computed stays while room is made
             moves += self._make_room("T1")
+            chunk.pins -= 1
+        return moves
+
+    def settle(self, keep: Iterable[str] = ()) -> list[Move]:
+        """Make room in every tier that is over its limit (after ``insert(settle=False)``);
+        chunks in ``keep`` (the request just inserted) stay in T1 if anything can go."""
+        kept = [self.chunks[k] for k in keep if k in self.chunks]
+        for chunk in kept:
+            chunk.pins += 1
+        moves: list[Move] = []
+        for tier in TIERS:
+            if self.used[tier] > self._limits[tier]:
+                moves += self._make_room(tier)
+        for chunk in kept:
             chunk.pins -= 1
         return moves
 
@@ -342,7 +359,8 @@ class Manager:
                 moves += self._forget_tier(chunk, tier, why)
             else:
                 moves.append(self._down(chunk, tier, lower, why=why))
-                moves += self._make_room(lower)
+        if lower is not None and self.used[lower] > self._limits[lower]:
+            moves += self._make_room(lower)  # once, after this tier is under its limit
         return moves
 
     def _down(self, chunk: Chunk, tier: str, lower: str, *, why: str) -> Move:

@@ -198,3 +198,18 @@ def test_without_lower_tiers_pressure_drops_chunks() -> None:
     keys = _fill(m, 1)[0]
     assert sum(m.where(k) is not None for k in keys) == 1
     assert m.counters["evictions"] == 3
+
+
+def test_a_request_inserted_then_settled_evicts_once_and_keeps_its_own_chunks() -> None:
+    m, _ = _manager(capacity_bytes={"T1": 6 * MB, "T2": None, "T3": None, "T4": None})
+    first = _keys(0)
+    for key in first:
+        m.insert(key, MB, 4)
+    second = _keys(1, chunks=4)[1:]  # the shared chunk is already in
+    for key in second:
+        assert [mv.kind for mv in m.insert(key, MB, 4, settle=False)] == ["put"]
+    assert m.used["T1"] == 7 * MB  # over the 5.1 MB line until settled
+    moves = m.settle(second)
+    assert m.used["T1"] <= 0.85 * 6 * MB
+    assert all(m.where(k) == "T1" for k in second)
+    assert {mv.key for mv in moves} <= set(first)
