@@ -9,6 +9,7 @@ tokens and ``128K`` is 131,072.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from kvtool.errors import InputError
 
@@ -155,3 +156,29 @@ def parse_fraction(text: str, *, what: str) -> float:
     if not 0 < value <= 1:
         raise InputError(f"{what} must be in (0, 1], got {text!r}", "use e.g. 0.4 or 40%")
     return value
+
+
+class TierSize(NamedTuple):
+    """A tier size as typed: tokens, bytes, off (0) or unbounded (``inf``)."""
+
+    unit: str  # "tokens", "bytes", "off" or "unbounded"
+    value: int
+
+
+def parse_tier_size(text: str, *, what: str) -> TierSize:
+    """``3M`` or ``3000000`` (tokens, as ``--ctx``), ``80GiB`` or ``2TB`` (bytes), ``0`` (the
+    tier off) or ``inf`` (unbounded); InputError names ``what``."""
+    raw = text.strip()
+    if raw in ("0", "off"):
+        return TierSize("off", 0)
+    if raw.lower() in ("inf", "unbounded"):
+        return TierSize("unbounded", 0)
+    if raw[-1:].lower() == "b":
+        return TierSize("bytes", parse_bytes(raw, what=what))
+    try:
+        return TierSize("tokens", parse_count(raw, what=what))
+    except InputError:
+        raise InputError(
+            f"{what} {text!r} is not a size",
+            "give tokens (3M, 3000000), bytes with a unit (80GiB, 2TB), 0 (off) or inf",
+        ) from None

@@ -60,6 +60,13 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "kvtool.plan",
         "kvtool.engine",
     ),
+    "kvtool.replay": (
+        "kvtool.errors",
+        "kvtool.model",
+        "kvtool.plan",
+        "kvtool.engine",
+        "kvtool.replay",
+    ),
     "kvtool.cli": ("kvtool",),
     "kvtool.__main__": ("kvtool.cli",),
     "kvtool": ("kvtool",),  # the lazy package __init__ re-exports the library
@@ -80,6 +87,10 @@ PURE = (
     "kvtool.engine.policy",
     "kvtool.engine.manager",
     "kvtool.engine.chunkfile",
+    "kvtool.replay.trace",
+    "kvtool.replay.run",
+    "kvtool.replay.ttft",
+    "kvtool.replay.gen",
 )
 SIDE_EFFECTS = {"subprocess", "boto3", "botocore", "torch", "urllib", "socket", "shutil"}
 

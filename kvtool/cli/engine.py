@@ -306,3 +306,14 @@ def _remove_s3(mediums: "dict[str, Medium]") -> None:
 
 
 engine_app.command("smoke", no_args_is_help=False)(reports_errors(smoke))
+
+
+def _register_replay() -> None:
+    from kvtool.cli.replay import gen_command, replay_command, sweep_command
+
+    engine_app.command("replay", no_args_is_help=True)(reports_errors(replay_command))
+    engine_app.command("sweep", no_args_is_help=True)(reports_errors(sweep_command))
+    engine_app.command("gen", no_args_is_help=False)(reports_errors(gen_command))
+
+
+_register_replay()

@@ -33,6 +33,7 @@ from typing import NamedTuple
 from kvtool.engine.policy import Policy, make_policy
 
 TIERS = ("T1", "T2", "T3", "T4")
+Key = str  # hex digests from the engine; a trace's block ids (as text) in replay
 SHARED_TIERS = ("T3", "T4")  # what another node can read
 IDLE_TIERS = ("T2", "T3")  # the tiers chunks leave when idle
 
@@ -63,7 +64,7 @@ class Move(NamedTuple):
     ``drop``: delete from ``src``. ``why`` is the rule that called for it."""
 
     kind: str
-    key: str
+    key: Key
     src: str | None
     dst: str | None
     nbytes: int
@@ -75,7 +76,7 @@ class Chunk:
 
     __slots__ = ("expires_at", "key", "last_access", "nbytes", "pins", "tiers", "tokens")
 
-    def __init__(self, key: str, nbytes: int, tokens: int, now: float) -> None:
+    def __init__(self, key: Key, nbytes: int, tokens: int, now: float) -> None:
         self.key = key
         self.nbytes = nbytes
         self.tokens = tokens
@@ -89,7 +90,7 @@ class Lookup(NamedTuple):
     """A lookup's answer: the leading chunks held somewhere (key, fastest tier holding it)
     and the moves that bring them into T1 (empty when recomputing is faster)."""
 
-    hits: list[tuple[str, str]]
+    hits: list[tuple[Key, str]]
     moves: list[Move]
     recompute: bool
 
@@ -116,11 +117,11 @@ class Manager:
     def __init__(self, config: EngineConfig, clock: Callable[[], float]) -> None:
         self.config = config
         self.clock = clock
-        self.chunks: dict[str, Chunk] = {}
+        self.chunks: dict[Key, Chunk] = {}
         self.used = dict.fromkeys(TIERS, 0)
         self.policies: dict[str, Policy] = {t: make_policy(config.policy) for t in TIERS}
         # least recently used first, for the idle rules: only the tiers chunks idle out of
-        self.by_age: dict[str, OrderedDict[str, None]] = {t: OrderedDict() for t in IDLE_TIERS}
+        self.by_age: dict[str, OrderedDict[Key, None]] = {t: OrderedDict() for t in IDLE_TIERS}
         self.counters = new_counters()
         # fixed per run (the config is frozen): looked up on every operation
         self._limits = {t: self._limit_of(t) for t in TIERS}
@@ -129,6 +130,16 @@ class Manager:
             for t in TIERS
         }
         self._eager = config.posture == "eager" and config.enabled("T3")
+        self._idle_rules = [
+            (tier, idle, lower)
+            for tier, idle, lower in (
+                ("T2", config.t2_idle_s, "T3"),
+                ("T3", config.t3_idle_s, "T4"),
+            )
+            if config.enabled(lower)
+        ]
+        self._next_due = float("-inf")  # when tick next has something to look at
+        self._idle_of = {"T2": config.t2_idle_s, "T3": config.t3_idle_s}
         self._ttl = config.shared_ttl_s
         self._hits_key = {t: f"hits_{t}" for t in TIERS}
         self._hit_tokens_key = {t: f"hit_tokens_{t}" for t in TIERS}
@@ -147,7 +158,7 @@ class Manager:
             return float("inf")
         return capacity * self.config.pressure if tier == "T1" else float(capacity)
 
-    def where(self, key: str) -> str | None:
+    def where(self, key: Key) -> str | None:
         """The fastest tier holding ``key``, or None."""
         chunk = self.chunks.get(key)
         if chunk is None:
@@ -159,25 +170,25 @@ class Manager:
 
     # --- sessions ------------------------------------------------------------------------------
 
-    def pin(self, keys: Iterable[str]) -> None:
+    def pin(self, keys: Iterable[Key]) -> None:
         """Chunks in use stay in T1 whatever the pressure."""
         for key in keys:
             if key in self.chunks:
                 self.chunks[key].pins += 1
 
-    def unpin(self, keys: Iterable[str]) -> None:
+    def unpin(self, keys: Iterable[Key]) -> None:
         for key in keys:
             chunk = self.chunks.get(key)
             if chunk is not None and chunk.pins:
                 chunk.pins -= 1
 
-    def lookup(self, keys: Sequence[str], chunk_tokens: int) -> Lookup:
+    def lookup(self, keys: Sequence[Key], chunk_tokens: int) -> Lookup:
         """The longest run of leading ``keys`` held in a tier, and how to bring it to T1."""
         now = self.clock()
         counters = self.counters
         counters["lookups"] += 1
         counters["lookup_chunks"] += len(keys)
-        hits: list[tuple[str, str]] = []
+        hits: list[tuple[Key, str]] = []
         found: list[Chunk] = []
         drops: list[Move] = []
         chunks = self.chunks
@@ -224,7 +235,7 @@ class Manager:
         return Lookup(hits, moves, recompute=False)
 
     def insert(
-        self, key: str, nbytes: int, tokens: int, *, shared: bool = False, settle: bool = True
+        self, key: Key, nbytes: int, tokens: int, *, shared: bool = False, settle: bool = True
     ) -> list[Move]:
         """A chunk computed into T1 (its bytes come with the ``put``); eager posture also
         copies it to T3. Then whatever pressure calls for, unless ``settle`` is False: a
@@ -257,7 +268,7 @@ class Manager:
             chunk.pins -= 1
         return moves
 
-    def settle(self, keep: Iterable[str] = ()) -> list[Move]:
+    def settle(self, keep: Iterable[Key] = ()) -> list[Move]:
         """Make room in every tier that is over its limit (after ``insert(settle=False)``);
         chunks in ``keep`` (the request just inserted) stay in T1 if anything can go."""
         kept = [self.chunks[k] for k in keep if k in self.chunks]
@@ -271,30 +282,86 @@ class Manager:
             chunk.pins -= 1
         return moves
 
+    def access(self, keys: Sequence[Key], nbytes: int, tokens: int) -> list[str]:
+        """One request of a trace replay: the tiers of its longest cached prefix (what a
+        lookup finds), then every block touched or inserted, the last block first, so that a
+        prefix stays more recent than its suffixes; blocks found below T1 come up into it
+        (moved from T2, copied from T3 and T4); eviction once the whole request is in."""
+        now = self.clock()
+        counters = self.counters
+        chunks = self.chunks
+        counters["lookups"] += 1
+        counters["lookup_chunks"] += len(keys)
+        hit_tiers: list[str] = []
+        for key in keys:
+            chunk = chunks.get(key)
+            if chunk is None:
+                break
+            if chunk.expires_at is not None and now >= chunk.expires_at:
+                self._forget(chunk, why="shared TTL expired")
+                counters["expired"] += 1
+                break
+            tiers = chunk.tiers
+            if len(tiers) == 1:
+                (tier,) = tiers
+            else:
+                tier = next(t for t in TIERS if t in tiers)
+            hit_tiers.append(tier)
+            counters[self._hits_key[tier]] += 1
+            counters[self._hit_tokens_key[tier]] += tokens
+        counters["misses"] += len(keys) - len(hit_tiers)
+        hits = len(hit_tiers)
+        for index in range(len(keys) - 1, -1, -1):
+            key = keys[index]
+            chunk = chunks.get(key)
+            if chunk is None:
+                chunk = chunks[key] = Chunk(key, nbytes, tokens, now)
+                counters["inserts"] += 1
+                self._add(chunk, "T1")
+                counters["bytes_written_T1"] += nbytes
+                if self._eager and "T3" not in chunk.tiers:
+                    self._add(chunk, "T3")
+                    counters["bytes_read_T1"] += nbytes
+                    counters["bytes_written_T3"] += nbytes
+                continue
+            self._touch(chunk, now)
+            if "T1" in chunk.tiers:
+                continue
+            if index < hits:
+                self._promote(chunk, hit_tiers[index])
+            else:  # held below, but past the end of the prefix: recomputed into T1
+                counters["inserts"] += 1
+                self._add(chunk, "T1")
+                counters["bytes_written_T1"] += nbytes
+        self.settle()  # the request's own blocks may go too: they are the least recent ones
+        return hit_tiers
+
     def tick(self) -> list[Move]:
         """Idle demotions due now: T2 -> T3 after ``t2_idle_s``, T3 -> T4 after ``t3_idle_s``."""
         now = self.clock()
+        if now < self._next_due:
+            return []  # nothing can be idle long enough yet (ages only grow later)
         moves: list[Move] = []
-        for tier, idle, lower in (
-            ("T2", self.config.t2_idle_s, "T3"),
-            ("T3", self.config.t3_idle_s, "T4"),
-        ):
-            if not self.config.enabled(lower):
-                continue
+        next_due = float("inf")
+        for tier, idle, lower in self._idle_rules:
             ages = self.by_age[tier]
+            why = f"idle {idle:g} s"
             while ages:
                 key = next(iter(ages))
                 chunk = self.chunks[key]
                 if now - chunk.last_access < idle:
+                    next_due = min(next_due, chunk.last_access + idle)
                     break
                 self.counters["demotions"] += 1
-                moves.append(self._down(chunk, tier, lower, why=f"idle {idle:g} s"))
-                moves += self._make_room(lower)
+                moves.append(self._down(chunk, tier, lower, why=why))
+                if self.used[lower] > self._limits[lower]:
+                    moves += self._make_room(lower)
+        self._next_due = next_due
         return moves
 
     # --- what happened outside -----------------------------------------------------------------
 
-    def adopt(self, key: str, nbytes: int, tokens: int, tier: str) -> None:
+    def adopt(self, key: Key, nbytes: int, tokens: int, tier: str) -> None:
         """Another node wrote ``key`` to a shared tier: index it there."""
         chunk = self.chunks.get(key)
         if chunk is None:
@@ -311,7 +378,7 @@ class Manager:
             if not chunk.tiers:
                 del self.chunks[chunk.key]
 
-    def corrupt(self, key: str, tier: str) -> None:
+    def corrupt(self, key: Key, tier: str) -> None:
         """A chunk read back from ``tier`` failed its checks: it is no longer there."""
         self.counters["corrupt"] += 1
         chunk = self.chunks.get(key)
@@ -408,6 +475,7 @@ class Manager:
         self.policies[tier].add(chunk.key)
         if tier in IDLE_TIERS:
             self.by_age[tier][chunk.key] = None
+            self._next_due = min(self._next_due, chunk.last_access + self._idle_of[tier])
 
     def _remove(self, chunk: Chunk, tier: str) -> None:
         chunk.tiers.discard(tier)

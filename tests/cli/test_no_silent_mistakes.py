@@ -228,7 +228,7 @@ def test_help_examples_paste_and_run(kvtool: Run) -> None:
     examples = help_examples()
     assert len(examples) >= 8
     for command, argv in examples:
-        if any(arg.endswith((".json", ".yaml", ".toml")) for arg in argv):
+        if any(arg.endswith((".json", ".jsonl", ".yaml", ".toml", ".png")) for arg in argv):
             continue  # the reader's own file
         if any(arg.startswith("/") and not Path(arg).exists() for arg in argv):
             continue  # the reader's own mount (/fsx/kvcache); docs/doctor.md runs on snapshots

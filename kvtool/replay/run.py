@@ -1,0 +1,210 @@
+"""Trace replay: a trace's requests through the tiering engine's manager on the trace's own
+clock, counting instead of moving bytes. Pure (docs/replay.md states the semantics).
+
+Per request: the manager's clock is set to the arrival time and due idle demotions happen; the
+longest leading run of the request's blocks held in any tier is its hit (the tier of each hit
+block is the fastest holding it); then every block is touched or inserted, the last first, and
+eviction runs once the whole request is in (``Manager.access``). The infinite-capacity reuse
+ratio is counted in the same pass. With a TTFT model (``TtftModel``, from the plan's
+reload-vs-recompute model), each request's time to first token is estimated both with the cache
+and without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from kvtool.engine.manager import TIERS, EngineConfig, Manager
+from kvtool.replay.trace import Request
+
+
+class ReplayConfig(NamedTuple):
+    """Capacities per tier in units (bytes with a model, else tokens; None: unbounded; 0:
+    off), each block's size in those units, and the engine's rules."""
+
+    capacity: dict[str, int | None]
+    block_units: int
+    unit: str  # "bytes" or "tokens"
+    policy: str = "lru"
+    posture: str = "lazy"
+    pressure: float = 1.0  # the capacity given is what a tier holds
+    t2_idle_s: float = 300.0
+    t3_idle_s: float = 3600.0
+
+
+class TtftModel(NamedTuple):
+    """Seconds to prefill n tokens from scratch, and to reload a block from each tier."""
+
+    prefill_s: Callable[[int], float]
+    reload_block_s: dict[str, float]  # per tier and block, after the first byte (T1: 0)
+    latency_s: dict[str, float]  # per tier, once per request that reads from it
+    source: str
+
+
+class TierStats(NamedTuple):
+    """One tier's share of a replay."""
+
+    tier: str
+    capacity: int | None
+    hit_blocks: int
+    hit_tokens: int
+    token_hit_ratio: float
+    read: int
+    written: int
+    peak: int
+
+
+class ReplayResult(NamedTuple):
+    """What a replay found."""
+
+    requests: int
+    mean_input_tokens: float
+    mean_output_tokens: float
+    block_tokens: int
+    unit: str
+    token_hit_ratio: float
+    block_hit_ratio: float
+    full_block_hit_ratio: float
+    reuse_ratio_unbounded: float
+    tiers: list[TierStats]
+    counters: dict[str, int]
+    ttft: dict[str, Any] | None
+    occupancy: list[tuple[float, dict[str, int]]]
+
+    def to_json(self) -> dict[str, Any]:
+        data = self._asdict()
+        data["tiers"] = [t._asdict() for t in self.tiers]
+        data["occupancy"] = [{"t_s": t, **used} for t, used in self.occupancy]
+        return data
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    """p50, p90, p99 and the mean (nearest-rank percentiles)."""
+    if not values:
+        return {}
+    ordered = sorted(values)
+    n = len(ordered)
+
+    def rank(q: float) -> float:
+        return ordered[min(n - 1, max(0, int(-(-q * n // 100)) - 1))]
+
+    return {"p50": rank(50), "p90": rank(90), "p99": rank(99), "mean": sum(ordered) / n}
+
+
+def replay(
+    requests: Sequence[Request],
+    block_tokens: int,
+    config: ReplayConfig,
+    *,
+    ttft: TtftModel | None = None,
+    samples: int = 200,
+) -> ReplayResult:
+    """Replay ``requests``; ``samples`` points of tier occupancy over time are kept."""
+    clock = [0.0]
+    manager = Manager(
+        EngineConfig(
+            capacity_bytes=dict(config.capacity),
+            pressure=config.pressure,
+            t2_idle_s=config.t2_idle_s,
+            t3_idle_s=config.t3_idle_s,
+            posture=config.posture,
+            policy=config.policy,
+        ),
+        lambda: clock[0],
+    )
+    seen: set[str] = set()
+    unit = config.block_units
+    total_input = total_output = total_blocks = total_full = 0
+    hit_tokens = hit_blocks = hit_full = unbounded_tokens = 0
+    tier_blocks = dict.fromkeys(TIERS, 0)
+    tier_tokens = dict.fromkeys(TIERS, 0)
+    peak = dict.fromkeys(TIERS, 0)
+    occupancy: list[tuple[float, dict[str, int]]] = []
+    every = max(1, len(requests) // samples) if samples > 0 else 0
+    with_cache: list[float] = []
+    without: list[float] = []
+    saved = 0.0
+    for index, request in enumerate(requests):
+        clock[0] = request.t_s
+        manager.tick()
+        blocks = request.blocks
+        n = request.input_tokens
+        count = len(blocks)
+        last = n - (count - 1) * block_tokens if count else 0
+        reused = 0
+        for block in blocks:
+            if block not in seen:
+                break
+            reused += 1
+        seen.update(blocks)
+        unbounded_tokens += min(reused * block_tokens, n)
+        hit_tiers = manager.access(blocks, unit, block_tokens)
+        hits = len(hit_tiers)
+        tokens = min(hits * block_tokens, n)
+        for position, tier in enumerate(hit_tiers):
+            tier_blocks[tier] += 1
+            tier_tokens[tier] += block_tokens if position < count - 1 else last
+        total_input += n
+        total_output += request.output_tokens
+        total_blocks += count
+        full = n // block_tokens
+        total_full += full
+        hit_tokens += tokens
+        hit_blocks += hits
+        hit_full += min(hits, full)
+        used = manager.used
+        for tier in TIERS:
+            if used[tier] > peak[tier]:
+                peak[tier] = used[tier]
+        if every and index % every == 0:
+            occupancy.append((request.t_s, dict(used)))
+        if ttft is not None:
+            cold = ttft.prefill_s(n)
+            reload = 0.0
+            for tier in set(hit_tiers):
+                k = hit_tiers.count(tier)
+                reload += ttft.latency_s[tier] + k * ttft.reload_block_s[tier]
+            warm = min(cold, reload + max(0.0, cold - ttft.prefill_s(tokens)))
+            with_cache.append(warm)
+            without.append(cold)
+            saved += cold - warm
+    counters = dict(manager.counters)
+    tiers = [
+        TierStats(
+            tier=tier,
+            capacity=config.capacity.get(tier),
+            hit_blocks=tier_blocks[tier],
+            hit_tokens=tier_tokens[tier],
+            token_hit_ratio=tier_tokens[tier] / total_input if total_input else 0.0,
+            read=counters[f"bytes_read_{tier}"],
+            written=counters[f"bytes_written_{tier}"],
+            peak=peak[tier],
+        )
+        for tier in TIERS
+        if config.capacity.get(tier) != 0
+    ]
+    requests_count = len(requests)
+    summary = None
+    if ttft is not None:
+        summary = {
+            "with_cache_s": percentiles(with_cache),
+            "without_cache_s": percentiles(without),
+            "prefill_seconds_saved": saved,
+            "source": ttft.source,
+        }
+    return ReplayResult(
+        requests=requests_count,
+        mean_input_tokens=total_input / requests_count if requests_count else 0.0,
+        mean_output_tokens=total_output / requests_count if requests_count else 0.0,
+        block_tokens=block_tokens,
+        unit=config.unit,
+        token_hit_ratio=hit_tokens / total_input if total_input else 0.0,
+        block_hit_ratio=hit_blocks / total_blocks if total_blocks else 0.0,
+        full_block_hit_ratio=hit_full / total_full if total_full else 0.0,
+        reuse_ratio_unbounded=unbounded_tokens / total_input if total_input else 0.0,
+        tiers=tiers,
+        counters=counters,
+        ttft=summary,
+        occupancy=occupancy,
+    )

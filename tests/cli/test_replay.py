@@ -1,0 +1,180 @@
+"""``kvtool engine replay``, ``sweep`` and ``gen`` end to end, on the head of Mooncake's
+conversation trace and on generated traces."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliResult
+
+Kvtool = Callable[..., CliResult]
+HEAD = Path(__file__).parents[1] / "fixtures" / "traces" / "conversation_trace_head.jsonl"
+
+
+def test_replay_json_has_the_ratios_and_tiers(kvtool: Kvtool) -> None:
+    done = kvtool(
+        "engine", "replay", str(HEAD), "--t1", "1M", "--t2", "3M", "--t3", "inf", "--json"
+    )
+    assert done.exit_code == 0, done.stderr
+    data = json.loads(done.stdout)
+    for key in ("requests", "token_hit_ratio", "block_hit_ratio", "full_block_hit_ratio",
+                "reuse_ratio_unbounded", "tiers"):  # fmt: skip
+        assert key in data
+    assert data["requests"] == 200
+    assert [t["tier"] for t in data["tiers"]] == ["T1", "T2", "T3"]  # T4 off
+    assert data["tiers"][0]["capacity"] == (1024 * 1024 // 512) * 512
+    assert 0 < data["token_hit_ratio"] <= data["reuse_ratio_unbounded"] <= 1
+    assert data["format"] == "mooncake"
+    assert data["unit"] == "tokens"
+
+
+def test_replay_with_model_and_hardware_sizes_in_bytes_and_estimates_ttft(kvtool: Kvtool) -> None:
+    done = kvtool("engine", "replay", str(HEAD), "--model", "llama-3.1-8b", "--hardware", "p5en",
+                  "--json")  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["unit"] == "bytes"
+    assert data["tiers"][0]["capacity"] > 100 * 2**30  # p5en's HBM for KV
+    ttft = data["ttft"]
+    assert ttft["source"].startswith("estimate:")
+    assert ttft["with_cache_s"]["p50"] <= ttft["without_cache_s"]["p50"]
+    assert ttft["prefill_seconds_saved"] >= 0
+    text = kvtool("engine", "replay", str(HEAD), "--model", "llama-3.1-8b", "--hardware", "p5en")
+    assert "TTFT (estimate:" in text.stdout
+    assert "from the p5en.48xlarge plan" in text.stdout
+
+
+def test_replay_text_and_a_png(kvtool: Kvtool, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "occupancy.png"
+    done = kvtool("engine", "replay", str(HEAD), "--t1", "1M", "--plot", str(png))
+    assert done.exit_code == 0, done.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "token hit ratio" in done.stdout
+
+
+def test_without_sizes_t1_is_unbounded_and_says_so(kvtool: Kvtool) -> None:
+    done = kvtool("engine", "replay", str(HEAD))
+    assert done.exit_code == 0
+    assert "T1 unbounded and the rest off" in done.stdout
+    assert "occupancy over the trace" not in done.stdout  # nothing bounded to chart
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--t1", "80GiB"), "is in bytes: that needs --model"),
+        (("--t1", "lots"), "--t1 'lots' is not a size"),
+        (("--hardware", "p5en"), "--hardware needs --model"),
+        (("--policy", "clock"), "unknown --policy"),
+        (("--format", "csv"), "unknown trace format"),
+        (("--format", "jsonl"), "no kvtool trace header"),
+    ],
+)
+def test_bad_replay_input_is_one_line_and_exit_2(
+    kvtool: Kvtool, args: tuple[str, ...], message: str
+) -> None:
+    done = kvtool("engine", "replay", str(HEAD), *args)
+    assert done.exit_code == 2
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_malformed_line_is_named_and_skip_bad_goes_on(kvtool: Kvtool, tmp_path: Path) -> None:
+    lines = HEAD.read_text().splitlines()[:10]
+    lines[6] = lines[6][:30]
+    trace = tmp_path / "broken.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    done = kvtool("engine", "replay", str(trace))
+    assert done.exit_code == 2
+    assert f"{trace}:7: not JSON" in done.stderr
+    skipped = kvtool("engine", "replay", str(trace), "--skip-bad", "--json")
+    assert skipped.exit_code == 0
+    assert json.loads(skipped.stdout)["skipped_lines"] == 1
+
+
+def test_timestamps_going_back_and_a_missing_file(kvtool: Kvtool, tmp_path: Path) -> None:
+    trace = tmp_path / "back.jsonl"
+    rows = [{"timestamp": t, "input_length": 10, "output_length": 1, "hash_ids": [i]}
+            for i, t in enumerate((0, 20, 10))]  # fmt: skip
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = kvtool("engine", "replay", str(trace))
+    assert done.exit_code == 2
+    assert ":3: timestamp 10 ms goes back from 20 ms" in done.stderr
+    missing = kvtool("engine", "replay", str(tmp_path / "nope.jsonl"))
+    assert missing.exit_code == 2
+    assert "is not a file" in missing.stderr
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_sweep_gives_one_point_per_size_and_rises_with_capacity(
+    kvtool: Kvtool, processes: str
+) -> None:
+    done = kvtool("engine", "sweep", str(HEAD), "--t1", "256K,1M,4M,inf", "-j", processes, "--json")
+    assert done.exit_code == 0, done.stderr
+    points = json.loads(done.stdout)["points"]
+    assert [p["capacity"]["T1"] for p in points] == [262144, 1048576, 4194304, None]
+    ratios = [p["token_hit_ratio"] for p in points]
+    assert ratios == sorted(ratios)
+
+
+def test_sweep_text_chart_and_png(kvtool: Kvtool, tmp_path: Path) -> None:
+    done = kvtool("engine", "sweep", str(HEAD), "--t1", "256K,inf", "--t2", "0,1M")
+    assert done.exit_code == 0, done.stderr
+    assert "█" in done.stdout
+    assert "off" in done.stdout
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "sweep.png"
+    assert (
+        kvtool("engine", "sweep", str(HEAD), "--t1", "256K,inf", "--plot", str(png)).exit_code == 0
+    )
+    assert png.stat().st_size > 1000
+
+
+def test_sweep_needs_something_to_vary(kvtool: Kvtool) -> None:
+    done = kvtool("engine", "sweep", str(HEAD))
+    assert done.exit_code == 2
+    assert "a sweep needs sizes to vary" in done.stderr
+
+
+def test_gen_is_seeded_and_replays(kvtool: Kvtool, tmp_path: Path) -> None:
+    a, b, c = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    assert kvtool("engine", "gen", "-n", "500", "--seed", "3", "-o", str(a)).exit_code == 0
+    assert kvtool("engine", "gen", "-n", "500", "--seed", "3", "-o", str(b)).exit_code == 0
+    assert kvtool("engine", "gen", "-n", "500", "--seed", "4", "-o", str(c)).exit_code == 0
+    assert a.read_bytes() == b.read_bytes()
+    assert a.read_bytes() != c.read_bytes()
+    header = json.loads(a.read_text().splitlines()[0])
+    assert header["kvtool_trace"] == 1
+    assert header["workload"]["seed"] == 3
+    done = kvtool("engine", "replay", str(a), "--json")
+    data = json.loads(done.stdout)
+    assert data["requests"] == 500
+    assert data["format"] == "jsonl"
+    assert data["reuse_ratio_unbounded"] > 0.3  # shared prompts and conversation history
+
+
+def test_gen_sharing_knobs_move_the_reuse(kvtool: Kvtool, tmp_path: Path) -> None:
+    shared = tmp_path / "shared.jsonl"
+    alone = tmp_path / "alone.jsonl"
+    kvtool("engine", "gen", "-n", "400", "--system-prompts", "1", "--turns", "6", "-o", str(shared))
+    kvtool("engine", "gen", "-n", "400", "--system-prompts", "400", "--turns", "1",
+           "--rag-share", "0", "-o", str(alone))  # fmt: skip
+    reuse = {
+        name: json.loads(kvtool("engine", "replay", str(p), "--json").stdout)[
+            "reuse_ratio_unbounded"
+        ]
+        for name, p in (("shared", shared), ("alone", alone))
+    }
+    assert reuse["shared"] > 0.5
+    assert reuse["alone"] < reuse["shared"] / 2
+
+
+def test_gen_bad_knobs(kvtool: Kvtool) -> None:
+    done = kvtool("engine", "gen", "--rag-share", "2")
+    assert done.exit_code == 2
+    assert "--rag-share must be between 0 and 1" in done.stderr
