@@ -99,8 +99,22 @@ def replay_command(
         Path | None,
         typer.Option("--plot", metavar="FILE.png", help="Draw tier occupancy over time."),
     ] = None,
+    real: Annotated[
+        Path | None,
+        typer.Option(
+            "--real",
+            metavar="DIR",
+            help="Move real bytes: T3 and T4 as folders under DIR (small traces).",
+        ),
+    ] = None,
+    block_bytes: Annotated[
+        str | None,
+        typer.Option(
+            "--block-bytes", metavar="SIZE", help="With --real and no --model (default 64KiB)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
-) -> None:
+) -> int:
     """Replay TRACE through the tiering engine on its own clock: hit ratios, tier traffic, TTFT.
 
     Sizes are tokens (3M, as --ctx), bytes (80GiB: needs --model), 0 (off) or inf.
@@ -111,25 +125,87 @@ def replay_command(
       kvtool engine replay conversation_trace.jsonl --t1 3M --t2 10M --t3 inf
 
       kvtool engine replay trace.jsonl --model llama-3.1-70b --hardware p5en --json
+
+      kvtool engine replay small.jsonl --t1 64K --t2 128K --t3 inf --real /fsx/shared
+
+    Exit status: 0 replayed, 1 --real found a block that read back wrong, 2 bad input.
     """
+    from kvtool.cli import status
+    from kvtool.units import parse_bytes
+
     loaded = _load(trace, fmt, skip_bad)
+    forced = None
+    if real is not None and model is None:
+        forced = parse_bytes(block_bytes or "64KiB", what="--block-bytes")
+    elif block_bytes is not None:
+        raise InputError("--block-bytes goes with --real and no --model", "drop --block-bytes")
     config, ttft, notes = _config(
         loaded, {"T1": t1, "T2": t2, "T3": t3, "T4": t4}, model, engine, tp, hardware,
-        policy, posture, t2_idle, t3_idle,
+        policy, posture, t2_idle, t3_idle, block_bytes=forced,
     )  # fmt: skip
     from kvtool.cli.render import replay as render
     from kvtool.replay.run import replay
 
-    result = replay(loaded.requests, loaded.block_tokens, config, ttft=ttft)
+    extra: dict[str, Any] = {}
+    if real is not None:
+        result, stats = _real(loaded, config, real)
+        extra["real"] = stats._asdict()
+        notes.append(
+            f"--real: {stats.checked:,} hit blocks read back from T1 and compared,"
+            f" {stats.mismatched} differed; {len(stats.faults)} medium fault(s)"
+        )
+    else:
+        result = replay(loaded.requests, loaded.block_tokens, config, ttft=ttft)
     if plot is not None:
         notes.append(render.plot_occupancy(result, plot))
+    bad = bool(extra) and extra["real"]["mismatched"] > 0
     if as_json:
         from kvtool.cli.render.text import print_json
 
         print_json({**result.to_json(), "trace": loaded.source, "format": loaded.format,
-                    "skipped_lines": loaded.skipped, "notes": notes})  # fmt: skip
-        return
-    render.print_replay(result, loaded, notes, chart=plot is None)
+                    "skipped_lines": loaded.skipped, "notes": notes, **extra})  # fmt: skip
+    else:
+        render.print_replay(result, loaded, notes, chart=plot is None)
+        if extra:
+            render.print_real(extra["real"])
+    return status.PROBLEMS if bad else status.OK
+
+
+def _real(trace: "Trace", config: "ReplayConfig", folder: Path) -> "tuple[Any, Any]":
+    """The replay with real mediums in a scratch folder under ``folder``, removed after."""
+    import os
+    import secrets
+    import shutil
+
+    from kvtool.bench.gpu import torch_or_none
+    from kvtool.engine.mediums import FolderMedium
+    from kvtool.engine.smoke import memory_mediums
+    from kvtool.replay.real import real_replay
+
+    if not folder.is_dir():
+        raise InputError(
+            f"--real {folder} is not a folder", "pass a folder on T3, e.g. /fsx/kvtool"
+        )
+    unique = len({b for r in trace.requests for b in r.blocks})
+    need = unique * (config.block_units + 4096) * 2  # every block may land in T3 and in T4
+    free = shutil.disk_usage(folder).free
+    if need > free * 0.9:
+        raise InputError(
+            f"--real needs up to {need / 2**30:,.1f} GiB in {folder}; {free / 2**30:,.1f} GiB free",
+            "replay a smaller trace, or lower --block-bytes",
+        )
+    root = folder / f"kvtool-replay-{os.getpid()}-{secrets.token_hex(3)}"
+    root.mkdir()
+    try:
+        mediums = memory_mediums(torch_or_none())
+        mediums["T3"] = FolderMedium("T3", root / "t3")
+        mediums["T4"] = FolderMedium("T4", root / "t4")
+        return real_replay(
+            trace.requests, trace.block_tokens, config, block_bytes=config.block_units,
+            mediums=mediums,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def sweep_command(
@@ -325,6 +401,7 @@ def _config(
     t3_idle: float,
     *,
     ttft: bool = True,
+    block_bytes: int | None = None,
 ) -> "tuple[ReplayConfig, TtftModel | None, list[str]]":
     """The replay's capacities in blocks' units, the TTFT model, and notes on what was assumed."""
     from kvtool.engine.policy import POLICIES
@@ -339,7 +416,6 @@ def _config(
     if hardware is not None and model is None:
         raise InputError("--hardware needs --model", "add --model NAME")
     notes: list[str] = []
-    block_bytes = None
     plan = None
     ttft_model = None
     if model is not None:
@@ -348,7 +424,7 @@ def _config(
             from kvtool.replay.ttft import ttft_model as build
 
             ttft_model = build(spec, plan, block_bytes=block_bytes)
-    unit = "bytes" if block_bytes is not None else "tokens"
+    unit = "bytes" if block_bytes is not None else "tokens"  # a model's, or --real's
     base = ReplayConfig(
         capacity={},
         block_units=block_bytes or trace.block_tokens,

@@ -282,23 +282,25 @@ class Manager:
             chunk.pins -= 1
         return moves
 
-    def access(self, keys: Sequence[Key], nbytes: int, tokens: int) -> list[str]:
+    def access(self, keys: Sequence[Key], nbytes: int, tokens: int) -> tuple[list[str], list[Move]]:
         """One request of a trace replay: the tiers of its longest cached prefix (what a
         lookup finds), then every block touched or inserted, the last block first, so that a
         prefix stays more recent than its suffixes; blocks found below T1 come up into it
-        (moved from T2, copied from T3 and T4); eviction once the whole request is in."""
+        (moved from T2, copied from T3 and T4); eviction once the whole request is in.
+        Returns the hit tiers and the moves (``put``s carry blocks the caller computes)."""
         now = self.clock()
         counters = self.counters
         chunks = self.chunks
         counters["lookups"] += 1
         counters["lookup_chunks"] += len(keys)
         hit_tiers: list[str] = []
+        moves: list[Move] = []
         for key in keys:
             chunk = chunks.get(key)
             if chunk is None:
                 break
             if chunk.expires_at is not None and now >= chunk.expires_at:
-                self._forget(chunk, why="shared TTL expired")
+                moves += self._forget(chunk, why="shared TTL expired")
                 counters["expired"] += 1
                 break
             tiers = chunk.tiers
@@ -319,22 +321,25 @@ class Manager:
                 counters["inserts"] += 1
                 self._add(chunk, "T1")
                 counters["bytes_written_T1"] += nbytes
+                moves.append(Move("put", key, None, "T1", nbytes, "computed"))
                 if self._eager and "T3" not in chunk.tiers:
                     self._add(chunk, "T3")
                     counters["bytes_read_T1"] += nbytes
                     counters["bytes_written_T3"] += nbytes
+                    moves.append(Move("copy", key, "T1", "T3", nbytes, "eager write"))
                 continue
             self._touch(chunk, now)
             if "T1" in chunk.tiers:
                 continue
             if index < hits:
-                self._promote(chunk, hit_tiers[index])
+                moves.append(self._promote(chunk, hit_tiers[index]))
             else:  # held below, but past the end of the prefix: recomputed into T1
                 counters["inserts"] += 1
                 self._add(chunk, "T1")
                 counters["bytes_written_T1"] += nbytes
-        self.settle()  # the request's own blocks may go too: they are the least recent ones
-        return hit_tiers
+                moves.append(Move("put", key, None, "T1", nbytes, "recomputed"))
+        moves += self.settle()  # the request's own blocks may go too: the least recent ones
+        return hit_tiers, moves
 
     def tick(self) -> list[Move]:
         """Idle demotions due now: T2 -> T3 after ``t2_idle_s``, T3 -> T4 after ``t3_idle_s``."""

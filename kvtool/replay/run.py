@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from kvtool.engine.manager import TIERS, EngineConfig, Manager
+from kvtool.engine.manager import TIERS, EngineConfig, Manager, Move
 from kvtool.replay.trace import Request
+
+Carry = Callable[[list[Move], list[str], tuple[str, ...]], None]
 
 
 class ReplayConfig(NamedTuple):
@@ -99,8 +101,14 @@ def replay(
     *,
     ttft: TtftModel | None = None,
     samples: int = 200,
+    carry: Carry | None = None,
+    manager_out: list[Manager] | None = None,
 ) -> ReplayResult:
-    """Replay ``requests``; ``samples`` points of tier occupancy over time are kept."""
+    """Replay ``requests``; ``samples`` points of tier occupancy over time are kept.
+
+    ``carry`` receives each request's moves (with its hit tiers and blocks) to perform them
+    with real mediums (``replay.real``); without it the moves are only counted. The manager
+    used is appended to ``manager_out`` when given."""
     clock = [0.0]
     manager = Manager(
         EngineConfig(
@@ -113,6 +121,8 @@ def replay(
         ),
         lambda: clock[0],
     )
+    if manager_out is not None:
+        manager_out.append(manager)
     seen: set[str] = set()
     unit = config.block_units
     total_input = total_output = total_blocks = total_full = 0
@@ -139,7 +149,9 @@ def replay(
             reused += 1
         seen.update(blocks)
         unbounded_tokens += min(reused * block_tokens, n)
-        hit_tiers = manager.access(blocks, unit, block_tokens)
+        hit_tiers, moves = manager.access(blocks, unit, block_tokens)
+        if carry is not None:
+            carry(moves, hit_tiers, blocks)
         hits = len(hit_tiers)
         tokens = min(hits * block_tokens, n)
         for position, tier in enumerate(hit_tiers):

@@ -178,3 +178,34 @@ def test_gen_bad_knobs(kvtool: Kvtool) -> None:
     done = kvtool("engine", "gen", "--rag-share", "2")
     assert done.exit_code == 2
     assert "--rag-share must be between 0 and 1" in done.stderr
+
+
+def test_real_moves_real_bytes_and_matches_the_counting_replay(
+    kvtool: Kvtool, tmp_path: Path
+) -> None:
+    sizes = ("--t1", "256K", "--t2", "256K", "--t3", "inf", "--t4", "0")
+    counted = json.loads(kvtool("engine", "replay", str(HEAD), *sizes, "--json").stdout)
+    done = kvtool("engine", "replay", str(HEAD), *sizes, "--real", str(tmp_path),
+                  "--block-bytes", "8KiB", "--json")  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    real = json.loads(done.stdout)
+    for key in ("token_hit_ratio", "block_hit_ratio", "full_block_hit_ratio"):
+        assert real[key] == counted[key]  # the same replay, now with bytes
+    stats = real["real"]
+    assert stats["checked"] > 0
+    assert stats["mismatched"] == 0
+    assert stats["faults"] == []
+    assert stats["io"]["T3"]["write_bytes"] > 0
+    assert stats["io"]["T3"]["read_bytes"] > 0
+    assert list(tmp_path.iterdir()) == []  # its scratch folder removed
+
+
+def test_real_refuses_a_missing_folder_and_block_bytes_alone(
+    kvtool: Kvtool, tmp_path: Path
+) -> None:
+    done = kvtool("engine", "replay", str(HEAD), "--real", str(tmp_path / "nope"))
+    assert done.exit_code == 2
+    assert "is not a folder" in done.stderr
+    alone = kvtool("engine", "replay", str(HEAD), "--block-bytes", "8KiB")
+    assert alone.exit_code == 2
+    assert "--block-bytes goes with --real" in alone.stderr

@@ -80,6 +80,27 @@ def print_replay(result: ReplayResult, trace: Trace, notes: list[str], *, chart:
     print_notes(notes)
 
 
+def print_real(stats: dict[str, object]) -> None:
+    """What ``--real`` moved, tier by tier, and what it checked."""
+    echo()
+    echo("real bytes moved (--real):")
+    io = stats["io"]
+    assert isinstance(io, dict)
+    for tier, t in io.items():
+        echo(
+            f"  {tier}: read {format_bytes_binary(t['read_bytes'])}, wrote"
+            f" {format_bytes_binary(t['write_bytes'])}, {t['bytes_per_s'] / 1e9:,.2f} GB/s"
+        )
+    mediums = stats["mediums"]
+    assert isinstance(mediums, dict)
+    for tier, description in mediums.items():
+        echo(f"  {tier}: {description}")
+    faults = stats["faults"]
+    assert isinstance(faults, list)
+    for fault in faults:
+        echo(f"  fault: {fault}")
+
+
 SPARKS = " ▁▂▃▄▅▆▇█"
 
 
