@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvtool.errors import ConfigError
+from kvtool.model.families import check_known, foreign_fields
 from kvtool.model.spec import (
     AttentionLayers,
     FeedForward,
@@ -225,6 +226,12 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
     fields = ConfigFields(text, source or name, notes)
     if text is not config:
         notes.append("read the language model from text_config")
+    archs = config.get("architectures") or []
+    architecture = str(archs[0]) if isinstance(archs, list) and archs else ""
+    # a config without model_type already has its note (infer_model_type); with foreign
+    # fields it is refused like any unknown family
+    if fields.model_type != "unknown" or foreign_fields(text):
+        check_known(fields.model_type, architecture, text, fields.source, notes)
 
     layer_types = _layer_types(fields, notes)
     num_layers = len(layer_types)

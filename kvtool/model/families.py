@@ -1,0 +1,85 @@
+"""The closed world: the model families whose layer kinds kvtool knows, and what to do with one
+it does not. Pure.
+
+A family kvtool knows is sized by its rules (``model/config.py``). A family it does not know is
+sized as plain attention only when nothing in its config suggests another kind of layer — a
+Mamba or other state-space mixer, linear or lightning attention, a per-layer block list, KV
+shared between layers — and always with a note naming it as unverified; otherwise it is refused
+with the fields kvtool could not interpret. Guessing "attention" for a Jamba or a Mamba-2 model
+gives an answer several times off, with nothing to say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kvtool.errors import ConfigError
+
+# model_type -> the vLLM model file its layer layout was checked against
+KNOWN: dict[str, str] = {
+    "llama": "vllm/model_executor/models/llama.py",
+    "mistral": "vllm/model_executor/models/llama.py",
+    "mixtral": "vllm/model_executor/models/mixtral.py",
+    "qwen2": "vllm/model_executor/models/qwen2.py",
+    "qwen2_moe": "vllm/model_executor/models/qwen2_moe.py",
+    "qwen3": "vllm/model_executor/models/qwen3.py",
+    "qwen3_moe": "vllm/model_executor/models/qwen3_moe.py",
+    "qwen3_next": "vllm/model_executor/models/qwen3_next.py",
+    "qwen3_5_text": "vllm/model_executor/models/qwen3_5.py",
+    "qwen3_5_moe_text": "vllm/model_executor/models/qwen3_5.py",
+    "gemma2": "vllm/model_executor/models/gemma2.py",
+    "gemma3_text": "vllm/model_executor/models/gemma3.py",
+    "falcon": "vllm/model_executor/models/falcon.py",
+    "RefinedWeb": "vllm/model_executor/models/falcon.py",
+    "RefinedWebModel": "vllm/model_executor/models/falcon.py",
+    "llama4_text": "vllm/model_executor/models/llama4.py",
+    "gpt_oss": "vllm/model_executor/models/gpt_oss.py",
+    "deepseek_v2": "vllm/model_executor/models/deepseek_v2.py",
+    "deepseek_v3": "vllm/model_executor/models/deepseek_v2.py",
+    "deepseek_v32": "vllm/model_executor/models/deepseek_v2.py",
+    "kimi_k2": "vllm/model_executor/models/deepseek_v2.py",
+    "glm4_moe": "vllm/model_executor/models/glm4_moe.py",
+    "glm_moe_dsa": "vllm/model_executor/models/deepseek_v2.py",
+    "minimax_m2": "vllm/model_executor/models/minimax_m2.py",
+    "phi3": "vllm/model_executor/models/phi3.py",
+    "nemotron_h": "vllm/model_executor/models/nemotron_h.py",
+}
+
+# config keys that mean "this model has layers that are not plain attention"
+_FOREIGN_PREFIXES = (
+    "mamba", "ssm", "d_conv", "d_state", "conv_kernel", "conv_l_cache", "linear_attn",
+    "linear_num", "linear_key", "linear_value", "linear_conv", "lightning", "attn_layer_",
+    "attn_type", "layers_block_type", "hybrid", "kda", "full_attn_layers", "kv_shared",
+    "num_kv_shared", "block_types", "rwkv", "time_mix", "retention", "shared_attention",
+    "mixer", "state_size", "expand", "time_step", "full_attention_interval",
+)  # fmt: skip
+
+
+def foreign_fields(config: Mapping[str, Any]) -> list[str]:
+    """The keys of ``config`` that name a layer kind other than plain attention."""
+    return sorted(k for k in config if str(k).lower().startswith(_FOREIGN_PREFIXES))
+
+
+def check_known(
+    model_type: str, architecture: str, config: Mapping[str, Any], source: str, notes: list[str]
+) -> None:
+    """Let a known family through; a plain-attention unknown one through with a note; refuse
+    an unknown one whose config suggests other layer kinds (ConfigError naming the fields)."""
+    if model_type in KNOWN:
+        return
+    named = architecture or model_type
+    foreign = foreign_fields(config)
+    if foreign:
+        shown = ", ".join(foreign[:6]) + (", ..." if len(foreign) > 6 else "")
+        raise ConfigError(
+            f"{source}: kvtool does not know {named} (model_type {model_type!r}) and its config"
+            f" has fields of layers that are not plain attention ({shown}); sizing it as"
+            " attention would be wrong",
+            "see docs/sizing.md for the families kvtool sizes; a family it does not cover is"
+            " refused rather than guessed",
+        )
+    notes.append(
+        f"{named} (model_type {model_type!r}) is not a family kvtool has verified: sized as plain"
+        " attention from its fields, as nothing in the config suggests other layer kinds"
+    )

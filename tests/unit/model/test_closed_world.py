@@ -1,0 +1,78 @@
+"""The closed world (model/families.py): a family kvtool does not know is sized as plain
+attention only when nothing in its config suggests other layer kinds, with a note; otherwise it
+is refused. Every bundled profile is a known family."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvtool.errors import ConfigError
+from kvtool.model.config import spec_from_config
+from kvtool.model.families import KNOWN, foreign_fields
+
+PROFILES = Path(__file__).parents[3] / "profiles" / "models"
+PLAIN = {
+    "architectures": ["CohereForCausalLM"],
+    "model_type": "cohere",
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "hidden_size": 512,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_an_unknown_plain_attention_family_is_sized_with_a_note() -> None:
+    spec = spec_from_config(PLAIN, name="c")
+    assert any(
+        "CohereForCausalLM" in n and "not a family kvtool has verified" in n for n in spec.notes
+    )
+    assert spec.layer_kinds == ("full",) * 4
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"mamba_d_state": 16, "mamba_expand": 2},  # Jamba
+        {"attn_layer_period": 8, "attn_layer_offset": 4},  # Jamba's schedule alone
+        {"ssm_state_size": 128},  # Mamba-2
+        {"layers_block_type": ["mamba", "attention"]},  # Granite-4.0-H style list
+        {"attn_type_list": [0, 1]},  # MiniMax-Text-01 lightning attention
+        {"linear_attn_config": {"kda_layers": [1]}},  # Kimi-Linear
+        {"num_kv_shared_layers": 10},  # Gemma-3n KV sharing
+        {"hybrid_override_pattern": "M*M*"},
+    ],
+)
+def test_an_unknown_family_with_other_layer_kinds_is_refused(extra: dict[str, object]) -> None:
+    config = {**PLAIN, "architectures": ["SomeHybridForCausalLM"], "model_type": "some_hybrid"}
+    config.update(extra)
+    with pytest.raises(ConfigError, match="kvtool does not know SomeHybridForCausalLM") as caught:
+        spec_from_config(config, name="h")
+    for field in extra:
+        assert field in str(caught.value)
+
+
+def test_a_config_without_model_type_but_with_mamba_fields_is_refused() -> None:
+    config = {k: v for k, v in PLAIN.items() if k != "model_type"}
+    config["architectures"] = ["MysteryForCausalLM"]
+    config["mamba_d_conv"] = 4
+    with pytest.raises(ConfigError, match="mamba_d_conv"):
+        spec_from_config(config, name="m")
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in PROFILES.iterdir() if p.is_dir()))
+def test_every_bundled_profile_is_a_known_family_and_sized_without_the_unverified_note(
+    folder: str,
+) -> None:
+    config = json.loads((PROFILES / folder / "config.json").read_text())
+    spec = spec_from_config(config, name=folder)
+    assert spec.model_type in KNOWN
+    assert not any("not a family kvtool has verified" in n for n in spec.notes)
+
+
+def test_plain_attention_fields_are_not_foreign() -> None:
+    assert foreign_fields(PLAIN) == []
+    assert foreign_fields({"sliding_window": 4096, "rope_theta": 1e6, "head_dim": 128}) == []
