@@ -39,6 +39,9 @@ from kvtool.model.spec import (
 FALCON_TYPES = frozenset({"falcon", "RefinedWeb", "RefinedWebModel"})
 QWEN_SLIDING_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
 HYBRID_GDN_TYPES = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
+MAMBA1_TYPES = frozenset({"mamba", "falcon_mamba"})
+HIDDEN_OVER_HEADS_TYPES = frozenset({"bamba", "granitemoehybrid", "jamba"})
+MINIMAX_LINEAR_TYPES = frozenset({"minimax_text_01", "minimax_m1"})
 
 # transformers' names for per-layer attention kinds -> kvtool's group kinds
 _LAYER_TYPE_KIND = {
@@ -50,9 +53,12 @@ _LAYER_TYPE_KIND = {
     "chunked_attention": "chunked",
     "linear_attention": "linear",
     "mamba": "linear",
+    "hybrid": "parallel",  # Zamba2: its own Mamba2 mixer plus a (weight-shared) attention block
     "indexed_attention": "full",  # DeepSeek sparse attention (MLA + indexer) in transformers 5
 }
 _NO_KV_LAYER_TYPES = frozenset({"mlp", "moe"})  # Nemotron-H blocks without attention or state
+ATTENTION_KINDS = frozenset({"full", "sliding", "chunked", "parallel"})  # kinds with K and V
+STATE_KINDS = frozenset({"linear", "parallel"})  # kinds with a recurrent state
 
 _DTYPE_NAMES = {
     "bfloat16": "bf16",
@@ -235,7 +241,10 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
 
     layer_types = _layer_types(fields, notes)
     num_layers = len(layer_types)
-    num_heads = fields.require_int("num_attention_heads", "n_head", "num_heads")
+    if any(kind in ATTENTION_KINDS for kind in layer_types):
+        num_heads = fields.require_int("num_attention_heads", "n_head", "num_heads")
+    else:  # attention-free (Mamba): heads only matter for attention layers
+        num_heads = int(fields.get("num_attention_heads", "n_head", "num_heads", default=0) or 0)
     hidden_size = fields.require_int("hidden_size", "n_embd", "d_model")
     dtype = normalize_dtype(fields.get("torch_dtype", "dtype"))
     if dtype is None:
@@ -244,7 +253,9 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
 
     groups: list[LayerGroup] = []
     if fields.get("kv_lora_rank") is not None:
-        groups.extend(_mla_groups(fields, num_layers, num_heads, notes))
+        mla_layers = sum(1 for kind in layer_types if kind in ATTENTION_KINDS)
+        groups.extend(_mla_groups(fields, mla_layers, num_heads, notes))
+        groups.extend(_state_groups(fields, layer_types, hidden_size))
     else:
         groups.extend(_attention_groups(fields, layer_types, num_heads, hidden_size, notes))
         groups.extend(_state_groups(fields, layer_types, hidden_size))
@@ -321,7 +332,10 @@ def max_context_of(fields: ConfigFields) -> int | None:
 
 def _feed_forward(fields: ConfigFields, layer_types: list[str], hidden_size: int) -> FeedForward:
     """The MLP facts parameter counts need; see ``FeedForward``."""
-    intermediate = int(fields.get("intermediate_size", "ffn_hidden_size", default=4 * hidden_size))
+    raw = fields.get("intermediate_size", "ffn_hidden_size", default=4 * hidden_size)
+    if isinstance(raw, list):  # per-layer widths (Gemma-3n): their mean, for parameter counts
+        raw = sum(raw) // max(len(raw), 1)
+    intermediate = int(raw)
     expert = int(fields.get("moe_intermediate_size", default=intermediate))
     experts = int(fields.get("n_routed_experts", "num_experts", "num_local_experts", default=0))
     shared = fields.get("shared_expert_intermediate_size")
@@ -388,6 +402,16 @@ def _layer_types(fields: ConfigFields, notes: list[str]) -> list[str]:
                     f"{fields.source}: layer_types has unknown entry {value!r}",
                     "kvtool knows " + ", ".join(sorted(_LAYER_TYPE_KIND)),
                 )
+        shared = int(fields.get("num_kv_shared_layers", default=0) or 0)
+        if shared:
+            # Gemma-3n: the last layers read an earlier layer's cache and own none
+            # (vllm models/gemma3n.py, kv_sharing_target_layer_name)
+            first = len(kinds) - shared
+            kinds = kinds[:first] + ["shared"] * shared
+            notes.append(
+                f"the last {shared} layers share the KV of layers {first - 2} (sliding) and"
+                f" {first - 1} (full) and own no cache (vLLM's kv_sharing_target_layer_name)"
+            )
         return _checked_length(fields, kinds)
 
     num_layers = fields.require_int("num_hidden_layers", "n_layer", "num_layers")
@@ -416,6 +440,28 @@ def _layer_types(fields: ConfigFields, notes: list[str]) -> list[str]:
     if model_type in HYBRID_GDN_TYPES:
         interval = fields.get("full_attention_interval", default=4)
         return ["linear" if (i + 1) % interval else "full" for i in range(num_layers)]
+    if model_type in MAMBA1_TYPES or model_type == "mamba2":  # every block a Mamba mixer
+        return ["linear"] * num_layers
+    if model_type == "falcon_h1":  # every layer runs attention and Mamba2 in parallel
+        return ["parallel"] * num_layers
+    if model_type == "bamba":  # attn_layer_indices, 0-based; the rest Mamba2
+        attention = set(fields.get("attn_layer_indices") or [])
+        return ["full" if i in attention else "linear" for i in range(num_layers)]
+    if model_type == "jamba":  # transformers' JambaConfig.layers_block_type, 0-based
+        period = int(fields.get("attn_layer_period", default=8))
+        offset = int(fields.get("attn_layer_offset", default=4))
+        return ["full" if i % period == offset else "linear" for i in range(num_layers)]
+    if model_type in MINIMAX_LINEAR_TYPES:  # attn_type_list: 0 lightning, 1 softmax
+        types = fields.get("attn_type_list", "decoder_attention_types")
+        if not isinstance(types, list):
+            raise ConfigError(f"{fields.source}: MiniMax-Text-01/M1 configs list attn_type_list")
+        return _checked_length(fields, ["full" if t == 1 else "linear" for t in types])
+    if model_type == "kimi_linear":  # linear_attn_config.kda_layers is 1-based
+        linear = fields.get("linear_attn_config")
+        kda = set(linear.get("kda_layers") or []) if isinstance(linear, Mapping) else set()
+        if not kda:
+            raise ConfigError(f"{fields.source}: Kimi-Linear needs linear_attn_config.kda_layers")
+        return ["linear" if i + 1 in kda else "full" for i in range(num_layers)]
     if window is not None and fields.get("use_sliding_window", default=True) is not False:
         if model_type == "unknown":
             raise ConfigError(
@@ -473,6 +519,10 @@ def _kv_heads(fields: ConfigFields, num_heads: int, notes: list[str]) -> int:
 
 
 def _head_dim(fields: ConfigFields, num_heads: int, hidden_size: int, notes: list[str]) -> int:
+    if fields.model_type == "zamba2":  # transformers: attention_head_dim = 2 x hidden / heads
+        return int(fields.get("attention_head_dim", default=2 * hidden_size // num_heads))
+    if fields.model_type in HIDDEN_OVER_HEADS_TYPES:  # vllm bamba/granitemoehybrid: no head_dim
+        return hidden_size // num_heads
     derived = hidden_size // num_heads
     explicit = fields.get("head_dim", "attention_head_dim")
     if explicit is None:
@@ -493,12 +543,16 @@ def _attention_groups(
     hidden_size: int,
     notes: list[str],
 ) -> list[LayerGroup]:
+    if not any(kind in ATTENTION_KINDS for kind in layer_types):
+        return []  # attention-free (Mamba, FalconMamba)
     kv_heads = _kv_heads(fields, num_heads, notes)
     head_dim = _head_dim(fields, num_heads, hidden_size, notes)
     window = fields.get("sliding_window")
     chunk = fields.get("attention_chunk_size")
     counts: dict[str, int] = {}
     for kind in layer_types:
+        if kind == "parallel":  # attention and a state mixer side by side (Falcon-H1, Zamba2)
+            kind = "full"
         if kind in ("full", "sliding", "chunked"):
             counts[kind] = counts.get(kind, 0) + 1
     if counts.get("sliding") and window is None:
@@ -577,10 +631,73 @@ def _indexer_layer_count(fields: ConfigFields, num_layers: int) -> int:
 def _state_groups(
     fields: ConfigFields, layer_types: list[str], hidden_size: int
 ) -> list[LayerGroup]:
-    count = layer_types.count("linear")
+    count = sum(1 for kind in layer_types if kind in STATE_KINDS)
     if not count:
         return []
     state_dtype = normalize_dtype(fields.get("mamba_ssm_dtype", "mamba_ssm_cache_dtype"))
+    model_type = fields.model_type
+    if model_type in MAMBA2_FIELDS:
+        return [_mamba2_group(fields, count, hidden_size, state_dtype)]
+    if model_type in MAMBA1_TYPES or model_type == "jamba":
+        # vllm mamba_utils.mamba1_state_shape: conv (d_conv - 1, I), ssm (I, d_state), with
+        # I = intermediate_size (Mamba, FalconMamba: the JSON's, over expand x hidden) or
+        # mamba_expand x hidden (Jamba, whose intermediate_size is the MLP's)
+        if model_type == "jamba":
+            inner = int(fields.get("mamba_expand", default=2)) * hidden_size
+            d_state = int(fields.get("mamba_d_state", default=16))
+            d_conv = int(fields.get("mamba_d_conv", default=4))
+        else:
+            inner = int(fields.get("intermediate_size", default=0)) or int(
+                fields.get("expand", default=2) * hidden_size
+            )
+            d_state = int(fields.get("state_size", default=16))
+            d_conv = int(fields.get("conv_kernel", default=4))
+        return [
+            StateLayers(
+                kind="mamba1",
+                num_layers=count,
+                conv_channels=inner,
+                conv_kernel=d_conv,
+                state_heads=inner,
+                state_head_elems=d_state,
+                state_dtype=state_dtype,
+                inner_dim=inner,
+            )
+        ]
+    if model_type in MINIMAX_LINEAR_TYPES:
+        # lightning attention: one (heads, head_dim, head_dim) state in the KV cache dtype,
+        # no conv (vllm mamba_utils.linear_attention_state_shape / _state_dtype)
+        heads = fields.require_int("num_attention_heads")
+        head_dim = int(fields.get("head_dim", default=0)) or hidden_size // heads
+        return [
+            StateLayers(
+                kind="lightning",
+                num_layers=count,
+                conv_channels=0,
+                conv_kernel=1,
+                state_heads=heads,
+                state_head_elems=head_dim * head_dim,
+                inner_dim=heads * head_dim,
+            )
+        ]
+    if model_type == "kimi_linear":
+        # KDA (vllm mamba_utils.kda_state_shape): conv over q, k, v, recurrent (H, d, d) kept in
+        # float32 when mamba_ssm_cache_dtype is auto (kda_state_dtype)
+        linear = fields.get("linear_attn_config")
+        assert isinstance(linear, Mapping)  # checked by _layer_types
+        heads, head_dim = int(linear["num_heads"]), int(linear["head_dim"])
+        return [
+            StateLayers(
+                kind="kda",
+                num_layers=count,
+                conv_channels=3 * heads * head_dim,
+                conv_kernel=int(linear.get("short_conv_kernel_size", 4)),
+                state_heads=heads,
+                state_head_elems=head_dim * head_dim,
+                state_dtype=state_dtype or "fp32",
+                inner_dim=heads * head_dim,
+            )
+        ]
     if fields.get("linear_num_value_heads") is not None:  # Gated DeltaNet (Qwen3-Next, Qwen3.5)
         key_heads = fields.require_int("linear_num_key_heads")
         value_heads = fields.require_int("linear_num_value_heads")
@@ -598,20 +715,117 @@ def _state_groups(
                 inner_dim=value_heads * value_dim,
             )
         ]
-    # Mamba2 (Nemotron-H): conv over x, B and C; state per head is head_dim x d_state.
-    heads = fields.require_int("mamba_num_heads")
-    head_dim = fields.require_int("mamba_head_dim")
-    d_state = fields.require_int("ssm_state_size")
-    groups_n = fields.require_int("n_groups")
-    return [
-        StateLayers(
-            kind="mamba2",
-            num_layers=count,
-            conv_channels=heads * head_dim + 2 * groups_n * d_state,
-            conv_kernel=fields.require_int("conv_kernel"),
-            state_heads=heads,
-            state_head_elems=head_dim * d_state,
-            state_dtype=state_dtype,
-            inner_dim=heads * head_dim,
-        )
+    raise ConfigError(
+        f"{fields.source}: {model_type} has state layers kvtool cannot size",
+        "see docs/sizing.md for the families kvtool sizes",
+    )
+
+
+# Mamba2 families: (inner width, heads, head_dim, groups, d_state, d_conv) -> the config fields,
+# as each vLLM model's get_mamba_state_shape_from_config reads them. "expand" means
+# expand x hidden_size; "inner/heads" means the inner width over the heads.
+MAMBA2_FIELDS: dict[str, tuple[str, str, str, str, str, str]] = {
+    "nemotron_h": (
+        "heads*head_dim",
+        "mamba_num_heads",
+        "mamba_head_dim",
+        "n_groups",
+        "ssm_state_size",
+        "conv_kernel",
+    ),
+    "mamba2": ("expand", "num_heads", "head_dim", "n_groups", "state_size", "conv_kernel"),
+    "bamba": (
+        "mamba_expand",
+        "mamba_n_heads",
+        "mamba_d_head",
+        "mamba_n_groups",
+        "mamba_d_state",
+        "mamba_d_conv",
+    ),
+    "granitemoehybrid": (
+        "mamba_expand",
+        "mamba_n_heads",
+        "mamba_d_head",
+        "mamba_n_groups",
+        "mamba_d_state",
+        "mamba_d_conv",
+    ),
+    "falcon_h1": (
+        "mamba_d_ssm",
+        "mamba_n_heads",
+        "mamba_d_head",
+        "mamba_n_groups",
+        "mamba_d_state",
+        "mamba_d_conv",
+    ),
+    "zamba2": (
+        "mamba_expand",
+        "n_mamba_heads",
+        "mamba_headdim",
+        "mamba_ngroups",
+        "mamba_d_state",
+        "mamba_d_conv",
+    ),
+}
+# transformers' defaults for those fields, where published configs may leave them out
+MAMBA2_DEFAULTS: dict[str, dict[str, Any]] = {
+    "mamba2": {"num_heads": 128, "head_dim": 64, "n_groups": 8, "state_size": 128,
+               "conv_kernel": 4, "expand": 2},
+    "bamba": {"mamba_n_heads": 128, "mamba_n_groups": 1, "mamba_d_state": 256,
+              "mamba_d_conv": 4, "mamba_expand": 2},
+    "granitemoehybrid": {"mamba_n_heads": 128, "mamba_n_groups": 1, "mamba_d_state": 256,
+                         "mamba_d_conv": 4, "mamba_expand": 2},
+    "falcon_h1": {"mamba_d_ssm": 1024, "mamba_n_heads": 128, "mamba_n_groups": 1,
+                  "mamba_d_state": 256, "mamba_d_conv": 4, "mamba_expand": 2},
+    "zamba2": {"n_mamba_heads": 8, "mamba_ngroups": 1, "mamba_d_state": 64, "mamba_d_conv": 4,
+               "mamba_expand": 2},
+}  # fmt: skip
+
+
+def _mamba2_group(
+    fields: ConfigFields, count: int, hidden_size: int, state_dtype: str | None
+) -> StateLayers:
+    """vllm mamba_utils.mamba2_state_shape: conv (d_conv - 1, inner + 2 x groups x d_state),
+    ssm (heads, head_dim, d_state); groups are extended when tp does not divide them."""
+    inner_rule, heads_key, head_dim_key, groups_key, state_key, conv_key = MAMBA2_FIELDS[
+        fields.model_type
     ]
+    defaults = MAMBA2_DEFAULTS.get(fields.model_type, {})
+
+    def value(key: str) -> int:
+        found = fields.get(key)
+        if found is None:
+            found = defaults.get(key)
+        if found is None:
+            raise ConfigError(f"{fields.source}: {fields.model_type} needs {key}")
+        return int(found)
+
+    heads = value(heads_key)
+    if inner_rule == "heads*head_dim":
+        inner = heads * value(head_dim_key)
+    elif inner_rule == "mamba_d_ssm":
+        present = "mamba_d_ssm" in fields.config
+        raw = fields.get("mamba_d_ssm")
+        inner = (
+            int(raw)
+            if raw is not None
+            else (int(fields.get("mamba_expand", default=2)) * hidden_size if present else 1024)
+        )
+    else:
+        inner = int(fields.get(inner_rule, default=defaults.get(inner_rule, 2))) * hidden_size
+    head_dim = fields.get(head_dim_key)
+    if head_dim in (None, "auto"):
+        head_dim = inner // heads
+    groups, d_state = value(groups_key), value(state_key)
+    return StateLayers(
+        kind="mamba2",
+        num_layers=count,
+        conv_channels=inner + 2 * groups * d_state,
+        conv_kernel=value(conv_key),
+        state_heads=heads,
+        state_head_elems=int(head_dim) * d_state,
+        state_dtype=state_dtype,
+        inner_dim=inner,
+        n_groups=groups,
+        group_state=d_state,
+    )

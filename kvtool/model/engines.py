@@ -58,6 +58,7 @@ class EngineRules(NamedTuple):
     mla_quantized_scales: frozenset[str] | None = None
     query_heads_divide_tp: bool = False
     offload_stack: str = "vllm"
+    fp32_runs_as: str | None = None  # the dtype a float32 checkpoint runs in (vLLM: bf16)
 
 
 ENGINES: dict[str, EngineRules] = {
@@ -94,6 +95,7 @@ ENGINES: dict[str, EngineRules] = {
             sparse_mla_layouts=frozenset({"fp8_ds_mla", "nvfp4_ds_mla"}),
             mla_quantized_scales=frozenset({"none", "per_tensor"}),
             query_heads_divide_tp=True,
+            fp32_runs_as="bf16",
         ),
         EngineRules(
             name="sglang",

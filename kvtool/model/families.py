@@ -44,6 +44,37 @@ KNOWN: dict[str, str] = {
     "minimax_m2": "vllm/model_executor/models/minimax_m2.py",
     "phi3": "vllm/model_executor/models/phi3.py",
     "nemotron_h": "vllm/model_executor/models/nemotron_h.py",
+    "mamba": "vllm/model_executor/models/mamba.py",
+    "falcon_mamba": "vllm/model_executor/models/mamba.py",
+    "jamba": "vllm/model_executor/models/jamba.py",
+    "kimi_linear": "vllm/model_executor/models/kimi_k3/nvidia/model.py",
+    "gemma3n_text": "vllm/model_executor/models/gemma3n.py",
+    "mamba2": "vllm/model_executor/models/mamba2.py",
+    "granitemoehybrid": "vllm/model_executor/models/granitemoehybrid.py",
+    "falcon_h1": "vllm/model_executor/models/falcon_h1.py",
+    "zamba2": "vllm/model_executor/models/zamba2.py",
+    "bamba": "vllm 0.23.0 vllm/model_executor/models/bamba.py",
+    "minimax_text_01": "vllm 0.23.0 vllm/model_executor/models/minimax_text_01.py",
+    "minimax_m1": "vllm 0.23.0 vllm/model_executor/models/minimax_text_01.py",
+}
+
+# families whose layout kvtool has checked only against vLLM (and the textbook formula): SGLang's
+# and transformers' layouts for them are not modelled, so those engines are refused for them
+# rather than given vLLM's numbers
+VLLM_ONLY = frozenset(
+    {
+        "mamba", "falcon_mamba", "jamba", "mamba2", "bamba", "granitemoehybrid", "falcon_h1",
+        "zamba2", "kimi_linear", "gemma3n_text", "minimax_text_01", "minimax_m1",
+    }
+)  # fmt: skip
+
+# families vLLM 0.33.0 refuses to load, with the last release that served them
+# (vllm/model_executor/models/registry.py, _PREVIOUSLY_SUPPORTED_MODELS)
+DROPPED_BY_VLLM: dict[str, str] = {
+    "minimax_text_01": "0.23.0",
+    "minimax_m1": "0.23.0",
+    "plamo2": "0.26.0",
+    "bamba": "0.23.0",
 }
 
 # config keys that mean "this model has layers that are not plain attention"
@@ -61,12 +92,27 @@ def foreign_fields(config: Mapping[str, Any]) -> list[str]:
     return sorted(k for k in config if str(k).lower().startswith(_FOREIGN_PREFIXES))
 
 
+def check_engine(model_type: str, engine: str) -> None:
+    """InputError when kvtool has not modelled ``engine``'s layout for this family."""
+    if model_type in VLLM_ONLY and engine not in ("vllm", "formula"):
+        raise ConfigError(
+            f"kvtool models {model_type} only as vLLM allocates it (and the textbook formula);"
+            f" how {engine} lays it out is not modelled",
+            "use --engine vllm or --engine formula",
+        )
+
+
 def check_known(
     model_type: str, architecture: str, config: Mapping[str, Any], source: str, notes: list[str]
 ) -> None:
     """Let a known family through; a plain-attention unknown one through with a note; refuse
     an unknown one whose config suggests other layer kinds (ConfigError naming the fields)."""
     if model_type in KNOWN:
+        if model_type in DROPPED_BY_VLLM:
+            notes.append(
+                f"vLLM 0.33.0 no longer loads {architecture or model_type} (served until"
+                f" {DROPPED_BY_VLLM[model_type]}): sized by the rules of its last in-tree model"
+            )
         return
     named = architecture or model_type
     foreign = foreign_fields(config)

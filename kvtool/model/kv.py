@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from kvtool.errors import InputError
 from kvtool.model.engines import ENGINES, EngineRules
+from kvtool.model.families import check_engine
 from kvtool.model.formats import KvFormat, resolve_format
 from kvtool.model.spec import (
     AttentionLayers,
@@ -31,6 +32,9 @@ from kvtool.model.spec import (
 )
 
 _DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+# vLLM aligns a hybrid model's attention block to 128 tokens when its attention is MLA
+# (_align_hybrid_block_size: kernel_block_alignment_size = max(..., 128) for MLA backends)
+MLA_KERNEL_BLOCK = 128
 
 
 def cdiv(a: int, b: int) -> int:
@@ -107,6 +111,16 @@ def size_kv(
     if ctx_tokens < 1 or sessions < 1 or tp < 1:
         raise InputError("context, sessions and --tp must all be at least 1")
     notes = list(spec.notes)
+    if rules.fp32_runs_as and spec.dtype == "fp32":
+        # vLLM's --dtype auto runs a float32 checkpoint in bf16 on GPUs that have it
+        # (config/model.py _resolve_auto_dtype); KV and states follow the model dtype
+        spec = spec._replace(dtype=rules.fp32_runs_as)
+        if fmt.name == "fp32":
+            fmt = resolve_format(rules.fp32_runs_as, rules.fp32_runs_as)
+        notes.append(
+            f"the checkpoint is float32; {rules.source} runs it in {rules.fp32_runs_as}"
+            " (--dtype auto), and sizes its cache in that"
+        )
     _check_engine_supports(spec, rules, fmt, tp)
     priced = [_price(group, spec, rules, fmt, tp, notes) for group in spec.groups]
     bs = _block_size(spec, rules, priced, block_size, notes)
@@ -186,6 +200,7 @@ def size_kv(
 
 
 def _check_engine_supports(spec: ModelSpec, rules: EngineRules, fmt: KvFormat, tp: int) -> None:
+    check_engine(spec.model_type, rules.name)
     if not rules.quantized_kv and fmt.name not in _DTYPE_BYTES:
         raise InputError(
             f"--engine {rules.name} stores K/V in the model dtype; --kv-dtype {fmt.name}"
@@ -304,6 +319,9 @@ def _state_bytes_per_layer(group: StateLayers, spec: ModelSpec, rules: EngineRul
     channels = group.conv_channels
     heads = group.state_heads
     if rules.shards_over_tp and tp > 1:
+        if group.n_groups and group.n_groups % tp:
+            # vllm mamba_utils.extra_groups_for_head_shards: groups replicated to fill shards
+            channels += 2 * (tp - group.n_groups) * group.group_state
         for count, what in ((channels, "state channels"), (heads, "state heads")):
             if count % tp:
                 raise InputError(
@@ -337,6 +355,8 @@ def _block_size(
     bs = requested or (rules.mla_block_size if spec.is_mla else rules.block_size)
     state = [item for item in priced if isinstance(item.group, StateLayers)]
     align = rules.hybrid_block_alignment
+    if align and spec.is_mla:
+        align = max(align, MLA_KERNEL_BLOCK)  # vllm platforms/interface.py: MLA kernels
     page_1 = _attention_page_1_token(priced)
     if state and align and page_1:
         mamba_page = max(item.rank_bytes_per_sequence for item in state)

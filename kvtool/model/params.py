@@ -105,9 +105,11 @@ def count_params(spec: ModelSpec) -> ParamCount:
     active = lm_head  # the output projection (tied or not); the input lookup is free
     routed_total = 0
     for index, kind in enumerate(spec.layer_kinds):
-        block = {"linear": linear, "none": _mlp(ffn, hidden, ffn.intermediate_size)}.get(
-            kind, attention
-        )
+        block = {
+            "linear": linear,
+            "none": _mlp(ffn, hidden, ffn.intermediate_size),
+            "parallel": attention + linear,  # Falcon-H1, Zamba2: both mixers in one layer
+        }.get(kind, attention)
         total, active = total + block, active + block
         if not blocks_own_mlp:
             continue

@@ -74,12 +74,15 @@ class StateLayers(NamedTuple):
     ``inner_dim`` is the value width (Gated DeltaNet: value heads x value dim; Mamba2: heads x
     head_dim); with ``conv_channels`` it gives the layer's projection sizes for parameter counts.
     For Gated DeltaNet (Qwen3-Next) the recurrent state is per value head, key_dim x
-    value_dim; for Mamba2 (Nemotron-H) it is per head, head_dim x ssm_state_size.
+    value_dim; for Mamba2 (Nemotron-H) it is per head, head_dim x ssm_state_size; for Mamba1
+    (Mamba, FalconMamba, Jamba) per inner channel, d_state; for lightning attention
+    (MiniMax-Text-01/M1) per head, head_dim x head_dim with no conv; for KDA (Kimi-Linear) per
+    head, head_dim x head_dim, in float32.
     ``state_dtype`` is the recurrent state's dtype when the model config fixes one
     (Qwen3.5's ``mamba_ssm_dtype: float32``), else ``None`` (the KV dtype is used).
     """
 
-    kind: Literal["gated_deltanet", "mamba2"]
+    kind: Literal["gated_deltanet", "mamba2", "mamba1", "lightning", "kda"]
     num_layers: int
     conv_channels: int
     conv_kernel: int
@@ -87,6 +90,8 @@ class StateLayers(NamedTuple):
     state_head_elems: int
     state_dtype: str | None = None
     inner_dim: int = 0
+    n_groups: int = 0  # Mamba2: B/C groups, replicated per rank when tp does not divide them
+    group_state: int = 0  # Mamba2: d_state, the conv channels each group adds twice
 
 
 LayerGroup = AttentionLayers | MlaLayers | IndexerLayers | StateLayers
