@@ -14,8 +14,10 @@ from kvtool.profiles.resolve import resolve_model
 from kvtool.units import parse_count, parse_count_list
 
 if TYPE_CHECKING:
+    from kvtool.model.engines import EngineRules
     from kvtool.model.kv import SizeResult
     from kvtool.plan.deployment import DeploymentPlan
+    from kvtool.profiles.hardware import NodeProfile
     from kvtool.profiles.resolve import ResolvedModel
 
 
@@ -201,6 +203,15 @@ def size(
             rich_help_panel="Tier plan",
         ),
     ] = None,
+    max_num_batched_tokens: Annotated[
+        str | None,
+        typer.Option(
+            "--max-num-batched-tokens",
+            metavar="N",
+            help="vLLM's tokens per batch, for its admission charge (default: vllm serve's"
+            " for the --hardware GPU, else 8192).",
+        ),
+    ] = None,
     eager: Annotated[
         bool,
         typer.Option(
@@ -229,6 +240,11 @@ def size(
     """
     contexts = parse_count_list(ctx, what="--ctx")
     count = parse_count(sessions, what="--sessions")
+    batched = (
+        None
+        if max_num_batched_tokens is None
+        else parse_count(max_num_batched_tokens, what="--max-num-batched-tokens")
+    )
     tp_size = None if tp is None else parse_count(tp, what="--tp")
     block = None if block_size is None else parse_count(block_size, what="--block-size")
     rules = get_engine(engine)
@@ -263,6 +279,7 @@ def size(
     resolved = resolve_model(model)
     fmt = resolve_format(kv_dtype, resolved.spec.dtype)
     if hardware is None:
+        batched, why = _batched(rules, batched, None)
         results = [
             size_kv(
                 resolved.spec,
@@ -272,10 +289,11 @@ def size(
                 sessions=count,
                 tp=tp_size or 1,
                 block_size=block,
+                max_num_batched_tokens=batched,
             )
             for tokens in contexts
         ]
-        return _render(resolved, results, (), as_json)
+        return _render(resolved, results, (), as_json, why)
 
     from kvtool.cli.options import hardware_from_options, measured_from_file, reload_assumptions
     from kvtool.plan.deployment import plan_contexts
@@ -306,6 +324,7 @@ def size(
         weights_dtype=weights_dtype or "auto",
         assumptions=reload_assumptions(mfu=mfu, concurrent_loads=concurrent_loads),
         offload=None if emit is None else get_layout(emit.strip().lower()),
+        max_num_batched_tokens=(batched_why := _batched(rules, batched, plan_hardware.node))[0],
     )
     if emit is not None:
         from kvtool import __version__
@@ -325,7 +344,24 @@ def size(
         )
         sys.stdout.write(emit_config(emit.strip().lower(), inputs))
         return None
-    return _render(resolved, planned.sizes, planned.plans, as_json)
+    return _render(resolved, planned.sizes, planned.plans, as_json, batched_why[1])
+
+
+def _batched(
+    rules: "EngineRules", given: int | None, node: "NodeProfile | None"
+) -> tuple[int | None, str]:
+    """vLLM's --max-num-batched-tokens for the admission charge, and where it came from."""
+    if not rules.admission_in_flight:
+        if given is not None:
+            _no_effect(["--max-num-batched-tokens"], f"with --engine {rules.name}")
+        return None, ""
+    if given is not None:
+        return given, "--max-num-batched-tokens"
+    from kvtool.model.engines import vllm_default_batched_tokens
+
+    if node is None:
+        return vllm_default_batched_tokens(None)
+    return vllm_default_batched_tokens(node.hbm_gib_per_chip, node.accelerator)
 
 
 def _no_effect(options: list[str], why: str) -> None:
@@ -338,15 +374,16 @@ def _render(
     results: "Sequence[SizeResult]",
     plans: "tuple[DeploymentPlan, ...]",
     as_json: bool,
+    batched_why: str = "",
 ) -> None:
     from kvtool.cli.render import size as render
 
     if as_json:
         from kvtool.cli.render.text import print_json
 
-        print_json(render.size_json(resolved, results, plans))
+        print_json(render.size_json(resolved, results, plans, batched_why))
         return
-    render.print_size(resolved, results)
+    render.print_size(resolved, results, batched_why)
     if plans:
         from kvtool.cli.render.plan import print_plans
 

@@ -444,6 +444,11 @@ def _layer_types(fields: ConfigFields, notes: list[str]) -> list[str]:
         return ["linear"] * num_layers
     if model_type == "falcon_h1":  # every layer runs attention and Mamba2 in parallel
         return ["parallel"] * num_layers
+    if model_type == "plamo2":  # vLLM 0.26.0 models/plamo2.py is_mamba()
+        step = int(fields.get("mamba_step", default=2))
+        if num_layers <= step // 2:
+            return ["linear"] * (num_layers - 1) + ["full"]
+        return ["full" if i % step == step // 2 else "linear" for i in range(num_layers)]
     if model_type == "bamba":  # attn_layer_indices, 0-based; the rest Mamba2
         attention = set(fields.get("attn_layer_indices") or [])
         return ["full" if i in attention else "linear" for i in range(num_layers)]
@@ -523,6 +528,8 @@ def _head_dim(fields: ConfigFields, num_heads: int, hidden_size: int, notes: lis
         return int(fields.get("attention_head_dim", default=2 * hidden_size // num_heads))
     if fields.model_type in HIDDEN_OVER_HEADS_TYPES:  # vllm bamba/granitemoehybrid: no head_dim
         return hidden_size // num_heads
+    if fields.model_type == "plamo2":
+        return fields.require_int("hidden_size_per_head")
     derived = hidden_size // num_heads
     explicit = fields.get("head_dim", "attention_head_dim")
     if explicit is None:
@@ -766,6 +773,15 @@ MAMBA2_FIELDS: dict[str, tuple[str, str, str, str, str, str]] = {
         "mamba_d_state",
         "mamba_d_conv",
     ),
+    # vLLM 0.26.0 plamo2: no groups (B and C are not in the conv state)
+    "plamo2": (
+        "heads*head_dim",
+        "mamba_num_heads",
+        "hidden_size_per_head",
+        "",
+        "mamba_d_state",
+        "mamba_d_conv",
+    ),
 }
 # transformers' defaults for those fields, where published configs may leave them out
 MAMBA2_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -816,7 +832,8 @@ def _mamba2_group(
     head_dim = fields.get(head_dim_key)
     if head_dim in (None, "auto"):
         head_dim = inner // heads
-    groups, d_state = value(groups_key), value(state_key)
+    groups = value(groups_key) if groups_key else 0
+    d_state = value(state_key)
     return StateLayers(
         kind="mamba2",
         num_layers=count,

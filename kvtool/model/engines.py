@@ -59,6 +59,10 @@ class EngineRules(NamedTuple):
     query_heads_divide_tp: bool = False
     offload_stack: str = "vllm"
     fp32_runs_as: str | None = None  # the dtype a float32 checkpoint runs in (vLLM: bf16)
+    # batches in flight that admission reserves room for (vLLM: 2 with async scheduling);
+    # 0 for engines kvtool models no admission charge for
+    admission_in_flight: int = 0
+    default_max_num_batched_tokens: int = 8192  # vLLM: vllm serve on an H100/H200
 
 
 ENGINES: dict[str, EngineRules] = {
@@ -96,6 +100,7 @@ ENGINES: dict[str, EngineRules] = {
             mla_quantized_scales=frozenset({"none", "per_tensor"}),
             query_heads_divide_tp=True,
             fp32_runs_as="bf16",
+            admission_in_flight=2,
         ),
         EngineRules(
             name="sglang",
@@ -155,3 +160,17 @@ def get_engine(name: str) -> EngineRules:
     if key not in ENGINES:
         raise InputError(f"unknown --engine {name!r}", "choose one of " + ", ".join(ENGINES))
     return ENGINES[key]
+
+
+def vllm_default_batched_tokens(hbm_gib: float | None, accelerator: str = "") -> tuple[int, str]:
+    """vLLM 0.33.0's ``--max-num-batched-tokens`` default under ``vllm serve``
+    (engine/arg_utils.py: 16384 on GPUs of 160 GiB or more, 8192 on 70 GiB or more that are
+    not an A100, else 2048), and why; without a device, the H100/H200 figure, as an
+    assumption."""
+    if hbm_gib is None:
+        return 8192, "vllm serve's default on an H100/H200 (assumed: no --hardware)"
+    if hbm_gib >= 160:
+        return 16384, f"vllm serve's default on {accelerator} ({hbm_gib:g} GiB, >= 160 GiB)"
+    if hbm_gib >= 70 and "a100" not in accelerator.lower():
+        return 8192, f"vllm serve's default on {accelerator} ({hbm_gib:g} GiB, >= 70 GiB)"
+    return 2048, f"vllm serve's default on {accelerator} ({hbm_gib:g} GiB)"

@@ -54,6 +54,7 @@ KNOWN: dict[str, str] = {
     "falcon_h1": "vllm/model_executor/models/falcon_h1.py",
     "zamba2": "vllm/model_executor/models/zamba2.py",
     "bamba": "vllm 0.23.0 vllm/model_executor/models/bamba.py",
+    "plamo2": "vllm 0.26.0 vllm/model_executor/models/plamo2.py",
     "minimax_text_01": "vllm 0.23.0 vllm/model_executor/models/minimax_text_01.py",
     "minimax_m1": "vllm 0.23.0 vllm/model_executor/models/minimax_text_01.py",
 }
@@ -64,7 +65,7 @@ KNOWN: dict[str, str] = {
 VLLM_ONLY = frozenset(
     {
         "mamba", "falcon_mamba", "jamba", "mamba2", "bamba", "granitemoehybrid", "falcon_h1",
-        "zamba2", "kimi_linear", "gemma3n_text", "minimax_text_01", "minimax_m1",
+        "zamba2", "kimi_linear", "gemma3n_text", "minimax_text_01", "minimax_m1", "plamo2",
     }
 )  # fmt: skip
 

@@ -80,6 +80,10 @@ class SizeResult(NamedTuple):
     kv_bytes_per_rank_per_session: int
     groups: tuple[GroupSize, ...]
     notes: tuple[str, ...]
+    # vLLM's per-request admission charge (its "Maximum concurrency" line), all ranks, at
+    # max_model_len = ctx_tokens; None for engines without one
+    admission_bytes_per_session: int | None = None
+    max_num_batched_tokens: int | None = None
 
 
 class _Priced(NamedTuple):
@@ -102,8 +106,12 @@ def size_kv(
     sessions: int,
     tp: int = 1,
     block_size: int | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> SizeResult:
     """Price ``spec`` under ``rules`` and ``fmt`` for ``sessions`` x ``ctx_tokens``.
+
+    For vLLM the result also carries the admission charge of one request
+    (``admission_bytes``), with ``max_num_batched_tokens`` (default: the engine's).
 
     Raises InputError for combinations the engine cannot run (an fp8 cache in transformers'
     DynamicCache, a ``tp`` that does not divide the KV heads, ...).
@@ -179,6 +187,11 @@ def size_kv(
             f"--tp {tp}: byte counts add up all {tp} ranks, replicas included;"
             " 'per rank' is one GPU's share"
         )
+    admission = None
+    batched = None
+    if rules.admission_in_flight:
+        batched = max_num_batched_tokens or rules.default_max_num_batched_tokens
+        admission = replicas * admission_bytes(priced, groups, bs, ctx_tokens, batched, rules)
     return SizeResult(
         model=spec.name,
         engine=rules.name,
@@ -196,7 +209,64 @@ def size_kv(
         kv_bytes_per_rank_per_session=sum(g.bytes_per_rank_per_session for g in groups),
         groups=tuple(groups),
         notes=tuple(dict.fromkeys(notes)),
+        admission_bytes_per_session=admission,
+        max_num_batched_tokens=batched,
     )
+
+
+# State pages vLLM charges a request in its "align" mamba cache mode (prefix caching on, the
+# default for hybrid models): two, plus a prefill checkpoint page for the mixers that keep one
+# (MambaMixer2 and Qwen's Gated DeltaNet); one page in "none" mode (attention-free models,
+# where prefix caching is off by default). v1/kv_cache_interface.py MambaSpec.
+_CHECKPOINT_PAGES = {"mamba2": 1, "gated_deltanet": 1}
+
+
+def admission_bytes(
+    priced: list[_Priced],
+    groups: list[GroupSize],
+    bs: int,
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    rules: EngineRules,
+) -> int:
+    """Per-rank bytes vLLM charges one request when admitting it (``max_memory_usage_bytes``
+    of each layer's spec, v1/kv_cache_interface.py): full attention and MLA
+    ``cdiv(L, block)`` blocks; sliding windows ``cdiv(min(W - 1 + in_flight, L), block) + 1``;
+    chunked local attention ``cdiv(min(C + in_flight, L), block)``; state layers two or three
+    padded pages with prefix caching, one without. ``in_flight`` is the tokens of the batches
+    in flight: two batches with async scheduling, vLLM's default."""
+    in_flight = rules.admission_in_flight * max_num_batched_tokens
+    hybrid = any(item.rank_bytes_per_token for item in priced)
+    buckets: list[tuple[int, int, int]] = []  # (layers, page bytes per layer, blocks charged)
+    for item, group_size in zip(priced, groups, strict=True):
+        layers = item.group.num_layers
+        if isinstance(item.group, StateLayers):
+            state_pages = 2 + _CHECKPOINT_PAGES.get(item.group.kind, 0) if hybrid else 1
+            per_layer = group_size.bytes_per_rank_per_session // layers
+            buckets.append((layers, per_layer, state_pages))
+            continue
+        window = group_size.window
+        kind = item.group.kind if isinstance(item.group, AttentionLayers) else "full"
+        if window is None:
+            blocks = cdiv(max_model_len, bs)
+        elif kind == "chunked":
+            blocks = cdiv(min(window + in_flight, max_model_len), bs)
+        else:
+            blocks = cdiv(min(window - 1 + in_flight, max_model_len), bs) + 1
+        buckets.append((layers, bs * item.rank_bytes_per_token // layers, blocks))
+    page_sizes = {page for _, page, _ in buckets}
+    if len(page_sizes) != 1:  # page sizes differ: no shared pool layout to follow, sum per layer
+        return sum(layers * page * blocks for layers, page, blocks in buckets)
+    # one page size: vLLM groups layers (v1/core/kv_cache_planning.py
+    # _get_kv_cache_groups_uniform_page_size): group size = the fewest layers of a kind (the
+    # most, when that is under 1.5x the fewest), each kind split into cdiv(n, size) groups
+    # (the last padded), one block of every group costing group size x page
+    counts = [layers for layers, _, _ in buckets]
+    per_group = min(counts)
+    if max(counts) < 1.5 * per_group:
+        per_group = max(counts)
+    (page,) = page_sizes
+    return per_group * page * sum(cdiv(n, per_group) * blocks for n, _, blocks in buckets)
 
 
 def _check_engine_supports(spec: ModelSpec, rules: EngineRules, fmt: KvFormat, tp: int) -> None:

@@ -264,6 +264,7 @@ def plan_deployment(
     serving: Serving,
     assumptions: ReloadAssumptions,
     offload: OffloadLayout = LAYOUTS["vllm"],
+    t1_admission_bytes: int | None = None,
 ) -> DeploymentPlan:
     """Place ``sessions`` x ``ctx_tokens`` on ``hardware`` and weigh reload against recompute.
 
@@ -287,6 +288,7 @@ def plan_deployment(
             fsx_capacity_bytes=hardware.fsx_capacity_bytes,
             gpu_memory_utilization=hardware.gpu_memory_utilization,
             extra_reserve_bytes_per_chip=offload.gpu_reserve_mib_with_gds * 2**20 if gds else 0,
+            t1_admission_bytes_per_session=t1_admission_bytes,
             t2_bytes_per_session=session // divisors["T2"],
             t3_bytes_per_session=session // divisors["T3"],
             t3_medium="FSx for Lustre (shared)"
@@ -404,6 +406,7 @@ def plan_contexts(
     weights_dtype: str = "auto",
     assumptions: ReloadAssumptions | None = None,
     offload: OffloadLayout | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> ContextPlans:
     """Choose the serving layout, price a session at each context under it, and plan each.
 
@@ -452,6 +455,7 @@ def plan_contexts(
             sessions=sessions,
             tp=kv_tp,
             block_size=block_size,
+            max_num_batched_tokens=max_num_batched_tokens,
         )
         for tokens in contexts
     )
@@ -466,6 +470,7 @@ def plan_contexts(
             serving=serving,
             assumptions=a,
             offload=offload or LAYOUTS[rules.offload_stack],
+            t1_admission_bytes=size.admission_bytes_per_session,
         )
         for size in sizes
     )

@@ -52,6 +52,9 @@ class PlanInputs:
     extra_reserve_bytes_per_chip: int = 0
     t2_bytes_per_session: int | None = None
     t3_bytes_per_session: int | None = None
+    # what the engine reserves to admit one session to T1 when that exceeds what it holds
+    # (vLLM charges sliding, chunked and state layers their worst case); None: the same
+    t1_admission_bytes_per_session: int | None = None
     t3_medium: str = "FSx for Lustre (shared)"
 
 
@@ -119,14 +122,21 @@ def plan_tiers(inputs: PlanInputs) -> TierPlan:
         )
     pressure = int(space * inputs.pressure_fraction)
     per_session = inputs.kv_bytes_per_session
-    per_node_t1 = pressure // per_session
+    admitted = max(per_session, inputs.t1_admission_bytes_per_session or 0)
+    per_node_t1 = pressure // admitted
     if per_node_t1 == 0:
         raise InputError(
-            f"one session ({format_bytes(per_session)} of KV) does not fit under the 85%"
-            f" line of one {node.name} ({format_bytes(pressure)})",
+            f"one session ({format_bytes(admitted)} of KV as the engine admits it) does not fit"
+            f" under the 85% line of one {node.name} ({format_bytes(pressure)})",
             "shorten --ctx, quantize the cache (--kv-dtype fp8), or use larger nodes",
         )
     notes: list[str] = []
+    if admitted > per_session * 1.005:
+        notes.append(
+            f"T1 holds {per_node_t1:,} session(s) per node by the engine's admission charge,"
+            f" {format_bytes(admitted)} each (vLLM reserves a sliding or chunked layer's window"
+            f" plus the tokens in flight); a decoding session holds {format_bytes(per_session)}"
+        )
     remaining = inputs.sessions
     tiers: list[TierUse] = []
 

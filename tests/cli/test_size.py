@@ -190,3 +190,41 @@ def test_import_kvtool_is_lazy() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "kvtool.model.kv"
+
+
+def test_hybrid_config_sizes_with_the_admission_figure(kvtool: Callable[..., CliResult]) -> None:
+    config = str(Path(__file__).parents[1] / "fixtures" / "models" / "jamba-v0.1.json")
+    done = kvtool("size", config, "--ctx", "128K", "--json")
+    assert done.exit_code == 0, done.stderr
+    data = json.loads(done.stdout)
+    kinds = {g["kind"]: g["layers"] for g in data["layer_groups"]}
+    assert kinds == {"full": 4, "mamba1": 28}
+    assert data["admission_bytes_per_session"] > data["kv_bytes_per_session"]
+    assert data["max_num_batched_tokens"] == 8192
+    assert "assumed" in data["max_num_batched_tokens_source"]
+    sliding = kvtool("size", "gemma-3-27b", "--ctx", "128K", "--max-num-batched-tokens", "2048")
+    assert "vLLM admits at" in sliding.stdout
+    assert "--max-num-batched-tokens 2,048, --max-num-batched-tokens" in sliding.stdout
+
+
+def test_unknown_hybrid_family_is_refused_in_one_line(
+    kvtool: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({
+        "architectures": ["NewHybridForCausalLM"], "model_type": "new_hybrid",
+        "num_hidden_layers": 4, "num_attention_heads": 8, "hidden_size": 512,
+        "mamba_d_state": 16,
+    }))  # fmt: skip
+    done = kvtool("size", str(config))
+    assert done.exit_code == 2
+    assert "kvtool does not know NewHybridForCausalLM" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_batched_tokens_without_vllm_has_no_effect_and_says_so(
+    kvtool: Callable[..., CliResult],
+) -> None:
+    done = kvtool("size", "llama-3.1-8b", "--engine", "sglang", "--max-num-batched-tokens", "4096")
+    assert done.exit_code == 0
+    assert "--max-num-batched-tokens has no effect with --engine sglang" in done.stderr

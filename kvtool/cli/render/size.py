@@ -33,6 +33,7 @@ def size_json(
     resolved: ResolvedModel,
     results: Sequence[SizeResult],
     plans: tuple[DeploymentPlan, ...] = (),
+    batched_why: str = "",
 ) -> dict[str, Any] | list[dict[str, Any]]:
     """One object per context (a list when several were asked for), with the tier plan when
     ``--hardware`` was given."""
@@ -55,6 +56,9 @@ def size_json(
             "kv_bytes_per_rank_per_session": r.kv_bytes_per_rank_per_session,
             "kv_bytes_total": r.kv_bytes_total,
             "fixed_bytes_per_session": r.fixed_bytes_per_session,
+            "admission_bytes_per_session": r.admission_bytes_per_session,
+            "max_num_batched_tokens": r.max_num_batched_tokens,
+            "max_num_batched_tokens_source": batched_why or None,
             "max_context_tokens": resolved.spec.max_position_embeddings,
             "layer_groups": _group_json(r),
             "notes": list(r.notes),
@@ -66,9 +70,20 @@ def size_json(
     return objects[0] if len(objects) == 1 else objects
 
 
-def print_size(resolved: ResolvedModel, results: Sequence[SizeResult]) -> None:
+def _admission_differs(results: Sequence[SizeResult]) -> bool:
+    return any(
+        r.admission_bytes_per_session is not None
+        and r.admission_bytes_per_session > r.kv_bytes_per_session * 1.005
+        for r in results
+    )
+
+
+def print_size(
+    resolved: ResolvedModel, results: Sequence[SizeResult], batched_why: str = ""
+) -> None:
     """The human view of ``kvtool size``: header, layer groups, one row per context."""
     first = results[0]
+    admission = _admission_differs(results)
     echo(f"{first.model}  {resolved.location} ({resolved.origin})")
     echo(
         f"engine {first.engine} ({first.engine_source})  kv dtype {first.kv_dtype}"
@@ -99,6 +114,8 @@ def print_size(resolved: ResolvedModel, results: Sequence[SizeResult]) -> None:
     if first.tp > 1:
         columns.append("per session, one rank")
     columns.append(f"total ({plural(first.sessions, 'session')})")
+    if admission:
+        columns.append("vLLM admits at")
     totals = Table(*columns)
     for r in results:
         row = [
@@ -109,6 +126,18 @@ def print_size(resolved: ResolvedModel, results: Sequence[SizeResult]) -> None:
         if first.tp > 1:
             row.append(format_bytes(r.kv_bytes_per_rank_per_session))
         row.append(format_bytes(r.kv_bytes_total))
+        if admission:
+            row.append(format_bytes(r.admission_bytes_per_session or 0))
         totals.add_row(*row)
     echo(totals.render())
-    print_notes([n for r in results for n in r.notes])
+    notes = [n for r in results for n in r.notes]
+    if admission:
+        notes.append(
+            "vLLM admits a session only when its worst case fits: sliding-window and chunked"
+            f" layers are charged their window plus {2 * (first.max_num_batched_tokens or 0):,}"
+            f" tokens in flight (2 x --max-num-batched-tokens {first.max_num_batched_tokens:,},"
+            f" {batched_why}), state layers two or three pages (prefix caching on). 'per"
+            " session' and the totals are what a session holds once decoding; a tier plan"
+            " fits sessions into HBM by the admission figure"
+        )
+    print_notes(notes)

@@ -220,3 +220,54 @@ def test_configs_transformers_knows_load_through_autoconfig_the_same(
     a, b = spec_from_config(raw, name=name), spec_from_config(loaded, name=name)
     assert a.layer_kinds == b.layer_kinds
     assert _size(a).kv_bytes_per_rank_per_session == _size(b).kv_bytes_per_rank_per_session
+
+
+# vLLM's admission charge, checked against vLLM 0.33.0's own spec, grouping and concurrency
+# code run on CPU for these configs (v1/kv_cache_interface.py max_memory_usage_bytes,
+# v1/core/kv_cache_planning.py grouping, v1/core/kv_cache_utils.py get_max_concurrency...):
+# in flight = 2 x max_num_batched_tokens (async scheduling); state layers 2 pages (+1 for
+# mixers with a prefill checkpoint) with prefix caching on.
+@pytest.mark.parametrize(
+    ("name", "tp", "ctx", "batched", "per_rank"),
+    [
+        # 256 attention blocks of 512 tokens + 70 lightning layers x 2 pages of 2 MiB
+        ("minimax-m1", 1, 131072, 8192, 5_662_310_400),
+        # 7 MLA layers and 20 KDA layers (3 groups of 7: one padding layer) per 15,482,880 B
+        ("kimi-linear-48b-a3b-instruct", 1, 131072, 8192, 1_161_216_000),
+        ("kimi-linear-48b-a3b-instruct", 4, 131072, 8192, 1_081_737_216),
+    ],
+)
+def test_admission_charge_matches_vllm(
+    name: str, tp: int, ctx: int, batched: int, per_rank: int
+) -> None:
+    spec = spec_from_config(_config(name), name=name)
+    fmt = resolve_format("auto", spec.dtype)
+    result = size_kv(spec, rules=get_engine("vllm"), fmt=fmt, ctx_tokens=ctx, sessions=1, tp=tp,
+                     max_num_batched_tokens=batched)  # fmt: skip
+    assert result.admission_bytes_per_session == per_rank * tp
+
+
+@pytest.mark.parametrize(
+    ("batched", "per_request"),
+    [(2048, 419_954_688), (8192, 822_607_872), (16384, 1_342_701_568)],
+)
+def test_gemma_3n_sliding_windows_are_charged_for_tokens_in_flight(
+    batched: int, per_request: int
+) -> None:
+    spec = spec_from_config(_hf("Gemma3nTextConfig"), name="gemma-3n")
+    fmt = resolve_format("auto", spec.dtype)
+    result = size_kv(spec, rules=get_engine("vllm"), fmt=fmt, ctx_tokens=32768, sessions=1,
+                     max_num_batched_tokens=batched)  # fmt: skip
+    assert result.admission_bytes_per_session == per_request
+    assert result.kv_bytes_per_session < per_request  # what a decoding session holds
+
+
+def test_plain_attention_is_admitted_at_what_it_holds() -> None:
+    spec = spec_from_config(_hf("LlamaConfig", num_hidden_layers=4), name="llama")
+    result = _size(spec, ctx=100_000)
+    assert result.admission_bytes_per_session == result.kv_bytes_per_session
+
+
+def test_other_engines_have_no_admission_charge() -> None:
+    spec = spec_from_config(_hf("LlamaConfig", num_hidden_layers=4), name="llama")
+    assert _size(spec, engine="sglang").admission_bytes_per_session is None
