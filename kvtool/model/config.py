@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvtool.errors import ConfigError
-from kvtool.model.families import check_known, foreign_fields
+from kvtool.model.families import ARCHITECTURE_TYPES, REFUSED, check_known, foreign_fields
 from kvtool.model.spec import (
     AttentionLayers,
     FeedForward,
@@ -105,31 +105,6 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-# ``architectures[0]`` -> model_type, for configs saved without a model_type (transformers'
-# own mapping, for the families whose layout rules kvtool applies by model_type).
-ARCHITECTURE_TYPES = {
-    "LlamaForCausalLM": "llama",
-    "MistralForCausalLM": "mistral",
-    "MixtralForCausalLM": "mixtral",
-    "Qwen2ForCausalLM": "qwen2",
-    "Qwen2MoeForCausalLM": "qwen2_moe",
-    "Qwen3ForCausalLM": "qwen3",
-    "Qwen3MoeForCausalLM": "qwen3_moe",
-    "Qwen3NextForCausalLM": "qwen3_next",
-    "Gemma2ForCausalLM": "gemma2",
-    "Gemma3ForCausalLM": "gemma3_text",
-    "Gemma3ForConditionalGeneration": "gemma3",
-    "FalconForCausalLM": "falcon",
-    "Llama4ForCausalLM": "llama4_text",
-    "Llama4ForConditionalGeneration": "llama4",
-    "GptOssForCausalLM": "gpt_oss",
-    "DeepseekV2ForCausalLM": "deepseek_v2",
-    "DeepseekV3ForCausalLM": "deepseek_v3",
-    "Phi3ForCausalLM": "phi3",
-    "NemotronHForCausalLM": "nemotron_h",
-    "Glm4MoeForCausalLM": "glm4_moe",
-    "MiniMaxM2ForCausalLM": "minimax_m2",
-}
 # Fields only Falcon's configs carry; a config that has one is read by Falcon's rules.
 _FALCON_FIELDS = ("multi_query", "new_decoder_architecture", "n_head_kv", "parallel_attn")
 
@@ -236,7 +211,7 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
     architecture = str(archs[0]) if isinstance(archs, list) and archs else ""
     # a config without model_type already has its note (infer_model_type); with foreign
     # fields it is refused like any unknown family
-    if fields.model_type != "unknown" or foreign_fields(text):
+    if fields.model_type != "unknown" or foreign_fields(text) or architecture in REFUSED:
         check_known(fields.model_type, architecture, text, fields.source, notes)
 
     layer_types = _layer_types(fields, notes)

@@ -78,6 +78,90 @@ DROPPED_BY_VLLM: dict[str, str] = {
     "bamba": "0.23.0",
 }
 
+# ``architectures[0]`` -> model_type, for configs saved without a model_type (transformers'
+# own mapping, for the families whose layout rules kvtool applies by model_type).
+ARCHITECTURE_TYPES = {
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "mistral",
+    "MixtralForCausalLM": "mixtral",
+    "Qwen2ForCausalLM": "qwen2",
+    "Qwen2MoeForCausalLM": "qwen2_moe",
+    "Qwen3ForCausalLM": "qwen3",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "Qwen3NextForCausalLM": "qwen3_next",
+    "Gemma2ForCausalLM": "gemma2",
+    "Gemma3ForCausalLM": "gemma3_text",
+    "Gemma3ForConditionalGeneration": "gemma3",
+    "FalconForCausalLM": "falcon",
+    "Llama4ForCausalLM": "llama4_text",
+    "Llama4ForConditionalGeneration": "llama4",
+    "GptOssForCausalLM": "gpt_oss",
+    "DeepseekV2ForCausalLM": "deepseek_v2",
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "Phi3ForCausalLM": "phi3",
+    "NemotronHForCausalLM": "nemotron_h",
+    "Glm4MoeForCausalLM": "glm4_moe",
+    "MiniMaxM2ForCausalLM": "minimax_m2",
+    "MambaForCausalLM": "mamba",
+    "FalconMambaForCausalLM": "falcon_mamba",
+    "Mamba2ForCausalLM": "mamba2",
+    "JambaForCausalLM": "jamba",
+    "BambaForCausalLM": "bamba",
+    "GraniteMoeHybridForCausalLM": "granitemoehybrid",
+    "FalconH1ForCausalLM": "falcon_h1",
+    "Zamba2ForCausalLM": "zamba2",
+    "Plamo2ForCausalLM": "plamo2",
+    "MiniMaxText01ForCausalLM": "minimax_text_01",
+    "MiniMaxM1ForCausalLM": "minimax_m1",
+    "KimiLinearForCausalLM": "kimi_linear",
+    "Gemma3nForCausalLM": "gemma3n_text",
+    "Gemma3nForConditionalGeneration": "gemma3n",
+    "Qwen3_5ForConditionalGeneration": "qwen3_5",
+    "DeepseekV32ForCausalLM": "deepseek_v32",
+    "GlmMoeDsaForCausalLM": "glm_moe_dsa",
+}
+
+# Hybrid and attention-free architectures vLLM 0.33.0 serves whose layer kinds kvtool does not
+# model: their configs are refused (short convolutions, other linear-attention kinds)
+REFUSED: dict[str, str] = {
+    "Lfm2ForCausalLM": "vllm/model_executor/models/lfm2.py (short conv)",
+    "Lfm2MoeForCausalLM": "vllm/model_executor/models/lfm2_moe.py (short conv)",
+    "BailingMoeV25ForCausalLM": "vllm/model_executor/models/bailing_moe_linear.py",
+    "BailingMoeV3ForCausalLM": "vllm/model_executor/models/bailing_moe_v3.py",
+    "OlmoHybridForCausalLM": "vllm/model_executor/models/olmo_hybrid.py",
+    "AliceAIForCausalLM": "vllm/model_executor/models/alice_ai.py",
+}
+
+
+def coverage_rows() -> list[tuple[str, str, str, str]]:
+    """(architecture, model_type, what kvtool does, the vLLM file) for docs/sizing.md."""
+    rows = []
+    for arch, model_type in sorted(ARCHITECTURE_TYPES.items()):
+        text_type = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_5": "qwen3_5_text",
+                     "gemma3n": "gemma3n_text"}.get(model_type, model_type)  # fmt: skip
+        source = KNOWN.get(text_type, "")
+        if not source:
+            continue
+        status = "exact"
+        if text_type in DROPPED_BY_VLLM:
+            status = f"exact, by vLLM {DROPPED_BY_VLLM[text_type]}'s rules (0.33.0 refuses it)"
+        if text_type in VLLM_ONLY:
+            status += "; vLLM and formula only"
+        rows.append((arch, text_type, status, source))
+    rows += [(arch, "", "refused", source) for arch, source in sorted(REFUSED.items())]
+    return rows
+
+
+def coverage_markdown() -> str:
+    """The coverage table, as docs/sizing.md shows it (a test keeps the two equal)."""
+    lines = [
+        "| architecture | model_type | kvtool | checked against |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {a} | {t or '-'} | {s} | `{src}` |" for a, t, s, src in coverage_rows()]
+    return "\n".join(lines) + "\n"
+
+
 # config keys that mean "this model has layers that are not plain attention"
 _FOREIGN_PREFIXES = (
     "mamba", "ssm", "d_conv", "d_state", "conv_kernel", "conv_l_cache", "linear_attn",
@@ -108,6 +192,12 @@ def check_known(
 ) -> None:
     """Let a known family through; a plain-attention unknown one through with a note; refuse
     an unknown one whose config suggests other layer kinds (ConfigError naming the fields)."""
+    if architecture in REFUSED:
+        raise ConfigError(
+            f"{source}: kvtool does not model {architecture}'s layer kinds"
+            f" ({REFUSED[architecture]})",
+            "see docs/sizing.md for the families kvtool sizes",
+        )
     if model_type in KNOWN:
         if model_type in DROPPED_BY_VLLM:
             notes.append(

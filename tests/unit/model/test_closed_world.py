@@ -76,3 +76,20 @@ def test_every_bundled_profile_is_a_known_family_and_sized_without_the_unverifie
 def test_plain_attention_fields_are_not_foreign() -> None:
     assert foreign_fields(PLAIN) == []
     assert foreign_fields({"sliding_window": 4096, "rope_theta": 1e6, "head_dim": 128}) == []
+
+
+def test_the_coverage_table_in_docs_is_the_code_s() -> None:
+    from kvtool.model.families import coverage_markdown
+
+    docs = (Path(__file__).parents[3] / "docs" / "sizing.md").read_text()
+    shown = docs.split("<!-- coverage:start -->\n")[1].split("<!-- coverage:end -->")[0]
+    assert shown == coverage_markdown()
+
+
+@pytest.mark.parametrize("arch", ["Lfm2ForCausalLM", "OlmoHybridForCausalLM"])
+def test_hybrids_kvtool_does_not_model_are_refused_even_without_tell_tale_fields(
+    arch: str,
+) -> None:
+    config = {**PLAIN, "architectures": [arch], "model_type": arch.lower()}
+    with pytest.raises(ConfigError, match=f"does not model {arch}"):
+        spec_from_config(config, name="x")

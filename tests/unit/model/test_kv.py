@@ -6,7 +6,7 @@ Sources for each pinned number are in docs/sizing.md ("Evidence").
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kvtool.errors import InputError
@@ -235,6 +235,14 @@ def test_user_block_size_overrides_default() -> None:
 engines = st.sampled_from(["formula", "vllm", "sglang", "hf"])
 
 
+def _modelled(name: str, engine: str) -> bool:
+    """Families checked only against vLLM are refused for SGLang and transformers."""
+    from kvtool.model.families import VLLM_ONLY
+    from kvtool.profiles.resolve import resolve_model
+
+    return engine in ("formula", "vllm") or resolve_model(name).spec.model_type not in VLLM_ONLY
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     name=st.sampled_from(ALL_MODELS),
@@ -243,6 +251,7 @@ engines = st.sampled_from(["formula", "vllm", "sglang", "hf"])
     sessions=st.integers(1, 10_000),
 )
 def test_total_is_linear_in_sessions(name: str, engine: str, ctx: int, sessions: int) -> None:
+    assume(_modelled(name, engine))
     one = size(name, engine=engine, ctx=ctx, sessions=1)
     many = size(name, engine=engine, ctx=ctx, sessions=sessions)
     assert many.kv_bytes_total == sessions * one.kv_bytes_per_session
@@ -258,6 +267,7 @@ def test_total_is_linear_in_sessions(name: str, engine: str, ctx: int, sessions:
 def test_session_size_never_decreases_with_context(
     name: str, engine: str, ctx: int, more: int
 ) -> None:
+    assume(_modelled(name, engine))
     shorter = size(name, engine=engine, ctx=ctx).kv_bytes_per_session
     assert size(name, engine=engine, ctx=ctx + more).kv_bytes_per_session >= shorter
 
@@ -267,6 +277,7 @@ def test_session_size_never_decreases_with_context(
 def test_windowed_groups_never_hold_more_than_their_window(
     name: str, engine: str, ctx: int
 ) -> None:
+    assume(_modelled(name, engine))
     result = size(name, engine=engine, ctx=ctx)
     for group in result.groups:
         if group.window is not None:
