@@ -34,7 +34,10 @@ def torch_or_none() -> Any:
 
 
 def run_t1(
-    *, repeats: int = 10, sizes: Sequence[int] = T1_SIZES, progress: Callable[[str], None] = print
+    *,
+    repeats: int = 10,
+    sizes: Sequence[int] = T1_SIZES,
+    progress: Callable[[str], None] = lambda _: None,
 ) -> list[BenchResult]:
     """Device-to-device copies on every visible GPU at each size, timed with CUDA events."""
     torch = torch_or_none()
@@ -74,7 +77,9 @@ def run_t1(
     return results
 
 
-def run_t2(*, repeats: int = 10, progress: Callable[[str], None] = print) -> list[BenchResult]:
+def run_t2(
+    *, repeats: int = 10, progress: Callable[[str], None] = lambda _: None
+) -> list[BenchResult]:
     """Pinned and pageable host-to-device and device-to-host copies per GPU; host-only
     copies (torch beside numpy) without a CUDA device."""
     torch = torch_or_none()
@@ -109,7 +114,7 @@ def run_t2(*, repeats: int = 10, progress: Callable[[str], None] = print) -> lis
 def host_copy(
     *,
     repeats: int = 10,
-    progress: Callable[[str], None] = print,
+    progress: Callable[[str], None] = lambda _: None,
     torch: Any = None,
     size: int = HOST_SIZE,
 ) -> list[BenchResult]:

@@ -32,7 +32,7 @@ def run_t4(
     object_bytes: int,
     objects: int,
     concurrency: int,
-    progress: Callable[[str], None] = print,
+    progress: Callable[[str], None] = lambda _: None,
 ) -> list[BenchResult]:
     """PUT ``objects`` objects of ``object_bytes`` with ``concurrency`` threads, GET them back,
     delete them. Raises InputError when the endpoint, bucket or credentials fail."""
