@@ -146,7 +146,7 @@ def smoke(
     base = Path(t3) if t3 is not None else Path(tempfile.mkdtemp(prefix="kvtool-smoke-"))
     if not base.is_dir():
         raise InputError(f"--t3 {base} is not a folder", "pass an existing folder on T3")
-    name = folder_name or (SMOKE_FOLDER if phase != "all" or t3 is None else _unique())
+    name = folder_name or (SMOKE_FOLDER if phase != "all" else _unique())
     root = base / name
     created = not root.exists()
     if phase == "write" and not created:
@@ -187,6 +187,8 @@ def smoke(
             medium.close()
         if phase != "write" and not keep:
             _remove_s3(mediums)
+            if t4 is not None and t4.startswith("file://"):
+                shutil.rmtree(getattr(mediums["T4"], "root", root), ignore_errors=True)
             if created or phase == "read" or t3 is None:
                 shutil.rmtree(root, ignore_errors=True)
             if t3 is None:

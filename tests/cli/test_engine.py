@@ -144,3 +144,16 @@ def test_read_without_a_written_manifest(kvtool: Kvtool, tmp_path: Path) -> None
     assert done.exit_code == 2
     assert "run --phase write with the same --t3 first" in done.stderr
     assert os.listdir(tmp_path) == []
+
+
+def test_t4_as_a_folder_is_used_and_left_clean(kvtool: Kvtool, tmp_path: Path) -> None:
+    t4 = tmp_path / "t4"
+    t4.mkdir()
+    keep = t4 / "someone-elses.txt"
+    keep.write_text("x")
+    done = kvtool("engine", "smoke", *SMALL, "--t4", f"file://{t4}", "--json")
+    data = json.loads(done.stdout)
+    assert done.exit_code == 0, [s for s in data["steps"] if s["status"] != "PASS"]
+    assert data["mediums"]["T4"].startswith(f"files under {t4}/kvtool-smoke-")
+    assert data["counters"]["hits_T4"] > 0
+    assert sorted(p.name for p in t4.iterdir()) == ["someone-elses.txt"]
