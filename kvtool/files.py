@@ -2,11 +2,13 @@
 
 Every file kvtool reads goes through one of these functions, so that a missing, unreadable,
 binary or malformed file always becomes one ``InputError`` line naming the file (and where
-it could tell, the line and column), never a traceback. They read; they never write.
+it could tell, the line and column), never a traceback. ``write_text`` is the one way kvtool
+writes a whole file (reports, JUnit, traces): atomically, so a reader never sees half of one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +62,26 @@ def read_json_object(path: Path, *, what: str = "JSON object") -> dict[str, Any]
     return data
 
 
-def read_yaml_mapping(path: Path, *, what: str = "workload file") -> dict[str, Any]:
-    """A YAML file that must hold one mapping; errors name the line and column."""
+def read_yaml_mapping(
+    path: Path, *, what: str = "workload file", tags_as_values: bool = False
+) -> dict[str, Any]:
+    """A YAML file that must hold one mapping; errors name the line and column.
+    ``tags_as_values`` reads any ``!Tag`` (CloudFormation's ``!Ref``, ``!Sub``...) as
+    ``{"Fn": "Tag"}``, so a property set by an intrinsic function counts as undeclared."""
     import yaml
 
+    class Loader(yaml.SafeLoader):
+        pass
+
+    if tags_as_values:
+
+        def any_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> object:
+            return {"Fn": suffix}
+
+        Loader.add_multi_constructor("!", any_tag)
     text = read_text(path, what=what)
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -74,3 +89,33 @@ def read_yaml_mapping(path: Path, *, what: str = "workload file") -> dict[str, A
     if not isinstance(data, dict):
         raise InputError(f"{path}: a {what} must be a YAML mapping")
     return data
+
+
+def write_text(path: Path, text: str | Iterable[str]) -> None:
+    """Write ``text`` (a string, or pieces streamed one after another) to ``path`` whole or
+    not at all: a temporary file in the same folder, flushed to disk, then renamed over
+    ``path``; the temporary is removed on any failure. InputError naming the path when it
+    cannot be written."""
+    import contextlib
+    import os
+    import tempfile
+
+    tmp = None
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        tmp = Path(name)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            if isinstance(text, str):
+                f.write(text)
+            else:
+                f.writelines(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink()

@@ -14,84 +14,43 @@ import pytest
 PACKAGE = Path(__file__).parents[1] / "kvtool"
 ARCHITECTURE = (Path(__file__).parents[1] / "docs" / "architecture.md").read_text()
 
-# module prefix -> kvtool prefixes it may import (longest matching prefix wins)
-ALLOWED: dict[str, tuple[str, ...]] = {
-    "kvtool.errors": (),
-    "kvtool.units": ("kvtool.errors",),
-    "kvtool.files": ("kvtool.errors",),
-    "kvtool.findings": (),
-    "kvtool.model": ("kvtool.errors", "kvtool.units", "kvtool.model"),
-    "kvtool.profiles.schema": ("kvtool.errors",),
-    "kvtool.profiles.hardware": ("kvtool.errors", "kvtool.profiles.schema"),
-    "kvtool.profiles": ("kvtool.errors", "kvtool.files", "kvtool.model", "kvtool.profiles"),
-    "kvtool.plan": (
-        "kvtool.findings",
-        "kvtool.errors",
-        "kvtool.units",
-        "kvtool.model",
-        "kvtool.profiles.schema",
-        "kvtool.profiles.hardware",
-        "kvtool.plan",
-    ),
-    "kvtool.probe": ("kvtool.errors", "kvtool.units", "kvtool.files", "kvtool.probe"),
-    "kvtool.doctor": (
-        "kvtool.findings",
-        "kvtool.errors",
-        "kvtool.units",
-        "kvtool.model",
-        "kvtool.profiles",
-        "kvtool.plan",
-        "kvtool.probe",
-        "kvtool.doctor",
-    ),
-    "kvtool.bench": (
-        "kvtool.errors",
-        "kvtool.units",
-        "kvtool.model",
-        "kvtool.profiles",
-        "kvtool.plan",
-        "kvtool.probe",
-        "kvtool.bench",
-    ),
-    "kvtool.engine": (
-        "kvtool.errors",
-        "kvtool.units",
-        "kvtool.model",
-        "kvtool.plan",
-        "kvtool.engine",
-    ),
-    "kvtool.replay": (
-        "kvtool.errors",
-        "kvtool.model",
-        "kvtool.plan",
-        "kvtool.engine",
-        "kvtool.replay",
-    ),
-    "kvtool.cli": ("kvtool",),
-    "kvtool.__main__": ("kvtool.cli",),
-    "kvtool": ("kvtool",),  # the lazy package __init__ re-exports the library
-}
-PURE = (
-    "kvtool.model",
-    "kvtool.plan",
-    "kvtool.profiles.schema",
-    "kvtool.profiles.hardware",
-    "kvtool.probe.parse",
-    "kvtool.probe.facts",
-    "kvtool.doctor.checks",
-    "kvtool.findings",
-    "kvtool.bench.fio",
-    "kvtool.bench.result",
-    "kvtool.bench.measured",
-    "kvtool.engine.keys",
-    "kvtool.engine.policy",
-    "kvtool.engine.manager",
-    "kvtool.engine.chunkfile",
-    "kvtool.replay.trace",
-    "kvtool.replay.run",
-    "kvtool.replay.ttft",
-    "kvtool.replay.gen",
-)
+
+def _dotted(name: str) -> str:
+    """``model/`` -> ``kvtool.model``; ``profiles/schema`` -> ``kvtool.profiles.schema``."""
+    name = name.strip().strip("`").rstrip("/")
+    return "kvtool" if name == "kvtool" else "kvtool." + name.replace("/", ".")
+
+
+def _table(heading: str) -> list[list[str]]:
+    """The rows of the first table after ``heading`` in docs/architecture.md."""
+    section = ARCHITECTURE.split(heading, 1)[1]
+    rows = []
+    for line in section.splitlines():
+        if line.startswith("|"):
+            rows.append([cell.strip() for cell in line.strip("|").split("|")])
+        elif rows:
+            break
+    return rows[2:]  # past the header and the rule
+
+
+def _allowed() -> dict[str, tuple[str, ...]]:
+    """docs/architecture.md's layer table: module prefix -> the kvtool prefixes it may import
+    (itself always; ``anything`` is the whole package)."""
+    out = {}
+    for layer, _what, may in _table("## The layers and what each may import"):
+        name = _dotted(layer)
+        if may == "anything":
+            out[name] = ("kvtool",)
+        elif may == "nothing":
+            out[name] = (name,)
+        else:
+            out[name] = (name, *(_dotted(m) for m in may.split(",")))
+    return out
+
+
+ALLOWED = _allowed()
+PURE = tuple(_dotted(row[0]) for row in _table("## Pure modules"))
+
 SIDE_EFFECTS = {"subprocess", "boto3", "botocore", "torch", "urllib", "socket", "shutil"}
 
 
@@ -138,10 +97,53 @@ def test_nothing_below_cli_imports_cli() -> None:
         assert not any(n.startswith("kvtool.cli") for n in kvtool_imports(path)), module
 
 
-def test_every_package_has_a_row_in_the_docs() -> None:
-    packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("_")}
-    for package in packages:
-        assert f"`{package}/`" in ARCHITECTURE, package
+def test_every_package_and_module_has_a_row_in_the_docs() -> None:
+    assert len(ALLOWED) >= 18  # the tables were read
+    assert len(PURE) >= 18
+    for path in MODULES:
+        module = module_name(path)
+        assert any(module == p or module.startswith(p + ".") for p in ALLOWED), module
+    for pure in PURE:  # every pure entry names a real module or package
+        relative = Path(*pure.split(".")[1:])
+        assert (PACKAGE / relative).is_dir() or (PACKAGE / relative).with_suffix(".py").is_file()
+
+
+def test_only_the_cli_imports_the_front_door() -> None:
+    for path in MODULES:
+        module = module_name(path)
+        if module.startswith(("kvtool.cli", "kvtool.inputs")):
+            continue
+        assert not any(n.startswith("kvtool.inputs") for n in kvtool_imports(path)), module
+
+
+def test_there_are_no_import_cycles() -> None:
+    """Between packages (module-level and type-only imports alike), the layers form a DAG."""
+    graph: dict[str, set[str]] = {}
+
+    def package(name: str) -> str:
+        parts = name.split(".")
+        return ".".join(parts[:2]) if len(parts) > 1 else name
+
+    for path in MODULES:
+        here = package(module_name(path))
+        if here in ("kvtool", "kvtool.__main__"):
+            continue  # the lazy package re-exports; __main__ calls the cli
+        graph.setdefault(here, set()).update(
+            p for p in map(package, kvtool_imports(path)) if p not in (here, "kvtool")
+        )
+    seen: dict[str, int] = {}
+
+    def visit(node: str, trail: tuple[str, ...]) -> None:
+        if seen.get(node) == 2:
+            return
+        assert seen.get(node) != 1, " -> ".join((*trail, node))
+        seen[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            visit(nxt, (*trail, node))
+        seen[node] = 2
+
+    for node in sorted(graph):
+        visit(node, ())
 
 
 @pytest.mark.parametrize("path", MODULES, ids=[module_name(p) for p in MODULES])

@@ -109,12 +109,12 @@ def run_bench(
             results += gpu.run_t2(progress=progress)
         elif tier == "t3":
             if options.t3_dir is None:
-                results.append(skipped("t3", "seq_read", "no --path: name the T3 folder"))
+                results.append(skipped("t3", "seq_read", "no --t3-dir: name the T3 folder"))
                 continue
             results += run_t3(host, options.t3_dir, options.t3, progress=progress)
         elif tier == "t4":
             if options.s3_url is None:
-                results.append(skipped("t4", "get", "no --s3-url: name an S3 prefix to use"))
+                results.append(skipped("t4", "get", "no --t4-url: name an S3 prefix to use"))
                 continue
             objects = max(1, options.s3_bytes // options.block_bytes)
             results += run_t4(

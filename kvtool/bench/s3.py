@@ -20,7 +20,7 @@ from kvtool.errors import InputError
 def parse_s3_url(url: str) -> tuple[str, str]:
     """``s3://bucket/prefix`` -> ``("bucket", "prefix")``; InputError otherwise."""
     if not url.startswith("s3://") or not url[5:].split("/")[0]:
-        raise InputError(f"--s3-url {url!r} is not s3://bucket/prefix", "e.g. s3://my-bucket/kv")
+        raise InputError(f"--t4-url {url!r} is not s3://bucket/prefix", "e.g. s3://my-bucket/kv")
     bucket, _, prefix = url[5:].partition("/")
     return bucket, prefix.strip("/")
 

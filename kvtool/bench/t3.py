@@ -104,7 +104,7 @@ def run_t3(
     if not info.get("is_dir"):
         raise InputError(
             f"{path} is not a folder" if info.get("exists") else f"{path} does not exist",
-            "pass the T3 folder with --path",
+            "pass the T3 folder with --t3-dir",
         )
     if not info.get("writable"):
         raise InputError(f"{path} is not writable", "pass a folder this user can write")

@@ -73,16 +73,10 @@ def advise(
 
       kvtool advise workload.yaml --json
     """
-    from kvtool.files import read_yaml_mapping
-    from kvtool.model.engines import get_engine
-    from kvtool.model.formats import resolve_format
+    from kvtool.inputs.workload import read_workload
     from kvtool.plan.advise import advise_workload
-    from kvtool.plan.workload import workload_from_mapping
-    from kvtool.profiles.load import load_node_profile
-    from kvtool.profiles.resolve import resolve_model
 
-    data = read_yaml_mapping(workload_file) if workload_file is not None else {}
-    flags = {
+    flags: dict[str, tuple[str, object | None]] = {
         "model": ("--model", model),
         "hardware": ("--hardware", hardware),
         "nodes": ("--nodes", nodes),
@@ -100,20 +94,8 @@ def advise(
         "tp": ("--tp", tp),
         "weights_dtype": ("--weights-dtype", weights_dtype),
     }
-    given = {key: value for key, (_, value) in flags.items() if value is not None}
-    workload = workload_from_mapping(
-        {**data, **given},
-        source=str(workload_file or "flags"),
-        names={key: flags[key][0] for key in given},
-    )
-    spec = resolve_model(workload.model).spec
-    result = advise_workload(
-        workload,
-        spec,
-        load_node_profile(workload.hardware),
-        rules=get_engine(workload.engine),
-        fmt=resolve_format(workload.kv_dtype, spec.dtype),
-    )
+    inputs = read_workload(workload_file, flags)
+    result = advise_workload(inputs.workload, inputs.shape, inputs.hardware)
     from kvtool.cli.render import advise as render
 
     if as_json:

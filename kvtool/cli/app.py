@@ -26,7 +26,16 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "doctor": ("doctor", "doctor", True),
     "check": ("check", "check", True),
     "bench": ("bench", "bench", True),
-    "engine": ("engine", "engine_app", True),  # a group: smoke (replay and sweep to come)
+    "engine": ("engine", "HELP", True),  # a group: its commands are GROUPS["engine"]
+}
+# group -> its commands, as COMMANDS: built only when the group is run
+GROUPS: dict[str, dict[str, tuple[str, str, bool]]] = {
+    "engine": {
+        "smoke": ("engine", "smoke", False),
+        "replay": ("replay", "replay_command", True),
+        "sweep": ("replay", "sweep_command", True),
+        "gen": ("replay", "gen_command", False),
+    },
 }
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -104,11 +113,19 @@ def build_app(names: Sequence[str] = tuple(COMMANDS)) -> typer.Typer:
     built.callback()(_root)
     for name in names:
         module, function, bare_help = COMMANDS[name]
-        command = getattr(import_module(f"kvtool.cli.{module}"), function)
-        if isinstance(command, typer.Typer):  # a group wraps its own commands
-            built.add_typer(command, name=name, no_args_is_help=bare_help)
+        target = getattr(import_module(f"kvtool.cli.{module}"), function)
+        if name in GROUPS:  # the group's help text; its commands are built here
+            group = typer.Typer(
+                help=target,
+                no_args_is_help=True,
+                context_settings={"help_option_names": ["-h", "--help"]},
+            )
+            for sub, (sub_module, sub_function, sub_bare) in GROUPS[name].items():
+                command = getattr(import_module(f"kvtool.cli.{sub_module}"), sub_function)
+                group.command(sub, no_args_is_help=sub_bare)(reports_errors(command))
+            built.add_typer(group, name=name, no_args_is_help=bare_help)
         else:
-            built.command(name, no_args_is_help=bare_help)(reports_errors(command))
+            built.command(name, no_args_is_help=bare_help)(reports_errors(target))
     return built
 
 

@@ -1,17 +1,20 @@
 """``kvtool doctor``: is this mount and node ready for a shared KV tier."""
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import Annotated
 
 import typer
 
 from kvtool.cli import status
+from kvtool.cli.options import (
+    PANEL_SHAPE,
+    ChunkTokensOpt,
+    EngineOpt,
+    JsonOpt,
+    KvDtypeOpt,
+    TpOpt,
+)
 from kvtool.errors import InputError
-
-if TYPE_CHECKING:
-    from kvtool.doctor.checks import GdsMode
-    from kvtool.findings import Report
-    from kvtool.probe.host import Host
 
 
 def doctor(
@@ -27,15 +30,18 @@ def doctor(
     ] = "1",
     model: Annotated[
         str | None,
-        typer.Option("--model", "-m", help="Model whose KV chunks the folder holds (chunk size)."),
+        typer.Option(
+            "--model",
+            "-m",
+            metavar="MODEL",
+            help="Model whose KV chunks the folder holds (chunk size).",
+            rich_help_panel=PANEL_SHAPE,
+        ),
     ] = None,
-    engine: Annotated[str, typer.Option("--engine", "-e", metavar="ENGINE")] = "vllm",
-    tp: Annotated[str, typer.Option("--tp", metavar="N", help="Tensor-parallel size.")] = "1",
-    kv_dtype: Annotated[str, typer.Option("--kv-dtype", metavar="DTYPE")] = "auto",
-    chunk_tokens: Annotated[
-        str,
-        typer.Option("--chunk-tokens", metavar="N", help="Tokens per chunk file (LMCache 256)."),
-    ] = "256",
+    engine: EngineOpt = "vllm",
+    tp: TpOpt = None,
+    kv_dtype: KvDtypeOpt = "auto",
+    chunk_tokens: ChunkTokensOpt = "256",
     sessions: Annotated[
         str | None,
         typer.Option("--sessions", metavar="N", help="Sessions the tier holds (files per folder)."),
@@ -76,7 +82,7 @@ def doctor(
     merge: Annotated[
         bool, typer.Option("--merge", help="Combine per-node --json reports into one view.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    as_json: JsonOpt = False,
     junit: Annotated[
         Path | None, typer.Option("--junit", metavar="FILE", help="Also write JUnit XML.")
     ] = None,
@@ -102,39 +108,33 @@ def doctor(
     """
     from kvtool.cli.render import doctor as render
     from kvtool.cli.render.text import print_json
+    from kvtool.files import write_text
+    from kvtool.findings import junit_xml
 
     if merge:
-        from kvtool.doctor.run import merge_reports, report_from_json
-        from kvtool.files import read_json_object
+        from kvtool.doctor.run import merge_reports
+        from kvtool.inputs.doctor import read_reports
 
-        if not paths:
-            raise InputError(
-                "--merge needs doctor --json reports", "kvtool doctor --merge a.json b.json"
-            )
-        merged = merge_reports(
-            [
-                report_from_json(read_json_object(Path(p), what="doctor report"), source=p)
-                for p in paths
-            ]
-        )
+        merged = merge_reports(read_reports(paths or []))
         if junit is not None:
-            from kvtool.findings import junit_xml
-
             findings = [
                 f._replace(id=f"{r.node}:{f.id}") for r in merged.reports for f in r.findings
             ]
-            _write(junit, junit_xml("kvtool doctor --merge", [*findings, *merged.differences]))
+            write_text(junit, junit_xml("kvtool doctor --merge", [*findings, *merged.differences]))
         if as_json:
             print_json(merged.to_json())
         else:
             render.print_merged(merged)
         return status.PROBLEMS if merged.failed else status.OK
 
+    from kvtool.doctor.run import run_doctor
+    from kvtool.inputs.doctor import resolve_doctor
+
     if not paths or len(paths) != 1:
         raise InputError(
             "doctor checks one PATH", "kvtool doctor /fsx/kvcache (or --merge a.json b.json)"
         )
-    report = _run(
+    inputs = resolve_doctor(
         paths[0],
         nodes=nodes,
         model=model,
@@ -152,10 +152,11 @@ def doctor(
         capture=capture,
         snapshot=snapshot,
     )
+    report = run_doctor(
+        inputs.host, inputs.path, gather_options=inputs.gather, options=inputs.options
+    )
     if junit is not None:
-        from kvtool.findings import junit_xml
-
-        _write(
+        write_text(
             junit, junit_xml(f"kvtool doctor {report.path}", report.findings, hostname=report.node)
         )
     if as_json:
@@ -163,119 +164,3 @@ def doctor(
     else:
         render.print_report(report, verbose=verbose)
     return status.PROBLEMS if report.failed else status.OK
-
-
-def _write(path: Path, text: str) -> None:
-    """Write a whole file at once, through a temporary name, so a reader never sees half."""
-    import os
-
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def _run(
-    path: str,
-    *,
-    nodes: str,
-    model: str | None,
-    engine: str,
-    tp: str,
-    kv_dtype: str,
-    chunk_tokens: str,
-    sessions: str | None,
-    ctx: str | None,
-    gds: str,
-    aws: bool,
-    fsx_id: str | None,
-    write: bool,
-    probe_mib: str,
-    capture: Path | None,
-    snapshot: Path | None,
-) -> "Report":
-    """Build the options, the host (live, snapshot or capturing) and run the doctor."""
-    from kvtool.doctor.checks import DoctorOptions
-    from kvtool.doctor.run import run_doctor
-    from kvtool.probe.gather import GatherOptions
-    from kvtool.probe.host import CapturingHost, LocalHost, SnapshotHost
-    from kvtool.units import parse_count
-
-    if gds not in ("required", "optional", "off"):
-        raise InputError(f"unknown --gds {gds!r}", "choose required, optional or off")
-    node_count = parse_count(nodes, what="--nodes")
-    mib = parse_count(probe_mib, what="--probe-mib")
-    chunk_bytes, planned = _chunks(model, engine, tp, kv_dtype, chunk_tokens, sessions, ctx)
-    if snapshot is not None:
-        if not snapshot.is_dir():
-            raise InputError(
-                f"--snapshot {snapshot} is not a folder", "pass the folder --capture wrote"
-            )
-        if not any(snapshot.iterdir()):
-            raise InputError(f"--snapshot {snapshot} is empty", "pass the folder --capture wrote")
-        host: Host = SnapshotHost(snapshot)
-    else:
-        target = Path(path)
-        if not target.exists():
-            raise InputError(f"{path} does not exist", "pass the KV folder on the shared mount")
-        if not target.is_dir():
-            raise InputError(f"{path} is not a folder", "pass the KV folder, not a file")
-        host = LocalHost()
-        if capture is not None:
-            capture.mkdir(parents=True, exist_ok=True)
-            host = CapturingHost(host, capture)
-    return run_doctor(
-        host,
-        path,
-        gather_options=GatherOptions(
-            probe_mib=mib, write_probe=write, gds=gds != "off", aws=aws, file_system_id=fsx_id
-        ),
-        options=DoctorOptions(
-            nodes=node_count,
-            chunk_bytes=chunk_bytes,
-            planned_chunk_files=planned,
-            gds=cast("GdsMode", gds),  # checked above
-            probe_mib=mib,
-        ),
-    )
-
-
-def _chunks(
-    model: str | None,
-    engine: str,
-    tp: str,
-    kv_dtype: str,
-    chunk_tokens: str,
-    sessions: str | None,
-    ctx: str | None,
-) -> tuple[int | None, int | None]:
-    """One rank's chunk file in bytes, and the chunk files the planned sessions write."""
-    if model is None:
-        if sessions is not None or ctx is not None:
-            raise InputError("--sessions and --ctx need --model", "add --model NAME")
-        return None, None
-    from kvtool.model.engines import get_engine
-    from kvtool.model.formats import resolve_format
-    from kvtool.model.kv import chunk_bytes
-    from kvtool.profiles.resolve import resolve_model
-    from kvtool.units import parse_count
-
-    spec = resolve_model(model).spec
-    tokens = parse_count(chunk_tokens, what="--chunk-tokens")
-    tp_size = parse_count(tp, what="--tp")
-    chunk = chunk_bytes(
-        spec,
-        rules=get_engine(engine),
-        fmt=resolve_format(kv_dtype, spec.dtype),
-        chunk_tokens=tokens,
-        tp=tp_size,
-    )
-    if sessions is None:
-        return chunk, None
-    context = parse_count(ctx or "8k", what="--ctx")
-    writers = 1 if spec.is_mla else tp_size  # LMCache saves an MLA model from one rank
-    files = parse_count(sessions, what="--sessions") * -(-context // tokens) * writers
-    return chunk, files

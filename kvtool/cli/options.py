@@ -1,83 +1,154 @@
-"""Turn the tier-plan options, as typed, into the library's inputs (profiles loaded, numbers
-parsed), each mistake one ``InputError`` line. Shared by the commands that plan."""
+"""The options several commands share, defined once: one name means one thing everywhere, with
+help generated from the registries it chooses from.
+
+* ``--model``, ``--engine``, ``--kv-dtype``, ``--tp``, ``--chunk-tokens``: the KV shape
+  (``kvtool.inputs.shape``). ``--tp`` defaults to 1, or, where a command plans for
+  ``--hardware``, to the chips of one instance.
+* ``--hardware``, ``--t3-storage``, ``--t4-storage``, ``--t3-path``: the cluster's profiles.
+* ``--t3-dir`` is always a folder on T3 and ``--t4-url`` where T4 objects go; ``--t1`` ..
+  ``--t4`` (replay, sweep) are always a tier's size.
+* ``--policy``, ``--posture``: the tiering engine's rules.
+
+Old spellings (``--t3``/``--t4`` for a storage profile or a folder, ``--block-size`` for
+bench's transfer size, ``--path``, ``--s3-url``) still work for one release, hidden from help,
+with a note (``renamed``).
+"""
 
 from __future__ import annotations
 
+import sys
+from typing import Annotated, Any, TypeVar
+
+import typer
+
 from kvtool.errors import InputError
-from kvtool.plan.deployment import Hardware, make_hardware
-from kvtool.plan.placement import GPU_MEMORY_UTILIZATION
-from kvtool.plan.reload import DEFAULT_CONCURRENT_LOADS, DEFAULT_MFU, ReloadAssumptions
-from kvtool.profiles.load import load_node_profile, load_storage_profile
-from kvtool.units import parse_bytes, parse_count, parse_fraction
+from kvtool.model.engines import ENGINES
+from kvtool.model.formats import KV_DTYPE_CHOICES
 
-T3_PATHS = {"ena": "ena", "tcp": "ena", "efa": "efa", "efa-gds": "efa_gds", "gds": "efa_gds"}
+PANEL_SHAPE = "Model's KV (chunk and block sizes)"
+PANEL_CLUSTER = "Cluster"
+
+T = TypeVar("T")
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        metavar="MODEL",
+        help="Bundled model name (kvtool models), a config.json path, or a Hugging Face repo id.",
+        rich_help_panel=PANEL_SHAPE,
+    ),
+]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        "-e",
+        metavar="ENGINE",
+        help="Whose memory layout to count: " + ", ".join(ENGINES) + ".",
+        rich_help_panel=PANEL_SHAPE,
+    ),
+]
+KvDtypeOpt = Annotated[
+    str,
+    typer.Option(
+        "--kv-dtype",
+        metavar="DTYPE",
+        help="KV element format: " + ", ".join(KV_DTYPE_CHOICES) + ". auto = model dtype.",
+        rich_help_panel=PANEL_SHAPE,
+    ),
+]
+TpOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tp",
+        metavar="N",
+        help="Tensor-parallel size. Default 1; where the command plans for --hardware, the"
+        " chips of one instance.",
+        rich_help_panel=PANEL_SHAPE,
+    ),
+]
+ChunkTokensOpt = Annotated[
+    str,
+    typer.Option(
+        "--chunk-tokens",
+        metavar="N",
+        help="Tokens per chunk file (LMCache's chunk_size, 256).",
+        rich_help_panel=PANEL_SHAPE,
+    ),
+]
+HardwareOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--hardware",
+        metavar="NODE",
+        help="Node type (kvtool hardware lists them) or a .toml profile.",
+        rich_help_panel=PANEL_CLUSTER,
+    ),
+]
+T3StorageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--t3-storage",
+        metavar="STORAGE",
+        help="T3 storage profile: fsx-lustre-persistent2 (default), -persistent1, -scratch2, or"
+        " a .toml.",
+        rich_help_panel=PANEL_CLUSTER,
+    ),
+]
+T4StorageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--t4-storage",
+        metavar="STORAGE",
+        help="T4 storage profile: s3-standard (default), s3-express-one-zone.",
+        rich_help_panel=PANEL_CLUSTER,
+    ),
+]
+T3PathOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--t3-path",
+        metavar="PATH",
+        help="Client path to FSx: ena, efa (default), efa-gds.",
+        rich_help_panel=PANEL_CLUSTER,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
-def hardware_from_options(
-    node: str,
-    *,
-    nodes: str | None,
-    t3_path: str | None,
-    t3: str | None,
-    t4: str | None,
-    fsx_capacity: str | None,
-    fsx_throughput: str | None,
-    gpu_memory_utilization: str | None,
-) -> Hardware:
-    """Load the node and storage profiles and parse the FSx settings."""
-    throughput = None
-    if fsx_throughput is not None:
-        try:
-            throughput = int(fsx_throughput)
-        except ValueError:
-            raise InputError(
-                f"--fsx-throughput {fsx_throughput!r} is not an FSx option",
-                "give the MB/s per TiB, e.g. 1000",
-            ) from None
-    path = T3_PATHS.get((t3_path or "efa").strip().lower())
-    if path is None:
-        raise InputError(f"unknown --t3-path {t3_path!r}", "choose ena, efa or efa-gds")
-    return make_hardware(
-        load_node_profile(node),
-        load_storage_profile(t3 or "fsx-lustre-persistent2"),
-        load_storage_profile(t4 or "s3-standard"),
-        nodes=1 if nodes is None else parse_count(nodes, what="--nodes"),
-        t3_path=path,
-        fsx_capacity_bytes=None
-        if fsx_capacity is None
-        else parse_bytes(fsx_capacity, what="--fsx-capacity"),
-        fsx_throughput_mbps_per_tib=throughput,
-        gpu_memory_utilization=GPU_MEMORY_UTILIZATION
-        if gpu_memory_utilization is None
-        else parse_fraction(gpu_memory_utilization, what="--gpu-memory-utilization"),
+def engine_rule_options() -> tuple[Any, Any]:
+    """``--policy`` and ``--posture`` (imported only by the engine's commands, so that
+    ``kvtool size`` does not load the engine)."""
+    from kvtool.engine.policy import POLICIES, POSTURES
+
+    policy = typer.Option(
+        "--policy", metavar="NAME", help="Eviction policy: " + ", ".join(POLICIES) + "."
     )
-
-
-def measured_from_file(path: str, hardware: Hardware) -> Hardware:
-    """``hardware`` with the bandwidths measured in a ``kvtool bench --json`` file in place of
-    the spec; InputError when the file holds none a plan can use."""
-    from dataclasses import replace
-    from pathlib import Path
-
-    from kvtool.bench.measured import measured_tiers
-    from kvtool.bench.result import results_from_json
-    from kvtool.files import read_json_object
-
-    data = read_json_object(Path(path), what="kvtool bench --json report")
-    measured = measured_tiers(results_from_json(data), chips=hardware.node.chips)
-    if not measured:
-        raise InputError(
-            f"--bench {path} has no measurement a plan can use",
-            "it needs a T3 read, a pinned T2 h2d or a T4 get that ran (kvtool bench --json)",
-        )
-    return replace(hardware, measured=measured)
-
-
-def reload_assumptions(*, mfu: str | None, concurrent_loads: str | None) -> ReloadAssumptions:
-    """The reload-vs-recompute assumptions, defaults filled in."""
-    return ReloadAssumptions(
-        mfu=DEFAULT_MFU if mfu is None else parse_fraction(mfu, what="--mfu"),
-        concurrent_loads=DEFAULT_CONCURRENT_LOADS
-        if concurrent_loads is None
-        else parse_count(concurrent_loads, what="--concurrent-loads"),
+    posture = typer.Option(
+        "--posture",
+        metavar="|".join(POSTURES),
+        help="When chunks are written to T3: eager (when prefill ends) or lazy (under"
+        " pressure or when idle).",
     )
+    return policy, posture
+
+
+def renamed(old: str, new: str) -> Any:
+    """The hidden option that keeps an old spelling working for one release."""
+    return typer.Option(old, hidden=True, help=f"Old name of {new}.")
+
+
+def merge(new_value: T | None, old_value: T | None, *, old: str, new: str) -> T | None:
+    """The value given under ``new`` or its old spelling ``old`` (with a note); both is a
+    mistake."""
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise InputError(f"{old} and {new} are one option", f"give {new} only")
+    print(
+        f"kvtool: note: {old} is now {new}; the old name goes in the next release",
+        file=sys.stderr,
+    )
+    return old_value

@@ -6,18 +6,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from kvtool.cli.options import EngineOpt, KvDtypeOpt, TpOpt, merge, renamed
 from kvtool.errors import InputError
-from kvtool.model.engines import ENGINES, get_engine
-from kvtool.model.formats import KV_DTYPE_CHOICES, resolve_format
-from kvtool.model.kv import size_kv
+from kvtool.inputs.shape import resolve_shape
+from kvtool.model.engines import batched_tokens
 from kvtool.profiles.resolve import resolve_model
 from kvtool.units import parse_count, parse_count_list
 
 if TYPE_CHECKING:
-    from kvtool.model.engines import EngineRules
     from kvtool.model.kv import SizeResult
     from kvtool.plan.deployment import DeploymentPlan
-    from kvtool.profiles.hardware import NodeProfile
     from kvtool.profiles.resolve import ResolvedModel
 
 
@@ -43,32 +41,9 @@ def size(
         str,
         typer.Option("--sessions", "-n", metavar="N", help="Concurrent sessions (e.g. 100, 1k)."),
     ] = "1",
-    kv_dtype: Annotated[
-        str,
-        typer.Option(
-            "--kv-dtype",
-            metavar="DTYPE",
-            help="KV element format: " + ", ".join(KV_DTYPE_CHOICES) + ". auto = model dtype.",
-        ),
-    ] = "auto",
-    engine: Annotated[
-        str,
-        typer.Option(
-            "--engine",
-            "-e",
-            metavar="ENGINE",
-            help="Allocation convention: " + ", ".join(ENGINES) + ".",
-        ),
-    ] = "vllm",
-    tp: Annotated[
-        str | None,
-        typer.Option(
-            "--tp",
-            metavar="N",
-            help="Tensor-parallel size (vllm, sglang): per-rank view. Default 1; with --hardware,"
-            " the chips of one instance.",
-        ),
-    ] = None,
+    kv_dtype: KvDtypeOpt = "auto",
+    engine: EngineOpt = "vllm",
+    tp: TpOpt = None,
     block_size: Annotated[
         str | None,
         typer.Option(
@@ -116,7 +91,7 @@ def size(
     t3: Annotated[
         str | None,
         typer.Option(
-            "--t3",
+            "--t3-storage",
             metavar="STORAGE",
             help="T3 profile: fsx-lustre-persistent2, -persistent1, -scratch2, or a .toml.",
             rich_help_panel="Tier plan",
@@ -125,7 +100,7 @@ def size(
     t4: Annotated[
         str | None,
         typer.Option(
-            "--t4",
+            "--t4-storage",
             metavar="STORAGE",
             help="T4 profile: s3-standard, s3-express-one-zone.",
             rich_help_panel="Tier plan",
@@ -220,6 +195,8 @@ def size(
             rich_help_panel="Tier plan",
         ),
     ] = False,
+    old_t3: Annotated[str | None, renamed("--t3", "--t3-storage")] = None,
+    old_t4: Annotated[str | None, renamed("--t4", "--t4-storage")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """How much KV cache MODEL needs: per token, per session, and for all sessions.
@@ -238,6 +215,8 @@ def size(
 
       kvtool size llama-3.1-70b --ctx 128K --sessions 200 --hardware p5en --bench bench.json
     """
+    t3 = merge(t3, old_t3, old="--t3", new="--t3-storage")
+    t4 = merge(t4, old_t4, old="--t4", new="--t4-storage")
     contexts = parse_count_list(ctx, what="--ctx")
     count = parse_count(sessions, what="--sessions")
     batched = (
@@ -245,15 +224,12 @@ def size(
         if max_num_batched_tokens is None
         else parse_count(max_num_batched_tokens, what="--max-num-batched-tokens")
     )
-    tp_size = None if tp is None else parse_count(tp, what="--tp")
-    block = None if block_size is None else parse_count(block_size, what="--block-size")
-    rules = get_engine(engine)
     plan_options = {
         "--nodes": nodes,
         "--fsx-capacity": fsx_capacity,
         "--fsx-throughput": fsx_throughput,
-        "--t3": t3,
-        "--t4": t4,
+        "--t3-storage": t3,
+        "--t4-storage": t4,
         "--t3-path": t3_path,
         "--weights-dtype": weights_dtype,
         "--mfu": mfu,
@@ -277,29 +253,20 @@ def size(
     elif as_json:
         raise InputError("--emit prints an engine configuration, not JSON", "drop --json or --emit")
     resolved = resolve_model(model)
-    fmt = resolve_format(kv_dtype, resolved.spec.dtype)
+    shape = resolve_shape(resolved, engine=engine, kv_dtype=kv_dtype, tp=tp, block_size=block_size)
     if hardware is None:
-        batched, why = _batched(rules, batched, None)
+        chosen = batched_tokens(shape.rules, batched)
+        _ignored(chosen.ignored)
         results = [
-            size_kv(
-                resolved.spec,
-                rules=rules,
-                fmt=fmt,
-                ctx_tokens=tokens,
-                sessions=count,
-                tp=tp_size or 1,
-                block_size=block,
-                max_num_batched_tokens=batched,
-            )
-            for tokens in contexts
+            shape.size(tokens, count, max_num_batched_tokens=chosen.value) for tokens in contexts
         ]
-        return _render(resolved, results, (), as_json, why)
+        return _render(resolved, results, (), as_json, chosen.source)
 
-    from kvtool.cli.options import hardware_from_options, measured_from_file, reload_assumptions
+    from kvtool.inputs.hardware import resolve_assumptions, resolve_hardware
     from kvtool.plan.deployment import plan_contexts
     from kvtool.plan.offload import get_layout
 
-    plan_hardware = hardware_from_options(
+    plan_hardware = resolve_hardware(
         hardware,
         nodes=nodes,
         t3_path=t3_path,
@@ -308,24 +275,19 @@ def size(
         fsx_capacity=fsx_capacity,
         fsx_throughput=fsx_throughput,
         gpu_memory_utilization=gpu_memory_utilization,
+        bench=bench,
     )
-    if bench is not None:
-        plan_hardware = measured_from_file(bench, plan_hardware)
-
     planned = plan_contexts(
-        resolved.spec,
-        rules=rules,
-        fmt=fmt,
+        shape,
         contexts=contexts,
         sessions=count,
         hardware=plan_hardware,
-        tp=tp_size,
-        block_size=block,
         weights_dtype=weights_dtype or "auto",
-        assumptions=reload_assumptions(mfu=mfu, concurrent_loads=concurrent_loads),
+        assumptions=resolve_assumptions(mfu=mfu, concurrent_loads=concurrent_loads),
         offload=None if emit is None else get_layout(emit.strip().lower()),
-        max_num_batched_tokens=(batched_why := _batched(rules, batched, plan_hardware.node))[0],
+        max_num_batched_tokens=batched,
     )
+    _ignored(planned.batched.ignored)
     if emit is not None:
         from kvtool import __version__
         from kvtool.plan.emit import emit as emit_config
@@ -335,7 +297,7 @@ def size(
         inputs = emit_inputs(
             longest,
             model_id=resolved.profile.hf_id if resolved.profile else resolved.location,
-            kv_dtype=fmt.name,
+            kv_dtype=shape.fmt.name,
             model_dtype=resolved.spec.dtype,
             is_mla=resolved.spec.is_mla,
             t3_dir=t3_dir or "/fsx/kvcache",
@@ -344,24 +306,12 @@ def size(
         )
         sys.stdout.write(emit_config(emit.strip().lower(), inputs))
         return None
-    return _render(resolved, planned.sizes, planned.plans, as_json, batched_why[1])
+    return _render(resolved, planned.sizes, planned.plans, as_json, planned.batched.source)
 
 
-def _batched(
-    rules: "EngineRules", given: int | None, node: "NodeProfile | None"
-) -> tuple[int | None, str]:
-    """vLLM's --max-num-batched-tokens for the admission charge, and where it came from."""
-    if not rules.admission_in_flight:
-        if given is not None:
-            _no_effect(["--max-num-batched-tokens"], f"with --engine {rules.name}")
-        return None, ""
-    if given is not None:
-        return given, "--max-num-batched-tokens"
-    from kvtool.model.engines import vllm_default_batched_tokens
-
-    if node is None:
-        return vllm_default_batched_tokens(None)
-    return vllm_default_batched_tokens(node.hbm_gib_per_chip, node.accelerator)
+def _ignored(note: str) -> None:
+    if note:
+        print(f"kvtool: note: {note}", file=sys.stderr)
 
 
 def _no_effect(options: list[str], why: str) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
 from kvtool.findings import Finding, Status
+from kvtool.plan.fsx_rules import TCP_CLIENT_GBPS, FsxFacts, fsx_settings
 from kvtool.probe.facts import NodeFacts
 from kvtool.probe.parse import (
     LNET_TROUBLE,
@@ -44,7 +45,6 @@ SHARED_FILE_SYSTEMS = frozenset(
     }
 )
 FILES_PER_DIRECTORY = 100_000  # AWS FSx for Lustre performance tips (facts file, section 7)
-TCP_CLIENT_GBPS = 100  # FSx User Guide, performance: per client instance over ENA/TCP
 TCP_PER_OSS_GBPS = 5  # same page: per client and file-server pair over TCP
 EFA_PROOF_FRACTION = 0.5  # kvtool's judgement: at least half the probe's MiB as EFA sends
 LARGE_MEMORY_GIB = 64  # performance tips: lru tunings for clients with more than 64 GiB
@@ -732,72 +732,22 @@ def check_aws(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
                 "no FSx description: " + aws.errors.get("fsx", "unknown reason"),
             )
         ]
-    lustre: dict[str, Any] = fs.get("LustreConfiguration") or {}
-    fs_id = fs.get("FileSystemId", "?")
-    out = [_lifecycle(fs)]
-    deployment = lustre.get("DeploymentType", "?")
-    status = _grade(deployment, {"PERSISTENT_2": "PASS", "PERSISTENT_1": "WARN"}, "FAIL")
-    out.append(
-        _f(
-            "aws.deployment",
-            status,
-            f"deployment type {deployment}"
-            + (
-                ""
-                if status == "PASS"
-                else ": "
-                + (
-                    "no EFA or GDS (PERSISTENT_2 only)"
-                    if status == "WARN"
-                    else "SCRATCH data is not replicated and is lost if a file server fails"
-                )
-            ),
-            fix=""
-            if status == "PASS"
-            else "create a PERSISTENT_2 file system (the type cannot be"
-            " changed) and move the KV folder to it",
-        )
-    )
-    storage = fs.get("StorageType", "?")
-    status = _grade(storage, {"SSD": "PASS", "INTELLIGENT_TIERING": "WARN"}, "FAIL")
-    out.append(_f("aws.storage_type", status, f"storage type {storage}"))
-    compression = lustre.get("DataCompressionType", "NONE")
-    out.append(
-        _f("aws.compression", "PASS", "data compression off")
-        if compression == "NONE"
-        else _f(
-            "aws.compression",
-            "WARN",
-            f"data compression {compression}: KV tensors compress poorly and cost server CPU",
-            fix=f"aws fsx update-file-system"
-            f" --file-system-id {fs_id} --lustre-configuration DataCompressionType=NONE",
-        )
-    )
-    efa = bool(lustre.get("EfaEnabled"))
-    capacity = int(fs.get("StorageCapacity") or 0)
-    per_tib = int(lustre.get("PerUnitStorageThroughput") or 0)
-    gbytes_s = capacity / 1024 * per_tib / 1000
-    out.append(
-        _f("aws.efa_enabled", "PASS", "EFA enabled on the file system")
-        if efa
-        else _f(
-            "aws.efa_enabled",
-            "WARN" if gbytes_s > 10 else "PASS",
-            f"EFA not enabled ({gbytes_s:,.1f} GB/s file system): clients are held to"
-            f" {TCP_CLIENT_GBPS} Gbps over TCP"
-            + (" (AWS recommends EFA above 10 GB/s)" if gbytes_s > 10 else ""),
-        )
-    )
-    out.append(_same_az(aws, efa))
+    facts_ = described_facts(aws, fs)
+    efa = bool(facts_.efa_enabled)
+    settings = fsx_settings(facts_, wants_efa=None)
+    out = [_lifecycle(fs), *settings[:5]]
     out.append(_security_group(aws, efa))
-    out.append(_association(aws, facts.path, fs))
+    out.append(settings[5])
+    capacity = facts_.storage_capacity_gib or 0
+    per_tib = facts_.per_unit_storage_throughput or 0
+    gbytes_s = facts_.read_gbytes_per_s or 0.0
     if per_tib:
         share = gbytes_s / max(o.nodes, 1)
         link = (700 if efa else TCP_CLIENT_GBPS) / 8
         evidence = (
             f"{capacity:,} GiB x {per_tib} MB/s/TiB = {gbytes_s:,.1f} GB/s for {o.nodes} node(s)"
         )
-        status = "PASS" if share >= link else "WARN"
+        status: Status = "PASS" if share >= link else "WARN"
         out.append(
             _f(
                 "aws.throughput",
@@ -819,26 +769,6 @@ def _lifecycle(fs: dict[str, Any]) -> Finding:
     state = fs.get("Lifecycle", "?")
     status = _grade(state, {"AVAILABLE": "PASS", "UPDATING": "WARN"}, "FAIL")
     return _f("aws.lifecycle", status, f"file system {fs.get('FileSystemId')} is {state}")
-
-
-def _same_az(aws: Any, efa: bool) -> Finding:
-    if aws.availability_zone_id is None or aws.subnet_az_id is None:
-        why = aws.errors.get("imds") or aws.errors.get("subnet") or "AZ not known"
-        return _f("aws.same_az", "SKIP", f"cannot compare Availability Zones: {why}")
-    evidence = f"instance {aws.availability_zone_id}, file system {aws.subnet_az_id}"
-    if aws.availability_zone_id == aws.subnet_az_id:
-        return _f("aws.same_az", "PASS", "same Availability Zone as the file system", evidence)
-    return _f(
-        "aws.same_az",
-        "FAIL" if efa else "WARN",
-        "the file system is in another"
-        " Availability Zone"
-        + (
-            ": EFA does not work across AZs" if efa else ": cross-AZ latency and data-transfer cost"
-        ),
-        evidence,
-        "run the serving nodes in the file system's AZ (or create one in theirs)",
-    )
 
 
 def _security_group(aws: Any, efa: bool) -> Finding:
@@ -869,45 +799,48 @@ def _security_group(aws: Any, efa: bool) -> Finding:
     )
 
 
-def _association(aws: Any, path: str, fs: dict[str, Any]) -> Finding:
+def described_facts(aws: Any, fs: dict[str, Any]) -> FsxFacts:
+    """The FSx API's description of the mounted file system (and the AZ ids and data
+    repository associations read beside it) as the settings checklist's facts."""
+    lustre: dict[str, Any] = fs.get("LustreConfiguration") or {}
+    unknown: dict[str, str] = {}
+    same_az = None
+    evidence = ""
+    if aws.availability_zone_id is None or aws.subnet_az_id is None:
+        why = aws.errors.get("imds") or aws.errors.get("subnet") or "AZ not known"
+        unknown["same_az"] = f"cannot compare Availability Zones: {why}"
+    else:
+        same_az = aws.availability_zone_id == aws.subnet_az_id
+        evidence = f"instance {aws.availability_zone_id}, file system {aws.subnet_az_id}"
     assocs = aws.associations
     if assocs is None:
-        return _f(
-            "aws.s3_association",
-            "SKIP",
-            "data repository associations not read: " + aws.errors.get("dra", "unknown"),
+        unknown["s3_association"] = "data repository associations not read: " + aws.errors.get(
+            "dra", "unknown"
         )
-    if not assocs:
-        return _f(
-            "aws.s3_association",
-            "WARN",
-            "no S3 data repository association: the brief's"
-            " checklist wants one for lifecycle export to T4",
-            fix=f"aws fsx create-data-repository-association --file-system-id"
-            f" {fs.get('FileSystemId')} --file-system-path /kvcache"
-            " --data-repository-path s3://<bucket>/kvcache/",
-        )
-    broken = [a for a in assocs if a.get("Lifecycle") in ("MISCONFIGURED", "FAILED")]
-    if broken:
-        return _f(
-            "aws.s3_association",
-            "FAIL",
-            "data repository association "
-            + ", ".join(a.get("AssociationId", "?") for a in broken)
-            + " is broken",
-        )
-    exporting = [a for a in assocs if (a.get("S3") or {}).get("AutoExportPolicy", {}).get("Events")]
-    if exporting:
-        paths = ", ".join(a.get("FileSystemPath", "?") for a in exporting)
-        return _f(
-            "aws.s3_association",
-            "WARN",
-            f"auto-export is on for {paths}: every short-lived"
-            " KV chunk becomes S3 PUTs (cost); export on demand instead",
-            fix="aws fsx update-data-repository-association --association-id <id>"
-            " --s3 AutoExportPolicy={Events=[]}",
-        )
-    return _f("aws.s3_association", "PASS", f"{len(assocs)} S3 association(s), none auto-exporting")
+    return FsxFacts(
+        deployment_type=lustre.get("DeploymentType"),
+        storage_type=fs.get("StorageType"),
+        storage_capacity_gib=int(fs.get("StorageCapacity") or 0),
+        per_unit_storage_throughput=int(lustre.get("PerUnitStorageThroughput") or 0) or None,
+        efa_enabled=bool(lustre.get("EfaEnabled")),
+        data_compression_type=lustre.get("DataCompressionType", "NONE"),
+        same_az=same_az,
+        same_az_evidence=evidence,
+        s3_association=None if assocs is None else bool(assocs),
+        broken_associations=tuple(
+            a.get("AssociationId", "?")
+            for a in assocs or ()
+            if a.get("Lifecycle") in ("MISCONFIGURED", "FAILED")
+        ),
+        auto_export_paths=tuple(
+            a.get("FileSystemPath", "?")
+            for a in assocs or ()
+            if (a.get("S3") or {}).get("AutoExportPolicy", {}).get("Events")
+        ),
+        file_system_id=fs.get("FileSystemId", "?"),
+        source=f"aws fsx describe-file-systems {fs.get('FileSystemId', '')}".strip(),
+        unknown=unknown,
+    )
 
 
 def check_lnet_health(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:

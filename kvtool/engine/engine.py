@@ -65,7 +65,7 @@ class Engine:
         """The longest cached prefix of ``keys``, brought into T1 and checked. Chunks another
         node wrote to a shared tier are found there and indexed first."""
         self._adopt_shared(keys)
-        found = self.manager.lookup(keys, self.chunk_tokens)
+        found = self.manager.lookup(keys)
         if found.recompute:
             self.execute(found.moves)
             return Hit([], [], [], recompute=True)

@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kvtool.engine.policy import Policy, make_policy
+from kvtool.engine.policy import POLICIES, POSTURES, Policy, make_policy
+from kvtool.errors import InputError
 
 TIERS = ("T1", "T2", "T3", "T4")
 Key = str  # hex digests from the engine; a trace's block ids (as text) in replay
@@ -52,6 +53,25 @@ class EngineConfig:
     policy: str = "lru"
     shared_ttl_s: float | None = None
     reload_from_tokens: dict[str, int | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Refuse rules the manager would silently misread (``"EAGER"`` meaning lazy)."""
+        if self.posture not in POSTURES:
+            raise InputError(f"unknown --posture {self.posture!r}", "choose eager or lazy")
+        if self.policy not in POLICIES:
+            raise InputError(f"unknown --policy {self.policy!r}", "choose " + ", ".join(POLICIES))
+        unknown = sorted(set(self.capacity_bytes) - set(TIERS))
+        if unknown:
+            raise InputError(f"unknown tier {unknown[0]!r}", "tiers are " + ", ".join(TIERS))
+        negative = [t for t, c in self.capacity_bytes.items() if c is not None and c < 0]
+        if negative:
+            raise InputError(f"{negative[0]} capacity must not be negative", "0 turns a tier off")
+        if not 0 < self.pressure <= 1:
+            raise InputError(f"pressure must be in (0, 1], got {self.pressure:g}")
+        if self.t2_idle_s <= 0 or self.t3_idle_s <= 0:
+            raise InputError("--t2-idle and --t3-idle must be positive seconds")
+        if self.shared_ttl_s is not None and self.shared_ttl_s <= 0:
+            raise InputError("the shared TTL must be positive seconds (None: no TTL)")
 
     def enabled(self, tier: str) -> bool:
         """A tier with capacity 0 is off."""
@@ -182,14 +202,15 @@ class Manager:
             if chunk is not None and chunk.pins:
                 chunk.pins -= 1
 
-    def lookup(self, keys: Sequence[Key], chunk_tokens: int) -> Lookup:
-        """The longest run of leading ``keys`` held in a tier, and how to bring it to T1."""
-        now = self.clock()
+    def _prefix(self, keys: Sequence[Key], now: float) -> tuple[list[Chunk], list[str], list[Move]]:
+        """The hit rule, for ``lookup`` and ``access`` alike: the longest run of leading
+        ``keys`` held in any tier, each with the fastest tier holding it; an expired shared
+        chunk ends the run and is dropped everywhere (the drops are returned)."""
         counters = self.counters
         counters["lookups"] += 1
         counters["lookup_chunks"] += len(keys)
-        hits: list[tuple[Key, str]] = []
         found: list[Chunk] = []
+        tiers_hit: list[str] = []
         drops: list[Move] = []
         chunks = self.chunks
         for key in keys:
@@ -207,22 +228,43 @@ class Manager:
                 (tier,) = tiers
             else:
                 tier = next(t for t in TIERS if t in tiers)  # the fastest holding it
-            hits.append((key, tier))
             found.append(chunk)
-        counters["misses"] += len(keys) - len(hits)
-        if not hits:
-            return Lookup([], drops, recompute=False)
-        slowest = max((tier for _, tier in hits), key=TIERS.index)
+            tiers_hit.append(tier)
+        counters["misses"] += len(keys) - len(found)
+        return found, tiers_hit, drops
+
+    def _recompute(self, found: list[Chunk], tiers_hit: list[str]) -> bool:
+        """The reload-vs-recompute rule: True (and counted) when the plan's crossover for the
+        slowest tier involved says recomputing the prefix's tokens is faster than reloading
+        them (``reload_from_tokens``; a tier without one always reloads)."""
+        slowest = max(tiers_hit, key=TIERS.index)
         tokens = sum(chunk.tokens for chunk in found)
         threshold = self.config.reload_from_tokens.get(slowest, 0)
-        if threshold is None or tokens < threshold:
-            counters["recomputes"] += len(hits)
-            counters["recomputed_tokens"] += tokens
-            return Lookup(hits, drops, recompute=True)
-        moves = drops
-        for chunk, (_, tier) in zip(found, hits, strict=True):
+        if threshold is not None and tokens >= threshold:
+            return False
+        self.counters["recomputes"] += len(found)
+        self.counters["recomputed_tokens"] += tokens
+        return True
+
+    def _credit(self, found: list[Chunk], tiers_hit: list[str]) -> None:
+        counters = self.counters
+        for chunk, tier in zip(found, tiers_hit, strict=True):
             counters[self._hits_key[tier]] += 1
             counters[self._hit_tokens_key[tier]] += chunk.tokens
+
+    def lookup(self, keys: Sequence[Key]) -> Lookup:
+        """The longest run of leading ``keys`` held in a tier (``_prefix``), and how to bring
+        it to T1 unless recomputing is faster (``_recompute``)."""
+        now = self.clock()
+        found, tiers_hit, drops = self._prefix(keys, now)
+        hits = [(chunk.key, tier) for chunk, tier in zip(found, tiers_hit, strict=True)]
+        if not hits:
+            return Lookup([], drops, recompute=False)
+        if self._recompute(found, tiers_hit):
+            return Lookup(hits, drops, recompute=True)
+        self._credit(found, tiers_hit)
+        moves = drops
+        for chunk, tier in zip(found, tiers_hit, strict=True):
             self._touch(chunk, now)
             if tier != "T1":
                 moves.append(self._promote(chunk, tier))
@@ -282,42 +324,34 @@ class Manager:
             chunk.pins -= 1
         return moves
 
-    def access(self, keys: Sequence[Key], nbytes: int, tokens: int) -> tuple[list[str], list[Move]]:
-        """One request of a trace replay: the tiers of its longest cached prefix (what a
-        lookup finds), then every block touched or inserted, the last block first, so that a
-        prefix stays more recent than its suffixes; blocks found below T1 come up into it
-        (moved from T2, copied from T3 and T4); eviction once the whole request is in.
-        Returns the hit tiers and the moves (``put``s carry blocks the caller computes)."""
+    def access(
+        self, keys: Sequence[Key], nbytes: int, tokens: int, *, shared: bool = False
+    ) -> tuple[list[str], list[Move]]:
+        """One request of a trace replay, by the same hit rules as ``lookup`` (``_prefix``,
+        ``_recompute``): the tiers of its cached prefix (none when the prefix is recomputed),
+        then every block touched or inserted, the last block first, so that a prefix stays
+        more recent than its suffixes; blocks hit below T1 come up into it (moved from T2,
+        copied from T3 and T4), blocks held below but not reused (past the prefix, or
+        recomputed) are recomputed into T1; eviction once the whole request is in. ``shared``
+        blocks get the TTL when first inserted. Returns the hit tiers and the moves (``put``s
+        carry blocks the caller computes)."""
         now = self.clock()
         counters = self.counters
         chunks = self.chunks
-        counters["lookups"] += 1
-        counters["lookup_chunks"] += len(keys)
-        hit_tiers: list[str] = []
-        moves: list[Move] = []
-        for key in keys:
-            chunk = chunks.get(key)
-            if chunk is None:
-                break
-            if chunk.expires_at is not None and now >= chunk.expires_at:
-                moves += self._forget(chunk, why="shared TTL expired")
-                counters["expired"] += 1
-                break
-            tiers = chunk.tiers
-            if len(tiers) == 1:
-                (tier,) = tiers
-            else:
-                tier = next(t for t in TIERS if t in tiers)
-            hit_tiers.append(tier)
-            counters[self._hits_key[tier]] += 1
-            counters[self._hit_tokens_key[tier]] += tokens
-        counters["misses"] += len(keys) - len(hit_tiers)
+        found, hit_tiers, moves = self._prefix(keys, now)
+        if found and self._recompute(found, hit_tiers):
+            hit_tiers = []
+        else:
+            self._credit(found, hit_tiers)
         hits = len(hit_tiers)
+        ttl = self._ttl if shared else None
         for index in range(len(keys) - 1, -1, -1):
             key = keys[index]
             chunk = chunks.get(key)
             if chunk is None:
                 chunk = chunks[key] = Chunk(key, nbytes, tokens, now)
+                if ttl is not None:
+                    chunk.expires_at = now + ttl
                 counters["inserts"] += 1
                 self._add(chunk, "T1")
                 counters["bytes_written_T1"] += nbytes
@@ -333,7 +367,7 @@ class Manager:
                 continue
             if index < hits:
                 moves.append(self._promote(chunk, hit_tiers[index]))
-            else:  # held below, but past the end of the prefix: recomputed into T1
+            else:  # held below, but not reused: recomputed into T1
                 counters["inserts"] += 1
                 self._add(chunk, "T1")
                 counters["bytes_written_T1"] += nbytes

@@ -373,3 +373,25 @@ class S3Medium:
 def _not_found(exc: Exception) -> bool:
     error = (getattr(exc, "response", None) or {}).get("Error") or {}
     return str(error.get("Code")) in ("404", "NoSuchKey", "NotFound")
+
+
+def local_mediums(torch: Any) -> dict[str, Medium]:
+    """T1 and T2 in this process's memory (torch tensors when ``torch`` is given)."""
+    return {"T1": MemoryMedium("T1", torch=torch), "T2": MemoryMedium("T2", torch=torch)}
+
+
+def t4_medium(
+    url: str, name: str, *, io_threads: int, client_factory: Callable[[], Any]
+) -> FolderMedium | S3Medium:
+    """T4 from ``--t4-url``: ``s3://bucket/prefix`` (objects under ``prefix/name``) or
+    ``file:///path`` (a folder ``name`` inside an existing ``/path``). InputError otherwise."""
+    from kvtool.errors import InputError
+
+    if url.startswith("file://"):
+        folder = Path(url[len("file://") :])
+        if not folder.is_dir():
+            raise InputError(f"--t4-url {url}: {folder} is not a folder", "create it first")
+        return FolderMedium("T4", folder / name, io_threads=io_threads)
+    if url.startswith("s3://") and url[5:].split("/")[0]:
+        return S3Medium("T4", url.rstrip("/") + "/" + name, client_factory=client_factory)
+    raise InputError(f"--t4-url {url!r} is not s3://bucket/prefix or file:///path")

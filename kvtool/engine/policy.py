@@ -156,6 +156,9 @@ class S3FIFO:
 
 
 POLICIES: dict[str, Callable[[], Policy]] = {"lru": LRU, "s3fifo": S3FIFO}
+# when a chunk is written to T3 (the manager's other choice; named here, beside the policies,
+# so the command line can list both without loading the manager)
+POSTURES = ("eager", "lazy")
 
 
 def make_policy(name: str) -> Policy:

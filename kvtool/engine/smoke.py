@@ -29,12 +29,16 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kvtool.engine.engine import Engine
-from kvtool.engine.keys import chain_keys
+from kvtool.engine.keys import chain_keys, model_fingerprint
 from kvtool.engine.manager import TIERS, EngineConfig, Manager
-from kvtool.engine.mediums import FolderMedium, Medium, MemoryMedium
+from kvtool.engine.mediums import FolderMedium, Medium, local_mediums, t4_medium
+from kvtool.errors import InputError
+from kvtool.model.shape import KvShape
 
 SEGMENT = 65536
 MANIFEST = "manifest.json"
+SMOKE_FOLDER = "kvtool-smoke"  # the shared folder two-node phases write and read
+PHASES = ("all", "write", "read")
 
 
 def payload(key: str, nbytes: int) -> bytes:
@@ -77,6 +81,35 @@ class SmokeOptions(NamedTuple):
     t3_idle_s: float = 600.0
     shared_ttl_s: float = 3600.0
     io_threads: int = 32
+
+
+def smoke_options(
+    shape: KvShape,
+    *,
+    chunk_tokens: int = 256,
+    sessions: int = 4,
+    chunks_per_session: int = 4,
+    posture: str = "lazy",
+    policy: str = "lru",
+    io_threads: int = 32,
+) -> SmokeOptions:
+    """The scenario for ``shape``'s chunks (one rank's ``chunk_tokens`` tokens each, keys
+    fingerprinted by model, dtype, engine, tp and chunk size). InputError for a posture or
+    policy the engine does not know, or fewer than 2 chunks per session."""
+    if chunks_per_session < 2:
+        raise InputError("--chunks must be at least 2", "a shared chunk and one of its own")
+    EngineConfig(posture=posture, policy=policy)  # validates both
+    layout = f"{shape.rules.name}-tp{shape.tp}-chunk{chunk_tokens}"
+    return SmokeOptions(
+        chunk_bytes=shape.chunk_bytes(chunk_tokens),
+        chunk_tokens=chunk_tokens,
+        fingerprint=model_fingerprint(shape.spec.name, shape.fmt.name, layout),
+        sessions=sessions,
+        chunks_per_session=chunks_per_session,
+        posture=posture,
+        policy=policy,
+        io_threads=io_threads,
+    )
 
 
 class Step(NamedTuple):
@@ -380,15 +413,6 @@ def read_phase(t3_root: Path, mediums: dict[str, Medium], *, io_threads: int = 3
     return scenario.step("second node reads T3", lambda: scenario._check(keys, len(keys)))
 
 
-def memory_mediums(torch: Any) -> dict[str, Medium]:
-    """T1 and T2 in this process's memory."""
-    return {"T1": MemoryMedium("T1", torch=torch), "T2": MemoryMedium("T2", torch=torch)}
-
-
-def folder_medium(tier: str, root: Path, io_threads: int) -> FolderMedium:
-    return FolderMedium(tier, root, io_threads=io_threads)
-
-
 class SmokeReport(NamedTuple):
     """Every step, the engine's counters, what each tier was, and the faults it met."""
 
@@ -446,3 +470,150 @@ def run_smoke(
         {tier: medium.description for tier, medium in mediums.items()},
         list(s.engine.faults),
     )
+
+
+class SmokeTargets(NamedTuple):
+    """Where the smoke runs: ``t3_dir`` a folder on T3 (None: a temporary folder, removed),
+    ``t4_url`` ``s3://bucket/prefix`` or ``file:///path`` (None: a folder beside T3's), the
+    ``phase`` (``all``, or ``write`` then ``read`` on two nodes), and whether to ``keep``
+    what it wrote."""
+
+    t3_dir: Path | None = None
+    t4_url: str | None = None
+    phase: str = "all"
+    keep: bool = False
+    folder_name: str = ""
+    io_threads: int = 32
+
+
+class SmokeOutcome(NamedTuple):
+    """A smoke's report, the folder it used, and whether that folder was kept."""
+
+    report: SmokeReport
+    folder: Path
+    phase: str
+    kept: bool
+
+
+SecondNode = Callable[[Path, str], Step]  # (the T3 base folder, the smoke folder's name)
+
+
+def smoke_command(
+    options: SmokeOptions | None,
+    targets: SmokeTargets,
+    *,
+    torch: Any,
+    s3_client: Callable[[], Any],
+    second_node: SecondNode | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> SmokeOutcome:
+    """``kvtool engine smoke``: the folder's whole life (made, used, removed unless kept or
+    written for a second node), the mediums, and the phase. ``options`` may be None only for
+    ``--phase read``, which takes the shape from the manifest. InputError for targets that
+    cannot work (a phase without a shared folder, a read without a manifest)."""
+    import shutil
+    import tempfile
+
+    phase = targets.phase
+    if phase not in PHASES:
+        raise InputError(f"unknown --phase {phase!r}", "choose all, write or read")
+    if phase != "all" and targets.t3_dir is None:
+        raise InputError(f"--phase {phase} needs the shared folder", "add --t3-dir /fsx/kvtool")
+    if targets.t3_dir is not None and not targets.t3_dir.is_dir():
+        raise InputError(
+            f"--t3-dir {targets.t3_dir} is not a folder", "pass an existing folder on T3"
+        )
+    name = targets.folder_name or (SMOKE_FOLDER if phase != "all" else _unique())
+    if phase == "read":
+        shared = targets.t3_dir / name if targets.t3_dir is not None else Path(name)
+        if not (shared / "t3" / MANIFEST).is_file():
+            raise InputError(
+                f"no smoke manifest in {shared}", "run --phase write with the same --t3-dir first"
+            )
+    base = targets.t3_dir or Path(tempfile.mkdtemp(prefix="kvtool-smoke-"))
+    root = base / name
+    created = not root.exists()
+    try:
+        if phase == "write" and not created:
+            shutil.rmtree(root)  # kvtool's own folder: a fresh write, not a mix with the last
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot write {root}: {exc.strerror or exc}") from None
+        mediums = local_mediums(torch)
+        threads = targets.io_threads
+        mediums["T3"] = FolderMedium("T3", root / "t3", io_threads=threads)
+        if targets.t4_url is None:
+            mediums["T4"] = FolderMedium("T4", root / "t4", io_threads=threads)
+        else:
+            mediums["T4"] = t4_medium(
+                targets.t4_url, name, io_threads=threads, client_factory=s3_client
+            )
+        try:
+            if phase == "read":
+                step = read_phase(root / "t3", mediums, io_threads=threads)
+                described = {t: m.description for t, m in mediums.items()}
+                report = SmokeReport([step], {}, described, [])
+            else:
+                assert options is not None
+                report = run_smoke(
+                    options,
+                    mediums,
+                    t3_root=root / "t3",
+                    phase=phase,
+                    second_node=None
+                    if phase != "all" or second_node is None
+                    else (lambda _root: second_node(base, name)),
+                    progress=progress,
+                )
+        finally:
+            for medium in mediums.values():
+                medium.close()
+            if phase != "write" and not targets.keep:
+                _remove_t4(mediums.get("T4"))
+    finally:
+        if phase != "write" and not targets.keep:
+            if created or phase == "read" or targets.t3_dir is None:
+                shutil.rmtree(root, ignore_errors=True)
+            if targets.t3_dir is None:
+                shutil.rmtree(base, ignore_errors=True)
+    kept = targets.keep or phase == "write"
+    return SmokeOutcome(report, root, phase, kept)
+
+
+def _unique() -> str:
+    return f"{SMOKE_FOLDER}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def _remove_t4(medium: Medium | None) -> None:
+    """Delete what the smoke wrote on T4: its S3 prefix, or its folder."""
+    import shutil
+
+    from kvtool.engine.mediums import S3Medium
+
+    if isinstance(medium, S3Medium):
+        medium.delete_prefix()
+    elif isinstance(medium, FolderMedium):
+        shutil.rmtree(medium.root, ignore_errors=True)
+
+
+def second_node_process(
+    *, io_threads: int, run: Callable[[list[str]], tuple[int, str, str]]
+) -> SecondNode:
+    """A second process standing in for another node: ``kvtool engine smoke --phase read`` on
+    the same T3 folder, run through ``run`` (argv -> exit status, stdout, stderr)."""
+    import sys
+
+    def second(base: Path, name: str) -> Step:
+        argv = [sys.executable, "-m", "kvtool", "engine", "smoke", "--phase", "read",
+                "--t3-dir", str(base), "--folder-name", name, "--keep", "--json",
+                "--io-threads", str(io_threads)]  # fmt: skip
+        returncode, stdout, stderr = run(argv)
+        try:
+            return Step(**json.loads(stdout)["steps"][0])
+        except (ValueError, KeyError, IndexError, TypeError):
+            last = (stderr or stdout).strip().splitlines()
+            reason = last[-1] if last else f"exit status {returncode}"
+            return Step("second node reads T3", "FAIL", f"the second process: {reason}", 0, 0.0, {})
+
+    return second

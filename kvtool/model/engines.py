@@ -162,15 +162,41 @@ def get_engine(name: str) -> EngineRules:
     return ENGINES[key]
 
 
-def vllm_default_batched_tokens(hbm_gib: float | None, accelerator: str = "") -> tuple[int, str]:
+class BatchedTokens(NamedTuple):
+    """The tokens per batch an admission charge assumes: ``value`` (None for engines kvtool
+    models no admission charge for), ``source`` (where it came from), and ``ignored``, a note
+    when a figure was given that has no effect."""
+
+    value: int | None
+    source: str
+    ignored: str = ""
+
+
+def batched_tokens(
+    rules: EngineRules, given: int | None, *, hbm_gib: float | None = None, accelerator: str = ""
+) -> BatchedTokens:
+    """``--max-num-batched-tokens`` for ``rules``' admission charge: the figure given, else the
+    engine's default on the accelerator (``default_batched_tokens``)."""
+    if not rules.admission_in_flight:
+        ignored = f"--max-num-batched-tokens has no effect with --engine {rules.name}"
+        return BatchedTokens(None, "", ignored if given is not None else "")
+    if given is not None:
+        return BatchedTokens(given, "--max-num-batched-tokens")
+    return BatchedTokens(*default_batched_tokens(rules, hbm_gib, accelerator))
+
+
+def default_batched_tokens(
+    rules: EngineRules, hbm_gib: float | None, accelerator: str = ""
+) -> tuple[int, str]:
     """vLLM 0.33.0's ``--max-num-batched-tokens`` default under ``vllm serve``
     (engine/arg_utils.py: 16384 on GPUs of 160 GiB or more, 8192 on 70 GiB or more that are
-    not an A100, else 2048), and why; without a device, the H100/H200 figure, as an
-    assumption."""
+    not an A100, else 2048), and why; without a device, ``rules``' figure for an H100/H200, as
+    an assumption."""
+    default = rules.default_max_num_batched_tokens
     if hbm_gib is None:
-        return 8192, "vllm serve's default on an H100/H200 (assumed: no --hardware)"
+        return default, "vllm serve's default on an H100/H200 (assumed: no --hardware)"
     if hbm_gib >= 160:
         return 16384, f"vllm serve's default on {accelerator} ({hbm_gib:g} GiB, >= 160 GiB)"
     if hbm_gib >= 70 and "a100" not in accelerator.lower():
-        return 8192, f"vllm serve's default on {accelerator} ({hbm_gib:g} GiB, >= 70 GiB)"
+        return default, f"vllm serve's default on {accelerator} ({hbm_gib:g} GiB, >= 70 GiB)"
     return 2048, f"vllm serve's default on {accelerator} ({hbm_gib:g} GiB)"

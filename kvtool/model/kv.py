@@ -492,13 +492,3 @@ def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str = "auto") -> int:
     fmt = resolve_format(kv_dtype, spec.dtype)
     result = size_kv(spec, rules=ENGINES["formula"], fmt=fmt, ctx_tokens=1, sessions=1)
     return result.kv_bytes_per_token_unbounded
-
-
-def chunk_bytes(
-    spec: ModelSpec, *, rules: EngineRules, fmt: KvFormat, chunk_tokens: int, tp: int = 1
-) -> int:
-    """One rank's KV for ``chunk_tokens`` tokens: the file or object an offloading connector
-    writes per chunk (LMCache: 256 tokens), unpadded by the engine's page size."""
-    return size_kv(
-        spec, rules=rules, fmt=fmt, ctx_tokens=chunk_tokens, sessions=1, tp=tp, block_size=1
-    ).kv_bytes_per_rank_per_session

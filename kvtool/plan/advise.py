@@ -25,21 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvtool.errors import InputError
-from kvtool.model.engines import EngineRules
-from kvtool.model.formats import KvFormat
-from kvtool.model.kv import size_kv
-from kvtool.model.params import count_params
-from kvtool.model.spec import ModelSpec
-from kvtool.plan.deployment import Serving, choose_serving
-from kvtool.plan.placement import (
-    HOST_MEMORY_FRACTION,
-    PRESSURE_FRACTION,
-    PlanInputs,
-    kv_space_per_node,
-)
+from kvtool.model.shape import KvShape
+from kvtool.plan.deployment import Hardware, Serving, WorkloadPlan, plan_workload
 from kvtool.plan.workload import Workload
-from kvtool.profiles.hardware import NodeProfile
 from kvtool.units import format_bytes
 
 SHARED_PREFIX_THRESHOLD = 0.30
@@ -205,55 +193,31 @@ class AdviceResult:
     session_bytes: dict[int, int]
 
 
-def advise_workload(
-    workload: Workload,
-    spec: ModelSpec,
-    node: NodeProfile,
-    *,
-    rules: EngineRules,
-    fmt: KvFormat,
-) -> AdviceResult:
-    """Price ``spec`` at each of the workload's contexts under its engine, dtype and tp, size
-    the node's tiers with its weights, and apply the criteria.
+def capacity_of(planned: WorkloadPlan, nodes: int) -> Capacity:
+    """The criteria's view of a placed workload: one session at each context, and the tiers'
+    capacities per node as placement computed them."""
+    tiers = planned.tiers
+    return Capacity(
+        session_bytes=planned.session_bytes,
+        nodes=nodes,
+        t1_pressure_bytes_per_node=tiers.pressure_bytes_per_node,
+        t2_bytes_per_node=(tiers.tiers[1].capacity_bytes or 0) // nodes,
+        hbm_kv_space_bytes_per_node=tiers.kv_space_bytes_per_node,
+    )
 
-    Raises InputError when the weights leave no room for KV on ``node``.
+
+def advise_workload(workload: Workload, shape: KvShape, hardware: Hardware) -> AdviceResult:
+    """Serve, price and place the workload as ``kvtool size --hardware`` and ``kvtool check``
+    do (``plan_workload``), then apply the criteria.
+
+    Raises InputError when the weights (or one session) leave no room for KV on the node.
     """
-    serving = choose_serving(
-        spec, count_params(spec), node, tp=workload.tp, weights_dtype=workload.weights_dtype
-    )
-    session_bytes = {
-        ctx: size_kv(
-            spec, rules=rules, fmt=fmt, ctx_tokens=ctx, sessions=1, tp=serving.tp
-        ).kv_bytes_per_session
-        for ctx in workload.contexts
-    }
-    space = kv_space_per_node(
-        PlanInputs(
-            node=node,
-            nodes=workload.nodes,
-            weights_bytes=serving.weights_bytes_per_node,
-            kv_bytes_per_session=1,
-            sessions=1,
-        )
-    )
-    if space <= 0:
-        raise InputError(
-            f"{spec.name}'s weights ({format_bytes(serving.weights_bytes_per_node)} per node)"
-            f" leave no room for KV on {node.name}",
-            "pick a node with more HBM (kvtool hardware), a larger tp or narrower weights",
-        )
-    capacity = Capacity(
-        session_bytes=session_bytes,
-        nodes=workload.nodes,
-        t1_pressure_bytes_per_node=int(space * PRESSURE_FRACTION),
-        t2_bytes_per_node=int(node.host_memory_bytes * HOST_MEMORY_FRACTION),
-        hbm_kv_space_bytes_per_node=space,
-    )
+    planned = plan_workload(shape, workload, hardware)
     return AdviceResult(
         workload=workload,
-        model=spec.name,
-        node=node.name,
-        serving=serving,
-        advice=advise(workload, capacity),
-        session_bytes=session_bytes,
+        model=shape.spec.name,
+        node=hardware.node.name,
+        serving=planned.serving,
+        advice=advise(workload, capacity_of(planned, workload.nodes)),
+        session_bytes=planned.session_bytes,
     )

@@ -22,35 +22,32 @@ Rules, each a finding with its fix:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from kvtool.errors import InputError
-from kvtool.findings import Finding, Status
-from kvtool.model.engines import EngineRules
-from kvtool.model.formats import KvFormat
-from kvtool.model.kv import size_kv
-from kvtool.model.params import count_params
-from kvtool.model.spec import ModelSpec
-from kvtool.plan.advise import Capacity, advise
-from kvtool.plan.deployment import choose_serving
+from kvtool.findings import Finding, Report, Status
+from kvtool.model.shape import KvShape
+from kvtool.plan.advise import advise, capacity_of
+from kvtool.plan.deployment import Hardware, WorkloadPlan, offload_divisors, plan_workload
 from kvtool.plan.fsx import file_system
-from kvtool.plan.offload import LAYOUTS, copies_divisor
-from kvtool.plan.placement import PlanInputs, plan_tiers
+from kvtool.plan.fsx_rules import FsxFacts, fsx_settings
+from kvtool.plan.measured import MeasuredTier
+from kvtool.plan.offload import LAYOUTS
 from kvtool.plan.reload import t3_client_gbps
 from kvtool.plan.workload import FsxSettings, PlanFile
-from kvtool.profiles.hardware import NodeProfile, StorageProfile
 from kvtool.units import format_bytes
 
 MIN_IO_THREADS = 32  # the brief's checklist: 32 or more I/O threads per node
 
 
 class Evidence(NamedTuple):
-    """What the CLI read beside the plan: a ``kvtool bench --json`` document and, per doctor
-    report, the node name and the ids of its FAIL findings."""
+    """What was measured beside the plan, already read (``kvtool.inputs.evidence``): the
+    measured tiers of a ``kvtool bench --json`` report and the ``kvtool doctor --json``
+    reports."""
 
-    bench: dict[str, Any] | None = None
-    doctor_failures: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    measured: tuple[MeasuredTier, ...] = ()
+    doctor: tuple[Report, ...] = ()
 
 
 def _gb(bytes_per_s: float) -> str:
@@ -65,31 +62,21 @@ def _f(id_: str, status: Status, message: str, evidence: str = "", fix: str = ""
 
 def check_plan(
     plan: PlanFile,
-    spec: ModelSpec,
-    node: NodeProfile,
-    t3: StorageProfile,
+    shape: KvShape,
+    hardware: Hardware,
     *,
-    rules: EngineRules,
-    fmt: KvFormat,
     evidence: Evidence | None = None,
 ) -> list[Finding]:
-    """Every rule of the module docstring, in order. ``t3`` is the storage profile of the
-    declared deployment type (``t3_profile_for``). Raises InputError only for a layout the
-    engine cannot run (an invalid tp)."""
+    """Every rule of the module docstring, in order. ``hardware`` is the plan's cluster with
+    the T3 profile of the declared deployment type (``t3_profile_for``) and no file system
+    yet: the declared size is checked here, a finding when FSx cannot provision it. The tiers
+    come from ``plan_workload``, the pipeline ``kvtool size --hardware`` and ``advise`` use.
+    Raises InputError only for a layout the engine cannot run (an invalid tp)."""
     w = plan.workload
     fsx = plan.fsx
+    t3 = hardware.t3
     findings: list[Finding] = []
-    serving = choose_serving(spec, count_params(spec), node, tp=w.tp, weights_dtype=w.weights_dtype)
-    kv_tp = serving.tp if rules.shards_over_tp else 1
-    session_bytes = {
-        ctx: size_kv(
-            spec, rules=rules, fmt=fmt, ctx_tokens=ctx, sessions=1, tp=kv_tp
-        ).kv_bytes_per_session
-        for ctx in w.contexts
-    }
-    mean_bytes = int(sum(share * session_bytes[ctx] for ctx, share in w.contexts.items()))
-    peak_sessions = max(1, round(w.sessions * w.peak_to_mean))
-    efa = plan.t3_path in ("efa", "efa_gds") and node.efa_gbps > 0  # the nodes want EFA
+    efa = plan.t3_path in ("efa", "efa_gds") and hardware.node.efa_gbps > 0  # the nodes want EFA
 
     capacity_bytes = None
     fs = None
@@ -116,33 +103,29 @@ def check_plan(
     elif fsx is not None:
         findings.append(_f("plan.fsx_size", "SKIP", "no storage_capacity_gib declared"))
 
-    layout = LAYOUTS[rules.offload_stack]
-    divisor = {
-        t: copies_divisor(layout, t, is_mla=spec.is_mla, tp=serving.tp) for t in ("T2", "T3")
-    }
+    # no fsx: the plan deploys no T3 (0); a declared size FSx cannot provision: sized to fit
+    cluster = replace(
+        hardware,
+        fsx_capacity_bytes=capacity_bytes if fsx is not None else 0,
+        fsx_throughput_mbps_per_tib=fs.throughput_mbps_per_tib if fs is not None else None,
+    )
     try:
-        tiers = plan_tiers(
-            PlanInputs(
-                node=node,
-                nodes=w.nodes,
-                weights_bytes=serving.weights_bytes_per_node,
-                kv_bytes_per_session=mean_bytes,
-                sessions=peak_sessions,
-                fsx_capacity_bytes=capacity_bytes if fsx is not None else 0,
-                t2_bytes_per_session=mean_bytes // divisor["T2"],
-                t3_bytes_per_session=mean_bytes // divisor["T3"],
-            )
-        )
+        planned = plan_workload(shape, w, cluster)
     except InputError as exc:  # the weights or one session do not fit a node at all
         return [*findings, _f("plan.capacity", "FAIL", exc.message, fix=exc.hint)]
-    findings.append(_capacity(plan, tiers, peak_sessions, mean_bytes))
-    findings += _tiers(plan, tiers, w.nodes, session_bytes)
-    findings += _fsx_checklist(plan, fsx, efa, w.nodes, can_efa=t3.client_efa_gbps > 0)
+    tiers = planned.tiers
+    session_bytes = planned.session_bytes
+    divisor = offload_divisors(
+        LAYOUTS[shape.rules.offload_stack], is_mla=shape.spec.is_mla, tp=planned.serving.tp
+    )
+    findings.append(_capacity(plan, tiers, planned.peak_sessions, planned.mean_session_bytes))
+    findings += _tiers(plan, planned)
+    findings += _fsx_checklist(plan, fsx, wants_efa=efa, nodes=w.nodes)
     share = None
     if fs is not None:
         share = fs.read_bytes_per_s / w.nodes
         findings.append(
-            _bandwidth(node, t3, plan, share, max(session_bytes.values()) // divisor["T3"])
+            _bandwidth(cluster, plan, share, max(session_bytes.values()) // divisor["T3"])
         )
     findings += _measured(plan, evidence or Evidence(), share)
     return findings
@@ -177,20 +160,9 @@ def _capacity(plan: PlanFile, tiers: Any, peak: int, mean_bytes: int) -> Finding
     )
 
 
-def _tiers(plan: PlanFile, tiers: Any, nodes: int, session_bytes: dict[int, int]) -> list[Finding]:
+def _tiers(plan: PlanFile, planned: WorkloadPlan) -> list[Finding]:
     w = plan.workload
-    pressure = tiers.pressure_bytes_per_node
-    t2_per_node = (tiers.tiers[1].capacity_bytes or 0) // nodes
-    advice = advise(
-        w,
-        Capacity(
-            session_bytes=session_bytes,
-            nodes=nodes,
-            t1_pressure_bytes_per_node=pressure,
-            t2_bytes_per_node=t2_per_node,
-            hbm_kv_space_bytes_per_node=tiers.kv_space_bytes_per_node,
-        ),
-    )
+    advice = advise(w, capacity_of(planned, w.nodes))
     met = sum(c.met for c in advice.criteria)
     out = []
     deployed_t3 = plan.fsx is not None
@@ -251,98 +223,29 @@ def _tiers(plan: PlanFile, tiers: Any, nodes: int, session_bytes: dict[int, int]
     return out
 
 
+def declared_facts(fsx: FsxSettings) -> FsxFacts:
+    """The file system as the plan declares it; an S3 association not declared is none."""
+    return FsxFacts(
+        deployment_type=fsx.deployment_type,
+        storage_type=fsx.storage_type,
+        storage_capacity_gib=fsx.storage_capacity_gib,
+        per_unit_storage_throughput=fsx.per_unit_storage_throughput,
+        efa_enabled=fsx.efa_enabled,
+        data_compression_type=fsx.data_compression_type,
+        same_az=fsx.same_az,
+        s3_association=bool(fsx.s3_association),
+        source=fsx.source,
+    )
+
+
 def _fsx_checklist(
-    plan: PlanFile, fsx: FsxSettings | None, efa: bool, nodes: int, *, can_efa: bool
+    plan: PlanFile, fsx: FsxSettings | None, *, wants_efa: bool, nodes: int
 ) -> list[Finding]:
+    """The file system's settings (``plan/fsx_rules.py``, shared with kvtool doctor), then how
+    the nodes mount and use it."""
     if fsx is None:
         return [_f("fsx.checklist", "SKIP", "the plan deploys no FSx file system")]
-    out: list[Finding] = []
-
-    def grade(
-        id_: str, value: Any, good: Sequence[Any], warn: Sequence[Any], what: str, fix: str
-    ) -> None:
-        if value is None:
-            out.append(_f(id_, "SKIP", f"{what} not declared"))
-        elif value in good:
-            out.append(_f(id_, "PASS", f"{what} {value}"))
-        else:
-            status: Status = "WARN" if value in warn else "FAIL"
-            out.append(_f(id_, status, f"{what} {value}", fsx.source, fix))
-
-    grade(
-        "fsx.deployment",
-        fsx.deployment_type,
-        ["PERSISTENT_2"],
-        ["PERSISTENT_1"],
-        "deployment type",
-        "deployment_type = PERSISTENT_2 (SCRATCH is not replicated;"
-        " PERSISTENT_1 has no EFA or GDS)",
-    )
-    grade(
-        "fsx.storage_type",
-        fsx.storage_type,
-        ["SSD"],
-        ["INTELLIGENT_TIERING"],
-        "storage type",
-        "storage_type = SSD",
-    )
-    grade(
-        "fsx.compression",
-        fsx.data_compression_type,
-        ["NONE"],
-        ["LZ4"],
-        "data compression",
-        "data_compression_type = NONE (KV tensors compress poorly)",
-    )
-    if fsx.efa_enabled is None:
-        out.append(_f("fsx.efa", "SKIP", "efa_enabled not declared"))
-    elif fsx.efa_enabled or not efa:
-        out.append(
-            _f(
-                "fsx.efa",
-                "PASS",
-                "EFA enabled" if fsx.efa_enabled else f"client path {plan.t3_path} needs no EFA",
-            )
-        )
-    else:
-        out.append(
-            _f(
-                "fsx.efa",
-                "FAIL",
-                f"the plan reads T3 over {plan.t3_path} but the file system is not"
-                " EFA-enabled"
-                + ("" if can_efa else f" ({fsx.deployment_type} cannot be: EFA needs PERSISTENT_2)")
-                + ": 100 Gbps per client over TCP",
-                fsx.source,
-                "efa_enabled = true (set at creation; needs PERSISTENT_2 and a security"
-                " group that allows all traffic to itself)",
-            )
-        )
-    if fsx.same_az is None:
-        out.append(_f("fsx.same_az", "SKIP", "same_az not declared (kvtool doctor checks it live)"))
-    else:
-        out.append(
-            _f(
-                "fsx.same_az",
-                "PASS" if fsx.same_az else ("FAIL" if efa else "WARN"),
-                "same Availability Zone as the nodes"
-                if fsx.same_az
-                else "the file system is in another Availability Zone",
-            )
-        )
-    if fsx.s3_association is None or not fsx.s3_association:
-        out.append(
-            _f(
-                "fsx.s3_association",
-                "WARN",
-                "no S3 data repository association declared:"
-                " the brief's checklist wants one for export to T4",
-                fix="aws_fsx_data_repository_association (Terraform) or"
-                " AWS::FSx::DataRepositoryAssociation, export on demand",
-            )
-        )
-    else:
-        out.append(_f("fsx.s3_association", "PASS", "S3 data repository association declared"))
+    out = fsx_settings(declared_facts(fsx), wants_efa=wants_efa)
     options = fsx.mount_options
     if options is None:
         out.append(_f("fsx.mount_options", "SKIP", "mount_options not declared"))
@@ -401,10 +304,8 @@ def _fsx_checklist(
     return out
 
 
-def _bandwidth(
-    node: NodeProfile, t3: StorageProfile, plan: PlanFile, share: float, session_bytes: int
-) -> Finding:
-    path, gbps = t3_client_gbps(node, t3, plan.t3_path)
+def _bandwidth(hardware: Hardware, plan: PlanFile, share: float, session_bytes: int) -> Finding:
+    path, gbps = t3_client_gbps(hardware.node, hardware.t3, plan.t3_path)
     link = gbps * 1e9 / 8
     rate = min(link, share) / session_bytes
     evidence = (
@@ -428,27 +329,13 @@ def _bandwidth(
     )
 
 
-def bench_t3_read_bytes_per_s(bench: dict[str, Any]) -> float | None:
-    """The best T3 read (``seq_read`` or ``rand_read``) per node in a ``kvtool bench --json``
-    document: measurements that ran, an aggregate over N fio clients divided by N."""
-    rates = [
-        float(r.get("bytes_per_s") or 0) / max(int(r.get("clients") or 1), 1)
-        for r in bench.get("results") or []
-        if isinstance(r, dict)
-        and r.get("tier") == "t3"
-        and r.get("op") in ("seq_read", "rand_read")
-        and r.get("status", "ok") == "ok"
-        and r.get("bytes_per_s")
-    ]
-    return max(rates) if rates else None
-
-
 def _measured(plan: PlanFile, evidence: Evidence, share: float | None) -> list[Finding]:
     out = []
     measured = plan.measured.t3_read_gbytes_per_s
     measured_bps = None if measured is None else measured * 1e9
-    if evidence.bench is not None:
-        measured_bps = bench_t3_read_bytes_per_s(evidence.bench) or measured_bps
+    t3 = next((m for m in evidence.measured if m.tier == "T3"), None)
+    if t3 is not None:
+        measured_bps = t3.bytes_per_s
     if measured_bps is None:
         out.append(
             _f(
@@ -484,7 +371,11 @@ def _measured(plan: PlanFile, evidence: Evidence, share: float | None) -> list[F
     if not plan.measured.doctor:
         out.append(_f("measured.doctor", "SKIP", "no kvtool doctor reports given"))
     else:
-        failing = [(n, ids) for n, ids in evidence.doctor_failures if ids]
+        failing = [
+            (r.node, tuple(f.id for f in r.findings if f.status == "FAIL"))
+            for r in evidence.doctor
+            if r.failed
+        ]
         if failing:
             text = "; ".join(f"{n}: {', '.join(ids)}" for n, ids in failing)
             out.append(
@@ -501,7 +392,7 @@ def _measured(plan: PlanFile, evidence: Evidence, share: float | None) -> list[F
                 _f(
                     "measured.doctor",
                     "PASS",
-                    f"{len(evidence.doctor_failures)} doctor report(s) without failures",
+                    f"{len(evidence.doctor)} doctor report(s) without failures",
                 )
             )
     return out

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kvtool.errors import InputError
-from kvtool.model.engines import EngineRules
-from kvtool.model.formats import KvFormat
-from kvtool.model.kv import SizeResult, size_kv
+from kvtool.model.engines import BatchedTokens, batched_tokens
+from kvtool.model.kv import SizeResult
 from kvtool.model.params import WEIGHT_BYTES, ParamCount, count_params, weight_bytes
+from kvtool.model.shape import KvShape
 from kvtool.model.spec import ModelSpec
 from kvtool.plan.fsx import FileSystem, file_system, smallest_size_at_least
 from kvtool.plan.measured import MeasuredTier, apply_measured
@@ -37,9 +37,11 @@ from kvtool.plan.reload import (
     crossover_tokens,
     fan_in_per_s,
     node_compute,
+    parse_t3_path,
     t3_client_gbps,
     tier_paths,
 )
+from kvtool.plan.workload import Workload
 from kvtool.profiles.hardware import NodeProfile, StorageProfile
 
 BREAK_EVEN_CONTEXTS = (1_000, 4_000, 10_000, 32_000, 50_000, 128_000, 200_000, 1_000_000)
@@ -96,7 +98,7 @@ def make_hardware(
     """A validated Hardware: T3 and T4 profiles of the right tier, an FSx throughput option
     the T3 offers, a capacity FSx can provision. Raises InputError naming the option at
     fault (for a capacity, with the nearest valid sizes)."""
-    for profile, tier, option in ((t3, "t3", "--t3"), (t4, "t4", "--t4")):
+    for profile, tier, option in ((t3, "t3", "--t3-storage"), (t4, "t4", "--t4-storage")):
         if profile.tier != tier:
             raise InputError(
                 f"{option} {profile.name!r} is a {profile.tier.upper()} profile",
@@ -111,8 +113,7 @@ def make_hardware(
             f"--fsx-throughput {throughput} is not an FSx option",
             f"{t3.name} offers {options} MB/s per TiB",
         )
-    if t3_path not in ("ena", "efa", "efa_gds"):
-        raise InputError(f"unknown --t3-path {t3_path!r}", "choose ena, efa or efa-gds")
+    t3_path = parse_t3_path(t3_path)
     hardware = Hardware(
         node=node,
         nodes=nodes,
@@ -219,6 +220,53 @@ def _room_for_kv(node: NodeProfile, weights_per_node: int, utilization: float) -
     return kv_space_per_node(probe) > 0
 
 
+def uses_gds(hardware: Hardware) -> bool:
+    """The nodes read T3 over EFA with GPUDirect Storage."""
+    return hardware.t3_path == "efa_gds" and hardware.node.gds
+
+
+def offload_divisors(offload: OffloadLayout, *, is_mla: bool, tp: int) -> dict[str, int]:
+    """How many times smaller a session is in T2 and T3 than in HBM (``plan/offload.py``)."""
+    return {t: copies_divisor(offload, t, is_mla=is_mla, tp=tp) for t in ("T2", "T3")}
+
+
+def place_sessions(
+    hardware: Hardware,
+    serving: Serving,
+    *,
+    is_mla: bool,
+    session_bytes: int,
+    sessions: int,
+    admission_bytes: int | None,
+    offload: OffloadLayout,
+) -> TierPlan:
+    """Place ``sessions`` of ``session_bytes`` on ``hardware`` under ``serving``: the one
+    assembly of placement's inputs that ``kvtool size --hardware``, ``advise`` and ``check``
+    share (the engine's admission charge, the offload stack's copies, the GPU memory the GDS
+    path pins, the HBM share the engine may use). Raises InputError when the weights or one
+    session do not fit a node."""
+    divisors = offload_divisors(offload, is_mla=is_mla, tp=serving.tp)
+    gds = uses_gds(hardware)
+    return plan_tiers(
+        PlanInputs(
+            node=hardware.node,
+            nodes=hardware.nodes,
+            weights_bytes=serving.weights_bytes_per_node,
+            kv_bytes_per_session=session_bytes,
+            sessions=sessions,
+            fsx_capacity_bytes=hardware.fsx_capacity_bytes,
+            gpu_memory_utilization=hardware.gpu_memory_utilization,
+            extra_reserve_bytes_per_chip=offload.gpu_reserve_mib_with_gds * 2**20 if gds else 0,
+            t1_admission_bytes_per_session=admission_bytes,
+            t2_bytes_per_session=session_bytes // divisors["T2"],
+            t3_bytes_per_session=session_bytes // divisors["T3"],
+            t3_medium="FSx for Lustre (shared)"
+            if offload.t3_shared
+            else "FSx for Lustre (private per worker)",
+        )
+    )
+
+
 @dataclass(frozen=True)
 class FanIn:
     """Cache-hit sessions per second one node can pull from T3 over one client path."""
@@ -273,28 +321,16 @@ def plan_deployment(
     """
     node = hardware.node
     session = bytes_at(ctx_tokens)
-    divisors = {
-        tier: copies_divisor(offload, tier, is_mla=spec.is_mla, tp=serving.tp)
-        for tier in ("T2", "T3")
-    }
-    gds = hardware.t3_path == "efa_gds" and node.gds
-    tiers = plan_tiers(
-        PlanInputs(
-            node=node,
-            nodes=hardware.nodes,
-            weights_bytes=serving.weights_bytes_per_node,
-            kv_bytes_per_session=session,
-            sessions=sessions,
-            fsx_capacity_bytes=hardware.fsx_capacity_bytes,
-            gpu_memory_utilization=hardware.gpu_memory_utilization,
-            extra_reserve_bytes_per_chip=offload.gpu_reserve_mib_with_gds * 2**20 if gds else 0,
-            t1_admission_bytes_per_session=t1_admission_bytes,
-            t2_bytes_per_session=session // divisors["T2"],
-            t3_bytes_per_session=session // divisors["T3"],
-            t3_medium="FSx for Lustre (shared)"
-            if offload.t3_shared
-            else "FSx for Lustre (private per worker)",
-        )
+    divisors = offload_divisors(offload, is_mla=spec.is_mla, tp=serving.tp)
+    gds = uses_gds(hardware)
+    tiers = place_sessions(
+        hardware,
+        serving,
+        is_mla=spec.is_mla,
+        session_bytes=session,
+        sessions=sessions,
+        admission_bytes=t1_admission_bytes,
+        offload=offload,
     )
     fs = hardware.file_system(tiers.t3_bytes_needed)
     share = fs.read_bytes_per_s / hardware.nodes
@@ -386,78 +422,62 @@ def plan_deployment(
 
 @dataclass(frozen=True)
 class ContextPlans:
-    """``plan_contexts``' answer: the sizes under the serving layout, and one plan each."""
+    """``plan_contexts``' answer: the sizes under the serving layout, one plan each, and the
+    tokens per batch the admission charge assumed (and where that figure came from)."""
 
     serving: Serving
     sizes: tuple[SizeResult, ...]
     plans: tuple[DeploymentPlan, ...]
+    batched: BatchedTokens
+
+
+def serve(
+    shape: KvShape, hardware: Hardware, *, weights_dtype: str = "auto"
+) -> tuple[Serving, KvShape]:
+    """The serving layout on ``hardware`` (the shape's tp when the user gave one, else
+    ``choose_serving``'s) and the shape priced under it."""
+    serving = choose_serving(
+        shape.spec,
+        count_params(shape.spec),
+        hardware.node,
+        tp=shape.tp if shape.tp_given else None,
+        weights_dtype=weights_dtype,
+        gpu_memory_utilization=hardware.gpu_memory_utilization,
+    )
+    return serving, shape.serving_tp(serving.tp)
 
 
 def plan_contexts(
-    spec: ModelSpec,
+    shape: KvShape,
     *,
-    rules: EngineRules,
-    fmt: KvFormat,
     contexts: list[int],
     sessions: int,
     hardware: Hardware,
-    tp: int | None = None,
-    block_size: int | None = None,
     weights_dtype: str = "auto",
     assumptions: ReloadAssumptions | None = None,
     offload: OffloadLayout | None = None,
     max_num_batched_tokens: int | None = None,
 ) -> ContextPlans:
-    """Choose the serving layout, price a session at each context under it, and plan each.
+    """``kvtool size --hardware``: choose the serving layout, price a session at each context
+    under it, and plan each.
 
-    ``offload`` is the stack that moves KV to T2 and T3 (``plan/offload.py``); by default
-    SGLang's HiCache under ``--engine sglang``, else vLLM's native offload with LMCache.
+    ``offload`` is the stack that moves KV to T2 and T3 (``plan/offload.py``); by default the
+    engine's own (``EngineRules.offload_stack``). ``max_num_batched_tokens`` None takes the
+    engine's default on the node's accelerator (``model.engines.batched_tokens``).
 
     Raises InputError for layouts the engine or the node cannot run (see ``choose_serving``
     and ``size_kv``).
     """
+    spec = shape.spec
     params = count_params(spec)
-    serving = choose_serving(
-        spec,
-        params,
-        hardware.node,
-        tp=tp,
-        weights_dtype=weights_dtype,
-        gpu_memory_utilization=hardware.gpu_memory_utilization,
-    )
+    serving, priced = serve(shape, hardware, weights_dtype=weights_dtype)
     a = assumptions or ReloadAssumptions()
     if a.use_fp8_compute is None:
         narrow = serving.weights_dtype in ("fp8", "mxfp4", "nvfp4")
         a = replace(a, use_fp8_compute=narrow and hardware.node.fp8_tflops_per_chip > 0)
-
-    # Engines that do not shard over tensor-parallel ranks (the textbook formula, transformers)
-    # price one copy whatever the layout.
-    kv_tp = serving.tp if rules.shards_over_tp else 1
-
-    def bytes_at(tokens: int) -> int:
-        result = size_kv(
-            spec,
-            rules=rules,
-            fmt=fmt,
-            ctx_tokens=tokens,
-            sessions=1,
-            tp=kv_tp,
-            block_size=block_size,
-        )
-        return result.kv_bytes_per_session
-
+    batched = node_batched_tokens(shape, hardware, max_num_batched_tokens)
     sizes = tuple(
-        size_kv(
-            spec,
-            rules=rules,
-            fmt=fmt,
-            ctx_tokens=tokens,
-            sessions=sessions,
-            tp=kv_tp,
-            block_size=block_size,
-            max_num_batched_tokens=max_num_batched_tokens,
-        )
-        for tokens in contexts
+        priced.size(tokens, sessions, max_num_batched_tokens=batched.value) for tokens in contexts
     )
     plans = tuple(
         plan_deployment(
@@ -465,16 +485,98 @@ def plan_contexts(
             params,
             ctx_tokens=size.ctx_tokens,
             sessions=sessions,
-            bytes_at=bytes_at,
+            bytes_at=priced.session_bytes,
             hardware=hardware,
             serving=serving,
             assumptions=a,
-            offload=offload or LAYOUTS[rules.offload_stack],
+            offload=offload or LAYOUTS[shape.rules.offload_stack],
             t1_admission_bytes=size.admission_bytes_per_session,
         )
         for size in sizes
     )
-    return ContextPlans(serving=serving, sizes=sizes, plans=plans)
+    return ContextPlans(serving=serving, sizes=sizes, plans=plans, batched=batched)
+
+
+def node_batched_tokens(
+    shape: KvShape, hardware: Hardware | None, given: int | None
+) -> BatchedTokens:
+    """The tokens per batch the engine's admission charge assumes on ``hardware``'s
+    accelerator (or with no hardware), or the figure given."""
+    node = None if hardware is None else hardware.node
+    return batched_tokens(
+        shape.rules,
+        given,
+        hbm_gib=None if node is None else node.hbm_gib_per_chip,
+        accelerator="" if node is None else node.accelerator,
+    )
+
+
+@dataclass(frozen=True)
+class WorkloadPlan:
+    """A workload (a context mix at a mean concurrency, a peak-to-mean ratio) placed on a
+    cluster: the serving layout, one session at each context, and the tiers at peak
+    concurrency with the mean session (``advise`` and ``check``)."""
+
+    serving: Serving
+    sizes: dict[int, SizeResult]
+    mean_session_bytes: int
+    mean_admission_bytes: int | None
+    peak_sessions: int
+    tiers: TierPlan
+
+    @property
+    def session_bytes(self) -> dict[int, int]:
+        """One session's KV at each context of the mix."""
+        return {ctx: size.kv_bytes_per_session for ctx, size in self.sizes.items()}
+
+
+def plan_workload(
+    shape: KvShape,
+    workload: Workload,
+    hardware: Hardware,
+    *,
+    offload: OffloadLayout | None = None,
+    max_num_batched_tokens: int | None = None,
+) -> WorkloadPlan:
+    """Serve, price and place ``workload`` exactly as ``plan_contexts`` does one context: the
+    same serving layout, admission charge, offload copies and GDS reserve, so ``kvtool check``,
+    ``advise`` and ``size --hardware`` agree on where sessions live. Over a context mix the
+    session and its admission charge are the share-weighted means.
+
+    Raises InputError when the weights or one session do not fit a node.
+    """
+    serving, priced = serve(shape, hardware, weights_dtype=workload.weights_dtype)
+    batched = node_batched_tokens(shape, hardware, max_num_batched_tokens).value
+    sizes = {ctx: priced.size(ctx, max_num_batched_tokens=batched) for ctx in workload.contexts}
+    mean = int(
+        sum(share * sizes[ctx].kv_bytes_per_session for ctx, share in workload.contexts.items())
+    )
+    admission = None
+    if any(size.admission_bytes_per_session is not None for size in sizes.values()):
+        admission = int(
+            sum(
+                share * (sizes[ctx].admission_bytes_per_session or sizes[ctx].kv_bytes_per_session)
+                for ctx, share in workload.contexts.items()
+            )
+        )
+    peak = max(1, round(workload.sessions * workload.peak_to_mean))
+    tiers = place_sessions(
+        hardware,
+        serving,
+        is_mla=shape.spec.is_mla,
+        session_bytes=mean,
+        sessions=peak,
+        admission_bytes=admission,
+        offload=offload or LAYOUTS[shape.rules.offload_stack],
+    )
+    return WorkloadPlan(
+        serving=serving,
+        sizes=sizes,
+        mean_session_bytes=mean,
+        mean_admission_bytes=admission,
+        peak_sessions=peak,
+        tiers=tiers,
+    )
 
 
 def _t3_notes(hardware: Hardware, fs: FileSystem, share: float) -> list[str]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kvtool.errors import InputError
 from kvtool.model.params import ParamCount
 from kvtool.model.spec import AttentionLayers, IndexerLayers, MlaLayers, ModelSpec
 from kvtool.profiles.hardware import NodeProfile, StorageProfile
@@ -79,6 +80,26 @@ class ReloadAssumptions:
 
 def _gbps(gigabits: float) -> float:
     return gigabits * 1e9 / 8
+
+
+# how a client reaches T3, as typed (``--t3-path``, a plan's ``t3_path``) -> the key used here
+T3_PATHS = {
+    "ena": "ena",
+    "tcp": "ena",
+    "efa": "efa",
+    "efa-gds": "efa_gds",
+    "efa_gds": "efa_gds",
+    "gds": "efa_gds",
+}
+
+
+def parse_t3_path(text: str, *, what: str = "--t3-path") -> str:
+    """``ena``, ``efa`` or ``efa_gds`` from what the user typed (``tcp``, ``efa-gds``, ``gds``
+    accepted); InputError naming ``what`` otherwise."""
+    path = T3_PATHS.get(str(text).strip().lower())
+    if path is None:
+        raise InputError(f"unknown {what} {text!r}", "choose ena, efa or efa-gds")
+    return path
 
 
 def t3_client_gbps(node: NodeProfile, t3: StorageProfile, path: str) -> tuple[str, float]:

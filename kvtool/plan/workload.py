@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 from kvtool.errors import InputError
+from kvtool.plan.reload import parse_t3_path
 from kvtool.units import parse_count, parse_fraction
 
 
@@ -274,9 +275,7 @@ def plan_from_mapping(data: Mapping[str, Any], *, source: str) -> PlanFile:
     posture = _optional_text(data.get("posture"))
     if posture not in (None, "eager", "lazy"):
         raise InputError(f"{source}: posture must be eager or lazy, got {posture!r}")
-    t3_path = str(data.get("t3_path", "efa")).replace("-", "_")
-    if t3_path not in ("ena", "efa", "efa_gds"):
-        raise InputError(f"{source}: t3_path must be ena, efa or efa-gds, got {t3_path!r}")
+    t3_path = parse_t3_path(str(data.get("t3_path", "efa")), what=f"{source}: t3_path")
     tolerance = _number(data.get("tolerance", 0.2), f"{source}: tolerance")
     if tolerance >= 1:
         raise InputError(f"{source}: tolerance must be below 1 (0.2 = 20%), got {tolerance:g}")

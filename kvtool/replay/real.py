@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import NamedTuple
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from kvtool.engine.engine import Engine
 from kvtool.engine.manager import Manager, Move
 from kvtool.engine.mediums import Medium
 from kvtool.engine.smoke import payload
+from kvtool.errors import InputError
 from kvtool.replay.run import ReplayConfig, ReplayResult, TtftModel, replay
-from kvtool.replay.trace import Request
+from kvtool.replay.trace import Request, Trace
 
 
 class RealStats(NamedTuple):
@@ -88,3 +90,41 @@ def real_replay(
         engine.close()
     described = {tier: m.description for tier, m in mediums.items()}
     return result, RealStats(io, checked, mismatched, faults, described)
+
+
+def replay_in_folder(
+    trace: Trace, config: ReplayConfig, folder: Path, *, torch: Any
+) -> tuple[ReplayResult, RealStats]:
+    """``--real DIR``: the replay with T1 and T2 in memory and T3 and T4 as folders in a
+    scratch folder under ``folder``, removed afterwards. InputError when ``folder`` is not a
+    folder or lacks the room every block may need (in T3 and in T4)."""
+    import os
+    import secrets
+    import shutil
+
+    from kvtool.engine.mediums import FolderMedium, local_mediums
+
+    if not folder.is_dir():
+        raise InputError(
+            f"--real {folder} is not a folder", "pass a folder on T3, e.g. /fsx/kvtool"
+        )
+    unique = len({b for r in trace.requests for b in r.blocks})
+    need = unique * (config.block_units + 4096) * 2  # every block may land in T3 and in T4
+    free = shutil.disk_usage(folder).free
+    if need > free * 0.9:
+        raise InputError(
+            f"--real needs up to {need / 2**30:,.1f} GiB in {folder}; {free / 2**30:,.1f} GiB free",
+            "replay a smaller trace, or lower --block-bytes",
+        )
+    root = folder / f"kvtool-replay-{os.getpid()}-{secrets.token_hex(3)}"
+    root.mkdir()
+    try:
+        mediums = local_mediums(torch)
+        mediums["T3"] = FolderMedium("T3", root / "t3")
+        mediums["T4"] = FolderMedium("T4", root / "t4")
+        return real_replay(
+            trace.requests, trace.block_tokens, config, block_bytes=config.block_units,
+            mediums=mediums,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -12,7 +12,7 @@ and without it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from kvtool.engine.manager import TIERS, EngineConfig, Manager, Move
@@ -23,16 +23,38 @@ Carry = Callable[[list[Move], list[str], tuple[str, ...]], None]
 
 class ReplayConfig(NamedTuple):
     """Capacities per tier in units (bytes with a model, else tokens; None: unbounded; 0:
-    off), each block's size in those units, and the engine's rules."""
+    off), each block's size in those units, and the engine's rules (``EngineConfig``'s).
+
+    Where replay deliberately differs from the smoke's engine, it is one of these fields:
+    ``pressure`` 1.0 (the capacity given is what a tier holds; plan sizes already stop T1 at
+    the 85% line), ``reload_from_tokens`` empty (every cached prefix is reloaded, none
+    recomputed: the replay counts what the cache holds) and ``shared_ttl_s`` None (a trace
+    does not say which blocks are a shared prefix, so none expire)."""
 
     capacity: dict[str, int | None]
     block_units: int
     unit: str  # "bytes" or "tokens"
     policy: str = "lru"
     posture: str = "lazy"
-    pressure: float = 1.0  # the capacity given is what a tier holds
+    pressure: float = 1.0
     t2_idle_s: float = 300.0
     t3_idle_s: float = 3600.0
+    reload_from_tokens: Mapping[str, int | None] = {}
+    shared_ttl_s: float | None = None
+
+    def engine_config(self) -> EngineConfig:
+        """The manager's rules for this replay (validated: an unknown posture or policy is an
+        InputError)."""
+        return EngineConfig(
+            capacity_bytes=dict(self.capacity),
+            pressure=self.pressure,
+            t2_idle_s=self.t2_idle_s,
+            t3_idle_s=self.t3_idle_s,
+            posture=self.posture,
+            policy=self.policy,
+            shared_ttl_s=self.shared_ttl_s,
+            reload_from_tokens=dict(self.reload_from_tokens),
+        )
 
 
 class TtftModel(NamedTuple):
@@ -111,14 +133,7 @@ def replay(
     used is appended to ``manager_out`` when given."""
     clock = [0.0]
     manager = Manager(
-        EngineConfig(
-            capacity_bytes=dict(config.capacity),
-            pressure=config.pressure,
-            t2_idle_s=config.t2_idle_s,
-            t3_idle_s=config.t3_idle_s,
-            posture=config.posture,
-            policy=config.policy,
-        ),
+        config.engine_config(),
         lambda: clock[0],
     )
     if manager_out is not None:

@@ -21,7 +21,7 @@ from tests.conftest import CliResult
 
 FIO = shutil.which("fio")
 needs_fio = pytest.mark.skipif(FIO is None, reason="fio is not installed (apt-get install -y fio)")
-QUICK = ("--duration", "1", "--size", "8MiB", "--threads", "2", "--block-size", "1MiB")
+QUICK = ("--duration", "1", "--size", "8MiB", "--threads", "2", "--transfer-size", "1MiB")
 Kvtool = Callable[..., CliResult]
 
 
@@ -33,7 +33,7 @@ def _scratch_left(folder: Path) -> list[str]:
 def test_t3_on_a_folder_with_real_fio(kvtool: Kvtool, tmp_path: Path) -> None:
     keep = tmp_path / "someone-elses.bin"
     keep.write_bytes(b"x" * 4096)
-    done = kvtool("bench", "--tier", "t3", "--path", str(tmp_path), *QUICK, "--json")
+    done = kvtool("bench", "--tier", "t3", "--t3-dir", str(tmp_path), *QUICK, "--json")
     assert done.exit_code == 0, done.stderr
     results = json.loads(done.stdout)["results"]
     ran = [r for r in results if r["status"] == "ok"]
@@ -59,7 +59,7 @@ def test_t3_on_a_folder_with_real_fio(kvtool: Kvtool, tmp_path: Path) -> None:
 
 @needs_fio
 def test_t3_text_report_says_how_and_what_bounds_it(kvtool: Kvtool, tmp_path: Path) -> None:
-    done = kvtool("bench", "--tier", "t3", "--path", str(tmp_path), *QUICK, "--hardware", "p5en")
+    done = kvtool("bench", "--tier", "t3", "--t3-dir", str(tmp_path), *QUICK, "--hardware", "p5en")
     assert done.exit_code == 0, done.stderr
     assert "T3 seq_read" in done.stdout
     assert "fio libaio, O_DIRECT, 2 jobs x iodepth 1" in done.stdout
@@ -70,7 +70,7 @@ def test_t3_text_report_says_how_and_what_bounds_it(kvtool: Kvtool, tmp_path: Pa
 @needs_fio
 def test_model_sizes_the_transfer_as_one_kv_chunk(kvtool: Kvtool, tmp_path: Path) -> None:
     done = kvtool(
-        "bench", "--tier", "t3", "--path", str(tmp_path), "--duration", "1", "--size", "64MiB",
+        "bench", "--tier", "t3", "--t3-dir", str(tmp_path), "--duration", "1", "--size", "64MiB",
         "--threads", "2", "--model", "llama-3.1-70b", "--tp", "8", "--json",
     )  # fmt: skip
     assert done.exit_code == 0, done.stderr
@@ -126,7 +126,7 @@ def test_hosts_drive_two_fio_servers_for_the_aggregate(
     folder.mkdir()
     hosts = ",".join(f"127.0.0.1:{port}" for port in fio_servers)
     done = kvtool(
-        "bench", "--tier", "t3", "--path", str(folder), *QUICK, "--hosts", hosts, "--json"
+        "bench", "--tier", "t3", "--t3-dir", str(folder), *QUICK, "--hosts", hosts, "--json"
     )
     assert done.exit_code == 0, done.stderr
     ran = [r for r in json.loads(done.stdout)["results"] if r["status"] == "ok"]
@@ -141,7 +141,7 @@ def test_hosts_drive_two_fio_servers_for_the_aggregate(
 
 @needs_fio
 def test_hosts_that_do_not_answer_are_one_clear_error(kvtool: Kvtool, tmp_path: Path) -> None:
-    done = kvtool("bench", "--tier", "t3", "--path", str(tmp_path), *QUICK,
+    done = kvtool("bench", "--tier", "t3", "--t3-dir", str(tmp_path), *QUICK,
                   "--hosts", f"127.0.0.1:{_free_port()}")  # fmt: skip
     assert done.exit_code == 2
     assert "fio could not reach its servers" in done.stderr
@@ -150,16 +150,16 @@ def test_hosts_that_do_not_answer_are_one_clear_error(kvtool: Kvtool, tmp_path: 
 
 
 def test_a_missing_folder(kvtool: Kvtool, tmp_path: Path) -> None:
-    done = kvtool("bench", "--tier", "t3", "--path", str(tmp_path / "nope"), *QUICK)
+    done = kvtool("bench", "--tier", "t3", "--t3-dir", str(tmp_path / "nope"), *QUICK)
     assert done.exit_code == 2
     assert done.stderr.strip().splitlines() == [
-        f"kvtool: error: {tmp_path / 'nope'} does not exist (pass the T3 folder with --path)"
+        f"kvtool: error: {tmp_path / 'nope'} does not exist (pass the T3 folder with --t3-dir)"
     ]
 
 
 @needs_fio
 def test_a_folder_too_small_for_the_test_size(kvtool: Kvtool, tmp_path: Path) -> None:
-    done = kvtool("bench", "--tier", "t3", "--path", str(tmp_path), "--size", "100PiB")
+    done = kvtool("bench", "--tier", "t3", "--t3-dir", str(tmp_path), "--size", "100PiB")
     assert done.exit_code == 2
     assert "GiB free; the test needs" in done.stderr
     assert "lower --size or --threads" in done.stderr
@@ -172,7 +172,7 @@ def test_fio_missing_names_the_install_command(
     empty = tmp_path / "bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    done = kvtool("bench", "--tier", "t3", "--path", str(tmp_path), *QUICK)
+    done = kvtool("bench", "--tier", "t3", "--t3-dir", str(tmp_path), *QUICK)
     assert done.exit_code == 2
     assert "fio is not installed (apt-get update && apt-get install -y fio" in done.stderr
     assert _scratch_left(tmp_path) == []
@@ -182,7 +182,7 @@ def test_fio_missing_names_the_install_command(
 def test_a_read_only_folder(kvtool: Kvtool, tmp_path: Path) -> None:
     folder = tmp_path / "ro"
     folder.mkdir(mode=0o555)
-    done = kvtool("bench", "--tier", "t3", "--path", str(folder), *QUICK)
+    done = kvtool("bench", "--tier", "t3", "--t3-dir", str(folder), *QUICK)
     assert done.exit_code == 2
     assert "is not writable" in done.stderr
 
@@ -199,12 +199,12 @@ def test_no_odirect_hints_no_direct_and_no_direct_works(
         return {"ok": False, "errno": 22, "error": "[Errno 22] Invalid argument"}
 
     monkeypatch.setattr(t3, "odirect_probe", ramfs)
-    done = kvtool("bench", "--tier", "t3", "--path", str(tmp_path), *QUICK)
+    done = kvtool("bench", "--tier", "t3", "--t3-dir", str(tmp_path), *QUICK)
     assert done.exit_code == 2
     assert "does not take O_DIRECT" in done.stderr
     assert "--no-direct" in done.stderr
     assert _scratch_left(tmp_path) == []
-    buffered = kvtool("bench", "--tier", "t3", "--path", str(tmp_path), *QUICK, "--no-direct",
+    buffered = kvtool("bench", "--tier", "t3", "--t3-dir", str(tmp_path), *QUICK, "--no-direct",
                       "--json")  # fmt: skip
     assert buffered.exit_code == 0, buffered.stderr
     data = json.loads(buffered.stdout)
@@ -271,7 +271,7 @@ def _keys(bucket: str = "kv-bench") -> list[str]:
 def test_t4_puts_and_gets_through_boto3_and_deletes_its_objects(
     kvtool: Kvtool, s3_endpoint: str
 ) -> None:
-    done = kvtool("bench", "--tier", "t4", "--s3-url", "s3://kv-bench/kv", "--block-size",
+    done = kvtool("bench", "--tier", "t4", "--t4-url", "s3://kv-bench/kv", "--transfer-size",
                   "256KiB", "--size", "4MiB", "--threads", "4", "--json")  # fmt: skip
     assert done.exit_code == 0, done.stderr
     results = json.loads(done.stdout)["results"]
@@ -287,8 +287,8 @@ def test_t4_puts_and_gets_through_boto3_and_deletes_its_objects(
 
 
 def test_t4_missing_bucket_is_one_line_and_leaves_nothing(kvtool: Kvtool, s3_endpoint: str) -> None:
-    done = kvtool("bench", "--tier", "t4", "--s3-url", "s3://no-such-bucket/kv",
-                  "--block-size", "64KiB", "--size", "1MiB")  # fmt: skip
+    done = kvtool("bench", "--tier", "t4", "--t4-url", "s3://no-such-bucket/kv",
+                  "--transfer-size", "64KiB", "--size", "1MiB")  # fmt: skip
     assert done.exit_code == 2
     assert len(done.stderr.strip().splitlines()) == 1
     assert "NoSuchBucket" in done.stderr
@@ -298,7 +298,7 @@ def test_t4_unreachable_endpoint(kvtool: Kvtool, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    done = kvtool("bench", "--tier", "t4", "--s3-url", "s3://kv-bench/kv", "--block-size",
+    done = kvtool("bench", "--tier", "t4", "--t4-url", "s3://kv-bench/kv", "--transfer-size",
                   "64KiB", "--size", "1MiB")  # fmt: skip
     assert done.exit_code == 2
     assert "EndpointConnectionError" in done.stderr
@@ -313,7 +313,7 @@ def test_t4_missing_credentials(
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    done = kvtool("bench", "--tier", "t4", "--s3-url", "s3://kv-bench/kv", "--block-size",
+    done = kvtool("bench", "--tier", "t4", "--t4-url", "s3://kv-bench/kv", "--transfer-size",
                   "64KiB", "--size", "1MiB")  # fmt: skip
     assert done.exit_code == 2
     assert "NoCredentialsError" in done.stderr
@@ -325,12 +325,12 @@ def test_t4_missing_credentials(
         (("--tier", "t9"), "unknown --tier"),
         (("--tier", "t3"), "--tier t3 needs the folder"),
         (("--tier", "t4"), "--tier t4 needs an S3 prefix"),
-        (("--tier", "t4", "--s3-url", "http://x"), "is not s3://bucket/prefix"),
+        (("--tier", "t4", "--t4-url", "http://x"), "is not s3://bucket/prefix"),
         (("--tier", "t1", "--duration", "0"), "--duration '0' is not 1 to 3600 seconds"),
-        (("--tier", "t1", "--block-size", "1M"), "--block-size '1M' is not a size"),
-        (("--tier", "t1", "--t3", "s3-standard"), "--t3 needs --hardware"),
-        (("--tier", "t1", "--model", "llama-3.1-8b", "--block-size", "1MiB"), "give one"),
-        (("--tier", "t3", "--path", "/tmp", "--hosts", "a:b"), "--hosts entry"),
+        (("--tier", "t1", "--transfer-size", "1M"), "--transfer-size '1M' is not a size"),
+        (("--tier", "t1", "--t3-storage", "s3-standard"), "--t3-storage needs --hardware"),
+        (("--tier", "t1", "--model", "llama-3.1-8b", "--transfer-size", "1MiB"), "give one"),
+        (("--tier", "t3", "--t3-dir", "/tmp", "--hosts", "a:b"), "--hosts entry"),
     ],
 )
 def test_bad_usage_is_one_line_and_exit_2(
@@ -351,8 +351,8 @@ def test_options_without_effect_say_so(kvtool: Kvtool) -> None:
 @needs_fio
 def test_sigterm_stops_fio_and_removes_the_scratch_folder(tmp_path: Path) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "kvtool", "bench", "--tier", "t3", "--path", str(tmp_path),
-         "--duration", "30", "--size", "8MiB", "--threads", "2", "--block-size", "1MiB"],
+        [sys.executable, "-m", "kvtool", "bench", "--tier", "t3", "--t3-dir", str(tmp_path),
+         "--duration", "30", "--size", "8MiB", "--threads", "2", "--transfer-size", "1MiB"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

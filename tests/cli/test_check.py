@@ -158,13 +158,63 @@ def test_bad_plans_are_one_line_exit_2(
     )
 
 
-def test_bench_reads_count_per_node_and_only_when_they_ran() -> None:
-    from kvtool.plan.checklist import bench_t3_read_bytes_per_s
+def test_check_reads_bench_json_as_size_bench_does(tmp_path: Path) -> None:
+    """One parser for bench JSON: check's measured T3 is the figure `size --bench` plans
+    with (per node, only measurements that ran)."""
+    import json
 
-    read = {"tier": "t3", "op": "seq_read", "status": "ok", "bytes_per_s": 8e9}
-    assert bench_t3_read_bytes_per_s({"results": [read]}) == 8e9
-    assert bench_t3_read_bytes_per_s({"results": [{**read, "clients": 4}]}) == 2e9
+    from kvtool.inputs.evidence import read_bench
+
+    read = {"tier": "t3", "op": "seq_read", "status": "ok", "bytes_per_s": 8e9, "clients": 4}
     skipped = {**read, "status": "skip", "bytes_per_s": None}
-    assert bench_t3_read_bytes_per_s({"results": [skipped]}) is None
-    write = {**read, "op": "seq_write", "bytes_per_s": 20e9}
-    assert bench_t3_read_bytes_per_s({"results": [read, write]}) == 8e9
+    write = {**read, "op": "seq_write", "bytes_per_s": 80e9}
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"results": [read, skipped, write]}))
+    (t3,) = read_bench(path).measured(chips=8)
+    assert (t3.tier, t3.bytes_per_s) == ("T3", 2e9)
+
+
+# (model, hardware, sessions, context, t3 path, FSx GiB or None, kv dtype, tp or None)
+DEPLOYMENTS = [
+    ("gemma-3-27b", "p5en", 2000, "128K", "efa-gds", 96_000, "auto", None),  # the issue's case
+    ("llama-3.1-70b", "p5en", 2000, "128K", "efa-gds", 96_000, "auto", None),
+    ("llama-3.1-70b", "p5en", 400, "32k", "efa", None, "fp8", 4),
+    ("deepseek-r1", "p5en", 500, "128K", "efa", 192_000, "auto", None),
+    ("qwen3-next-80b-a3b", "p5en", 300, "64k", "ena", None, "auto", None),
+]
+
+
+@pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=[f"{d[0]}-{d[4]}" for d in DEPLOYMENTS])
+def test_check_places_sessions_as_size_hardware_does(
+    kvtool: Run,
+    tmp_path: Path,
+    deployment: tuple[str, str, int, str, str, int | None, str, int | None],
+) -> None:
+    """One pipeline: `kvtool check` and `kvtool size --hardware` put the same sessions in T1,
+    T2 and T3 for the same deployment (the admission charge and the GDS reserve included)."""
+    model, node, sessions, ctx, path, gib, dtype, tp = deployment
+    plan = {
+        "model": model, "hardware": node, "sessions": sessions, "contexts": {ctx: 1.0},
+        "t3_path": path, "kv_dtype": dtype,
+        **({"tp": tp} if tp else {}),
+        "fsx": {"deployment_type": "PERSISTENT_2", "efa_enabled": path != "ena",
+                **({"storage_capacity_gib": gib} if gib else {})},
+    }  # fmt: skip
+    (tmp_path / "plan.yaml").write_text(json.dumps(plan))
+    checked = kvtool("check", str(tmp_path / "plan.yaml"), "--json")
+    assert checked.exit_code in (0, 1), checked.stderr
+    evidence = next(
+        f["evidence"] for f in json.loads(checked.stdout)["findings"] if f["id"] == "plan.capacity"
+    )
+    counts = [
+        int(part.split()[-1].replace(",", "")) for part in evidence.split(": ")[1].split(", ")
+    ]
+    args = ["size", model, "--ctx", ctx, "--sessions", str(sessions), "--hardware", node,
+            "--t3-path", path, "--kv-dtype", dtype, "--json"]  # fmt: skip
+    args += ["--tp", str(tp)] if tp else []
+    args += ["--fsx-capacity", f"{gib}GiB"] if gib else []
+    sized = kvtool(*args)
+    assert sized.exit_code == 0, sized.stderr
+    tiers = json.loads(sized.stdout)["tiers"]
+    assert counts[:3] == [t["sessions"] for t in tiers[:3]], (evidence, tiers)
+    assert counts[0] > 0

@@ -104,10 +104,10 @@ def test_merge_cli_flags_differences(kvtool: Run, snapshot: Path, tmp_path: Path
     bad.write_text(kvtool("doctor", "--snapshot", str(folder), KV_PATH, "--json").stdout)
     result = kvtool("doctor", "--merge", str(good), str(bad))
     assert result.exit_code == 1
-    assert "nodes differ on aws.same_az" in result.stdout
+    assert "nodes differ on fsx.same_az" in result.stdout
     data = json.loads(kvtool("doctor", "--merge", str(good), str(bad), "--json").stdout)
     assert data["summary"]["nodes"] == 2
-    assert [d["id"] for d in data["differences"]] == ["aws.same_az"]
+    assert [d["id"] for d in data["differences"]] == ["fsx.same_az"]
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ STEPS = [
 def test_smoke_passes_every_step_and_cleans_up(
     kvtool: Kvtool, tmp_path: Path, posture: str, policy: str
 ) -> None:
-    done = kvtool("engine", "smoke", *SMALL, "--t3", str(tmp_path), "--posture", posture,
+    done = kvtool("engine", "smoke", *SMALL, "--t3-dir", str(tmp_path), "--posture", posture,
                   "--policy", policy, "--json")  # fmt: skip
     data = json.loads(done.stdout)
     assert done.exit_code == 0, [s for s in data["steps"] if s["status"] != "PASS"]
@@ -63,10 +63,12 @@ def test_text_report_names_each_step_and_the_mediums(kvtool: Kvtool) -> None:
 
 
 def test_two_phases_on_two_nodes_share_t3(kvtool: Kvtool, tmp_path: Path) -> None:
-    write = kvtool("engine", "smoke", *SMALL, "--t3", str(tmp_path), "--phase", "write", "--json")
+    write = kvtool(
+        "engine", "smoke", *SMALL, "--t3-dir", str(tmp_path), "--phase", "write", "--json"
+    )
     assert write.exit_code == 0, write.stdout
     assert (tmp_path / "kvtool-smoke" / "t3" / "manifest.json").is_file()
-    read = kvtool("engine", "smoke", "--t3", str(tmp_path), "--phase", "read", "--json")
+    read = kvtool("engine", "smoke", "--t3-dir", str(tmp_path), "--phase", "read", "--json")
     assert read.exit_code == 0, read.stdout
     (step,) = json.loads(read.stdout)["steps"]
     assert step["status"] == "PASS"
@@ -109,7 +111,7 @@ def bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 def test_smoke_with_t4_on_s3_leaves_no_object(kvtool: Kvtool, bucket: str) -> None:
     import boto3
 
-    done = kvtool("engine", "smoke", *SMALL, "--t4", f"s3://{bucket}/kvtool", "--json")
+    done = kvtool("engine", "smoke", *SMALL, "--t4-url", f"s3://{bucket}/kvtool", "--json")
     data = json.loads(done.stdout)
     assert done.exit_code == 0, [s for s in data["steps"] if s["status"] != "PASS"]
     assert data["mediums"]["T4"].startswith("S3 objects under s3://kv-smoke/kvtool/")
@@ -125,7 +127,7 @@ def test_smoke_with_t4_on_s3_leaves_no_object(kvtool: Kvtool, bucket: str) -> No
         (("--policy", "clock"), "unknown --policy"),
         (("--phase", "both"), "unknown --phase"),
         (("--phase", "read"), "--phase read needs the shared folder"),
-        (("--t4", "ftp://x"), "is not s3://bucket/prefix or file:///path"),
+        (("--t4-url", "ftp://x"), "is not s3://bucket/prefix or file:///path"),
         (("--chunks", "1"), "--chunks must be at least 2"),
         (("--model", "no-such-model"), "no-such-model"),
     ],
@@ -140,9 +142,9 @@ def test_bad_usage_is_one_line_and_exit_2(
 
 
 def test_read_without_a_written_manifest(kvtool: Kvtool, tmp_path: Path) -> None:
-    done = kvtool("engine", "smoke", "--t3", str(tmp_path), "--phase", "read")
+    done = kvtool("engine", "smoke", "--t3-dir", str(tmp_path), "--phase", "read")
     assert done.exit_code == 2
-    assert "run --phase write with the same --t3 first" in done.stderr
+    assert "run --phase write with the same --t3-dir first" in done.stderr
     assert os.listdir(tmp_path) == []
 
 
@@ -151,7 +153,7 @@ def test_t4_as_a_folder_is_used_and_left_clean(kvtool: Kvtool, tmp_path: Path) -
     t4.mkdir()
     keep = t4 / "someone-elses.txt"
     keep.write_text("x")
-    done = kvtool("engine", "smoke", *SMALL, "--t4", f"file://{t4}", "--json")
+    done = kvtool("engine", "smoke", *SMALL, "--t4-url", f"file://{t4}", "--json")
     data = json.loads(done.stdout)
     assert done.exit_code == 0, [s for s in data["steps"] if s["status"] != "PASS"]
     assert data["mediums"]["T4"].startswith(f"files under {t4}/kvtool-smoke-")

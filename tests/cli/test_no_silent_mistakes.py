@@ -161,8 +161,8 @@ def test_advise_uses_tp_and_weights_dtype(kvtool: Run) -> None:
     [
         ["advise", "{file}"],
         ["size", "llama-3.1-8b", "--hardware", "{file}"],
-        ["size", "llama-3.1-8b", "--hardware", "p5en", "--t3", "{file}"],
-        ["size", "llama-3.1-8b", "--hardware", "p5en", "--t4", "{file}"],
+        ["size", "llama-3.1-8b", "--hardware", "p5en", "--t3-storage", "{file}"],
+        ["size", "llama-3.1-8b", "--hardware", "p5en", "--t4-storage", "{file}"],
         ["size", "{file}"],
     ],
 )

@@ -150,9 +150,9 @@ def test_t3_and_t4_profiles_can_be_chosen(kvtool: Run) -> None:
         "32k",
         "--hardware",
         "p5en",
-        "--t3",
+        "--t3-storage",
         "fsx-scratch2",
-        "--t4",
+        "--t4-storage",
         "s3-express",
         "--json",
     )
@@ -161,7 +161,7 @@ def test_t3_and_t4_profiles_can_be_chosen(kvtool: Run) -> None:
     assert paths["T3"].startswith("fsx-lustre-scratch2: the file system's throughput, 1,200 GiB")
     assert paths["T4"].startswith("s3-express-one-zone")
     assert [f["path"] for f in data["fan_in"]] == ["ENA/TCP"]  # SCRATCH_2 has no EFA
-    wrong = kvtool("size", "llama-3.1-8b", "--hardware", "p5", "--t3", "s3")
+    wrong = kvtool("size", "llama-3.1-8b", "--hardware", "p5", "--t3-storage", "s3")
     assert wrong.exit_code == 2
     assert "is a T4 profile" in wrong.stderr
 

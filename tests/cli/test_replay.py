@@ -209,3 +209,21 @@ def test_real_refuses_a_missing_folder_and_block_bytes_alone(
     alone = kvtool("engine", "replay", str(HEAD), "--block-bytes", "8KiB")
     assert alone.exit_code == 2
     assert "--block-bytes goes with --real" in alone.stderr
+
+
+def test_replay_sizes_blocks_with_the_kv_dtype(kvtool: Kvtool) -> None:
+    """The front door resolves --kv-dtype for replay as for size: fp8 halves every byte figure
+    of a bf16 model when the tiers hold the same tokens."""
+    runs = {}
+    for dtype in ("auto", "fp8"):
+        done = kvtool("engine", "replay", str(HEAD), "--model", "llama-3.1-70b", "--kv-dtype",
+                      dtype, "--t1", "256K", "--t2", "1M", "--t3", "inf", "--json")  # fmt: skip
+        assert done.exit_code == 0, done.stderr
+        runs[dtype] = json.loads(done.stdout)
+    bf16, fp8 = runs["auto"], runs["fp8"]
+    assert bf16["token_hit_ratio"] == fp8["token_hit_ratio"]
+    for full, half in zip(bf16["tiers"], fp8["tiers"], strict=True):
+        for key in ("capacity", "read", "written", "peak"):
+            if full[key]:
+                assert full[key] == 2 * half[key], (full["tier"], key)
+    assert any("fp8_e4m3" in note for note in fp8["notes"])

@@ -55,7 +55,7 @@ def test_healthy_node_passes_everything_but_the_small_file_systems_throughput(ba
         ("compat", "gds.cufile_json", "FAIL", '"allow_compat_mode": false'),
         ("one_stripe", "layout.stripe", "WARN", f"lfs setstripe -c 6 -S 1M {KV_PATH}"),
         ("no_flock", "mount.flock", "FAIL", "-o relatime,flock 10.1.1.154@tcp:/krvlrbev"),
-        ("other_az", "aws.same_az", "FAIL", "AZ"),
+        ("other_az", "fsx.same_az", "FAIL", "AZ"),
     ],
 )
 def test_each_broken_node_fails_its_check_with_a_fix(

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from kvtool.engine.keys import chain_keys, model_fingerprint
 from kvtool.engine.manager import EngineConfig, Manager
-from kvtool.model.engines import get_engine
-from kvtool.model.formats import resolve_format
+from kvtool.inputs.shape import resolve_shape
 from kvtool.plan.deployment import make_hardware, plan_contexts
 from kvtool.plan.reload import ReloadAssumptions
 from kvtool.profiles.load import load_node_profile, load_storage_profile
@@ -28,11 +27,8 @@ def test_the_python_example_runs(tmp_path: Path) -> None:
 
 def test_the_plans_crossovers_decide_reload_or_recompute() -> None:
     model = resolve_model("llama-3.1-8b")
-    fmt = resolve_format("auto", model.spec.dtype)
     plans = plan_contexts(
-        model.spec,
-        rules=get_engine("vllm"),
-        fmt=fmt,
+        resolve_shape(model),
         contexts=[8192],
         sessions=100,
         hardware=make_hardware(
@@ -58,9 +54,9 @@ def test_the_plans_crossovers_decide_reload_or_recompute() -> None:
     for key in keys:
         m.insert(key, 2**20, 256)
     m.drop_local()
-    assert m.lookup(keys, 256).hits == []  # lazy: nothing below T1
+    assert m.lookup(keys).hits == []  # lazy: nothing below T1
     for key in keys:
         m.adopt(key, 2**20, 256, "T4")
-    found = m.lookup(keys, 256)
+    found = m.lookup(keys)
     assert found.recompute
     assert m.counters["recomputed_tokens"] == 4096

@@ -37,7 +37,7 @@ def _fill(m: Manager, sessions: int) -> list[list[str]]:
     out = []
     for s in range(sessions):
         keys = _keys(s)
-        hit = m.lookup(keys, 4)
+        hit = m.lookup(keys)
         for key in keys[len(hit.hits) :]:
             m.insert(key, MB, 4)
         out.append(keys)
@@ -103,7 +103,7 @@ def test_a_hit_in_t2_moves_up_into_t1() -> None:
     for key in keys:
         m.insert(key, MB, 4)
     assert [m.where(k) for k in keys] == ["T2", "T2", "T1", "T1"]
-    found = m.lookup(keys, 4)
+    found = m.lookup(keys)
     assert [t for _, t in found.hits] == ["T2", "T2", "T1", "T1"]
     promotions = [(mv.kind, mv.src, mv.dst) for mv in found.moves if mv.dst == "T1"]
     assert promotions == [("move", "T2", "T1"), ("move", "T2", "T1")]
@@ -119,7 +119,7 @@ def test_a_hit_in_t3_is_copied_up_and_t3_keeps_it_for_other_nodes() -> None:
     clock.now = 11.0
     m.tick()  # the two in T2 go to T3
     m.drop_local()  # the two in T1 are lost (lazy posture: never written below)
-    found = m.lookup(keys, 4)
+    found = m.lookup(keys)
     assert [t for _, t in found.hits] == ["T3", "T3"]
     assert [(mv.kind, mv.src) for mv in found.moves] == [("copy", "T3"), ("copy", "T3")]
     assert all(m.chunks[k].tiers == {"T1", "T3"} for k in keys[:2])
@@ -131,11 +131,11 @@ def test_recompute_when_the_plan_says_it_is_faster() -> None:
     for key in keys:
         m.insert(key, MB, 4)
     m.drop_local()
-    short = m.lookup(keys[:2], 4)  # 8 tokens from T3: under the 12-token crossover
+    short = m.lookup(keys[:2])  # 8 tokens from T3: under the 12-token crossover
     assert short.recompute
     assert short.moves == []
     assert m.counters["recomputes"] == 2
-    full = m.lookup(keys, 4)  # 16 tokens: reload wins
+    full = m.lookup(keys)  # 16 tokens: reload wins
     assert not full.recompute
     assert len(full.moves) == 4
 
@@ -146,9 +146,9 @@ def test_shared_chunks_expire_after_their_ttl_everywhere() -> None:
     m.insert(keys[0], MB, 4, shared=True)
     m.insert(keys[1], MB, 4)
     clock.now = 49.0
-    assert len(m.lookup(keys[:2], 4).hits) == 2
+    assert len(m.lookup(keys[:2]).hits) == 2
     clock.now = 50.0
-    found = m.lookup(keys[:2], 4)
+    found = m.lookup(keys[:2])
     assert found.hits == []
     assert {(mv.kind, mv.src) for mv in found.moves} == {("drop", "T1"), ("drop", "T3")}
     assert m.counters["expired"] == 1
@@ -213,3 +213,50 @@ def test_a_request_inserted_then_settled_evicts_once_and_keeps_its_own_chunks() 
     assert m.used["T1"] <= 0.85 * 6 * MB
     assert all(m.where(k) == "T1" for k in second)
     assert {mv.key for mv in moves} <= set(first)
+
+
+def test_a_replay_access_follows_the_same_recompute_rule_as_lookup() -> None:
+    """One hit path: ``access`` (replay) and ``lookup`` (smoke, engine) share the prefix walk
+    and the reload-vs-recompute decision."""
+    m, _ = _manager(posture="eager", reload_from_tokens={"T3": 12, "T4": None})
+    keys = _keys(0)
+    m.access(keys, MB, 4)
+    m.drop_local()
+    hit_tiers, moves = m.access(keys[:2], MB, 4)  # 8 tokens held only in T3: recompute
+    assert hit_tiers == []
+    assert m.counters["recomputes"] == 2
+    assert {(mv.kind, mv.why) for mv in moves} == {("put", "recomputed")}
+    m.drop_local()
+    hit_tiers, moves = m.access(keys, MB, 4)  # 16 tokens: reloading wins, as lookup says
+    assert hit_tiers == ["T3"] * 4
+    assert [mv.kind for mv in moves] == ["copy"] * 4
+
+
+def test_a_replay_access_honours_the_shared_ttl() -> None:
+    m, clock = _manager(shared_ttl_s=50.0)
+    keys = _keys(0, chunks=2)
+    m.access(keys, MB, 4, shared=True)
+    clock.now = 49.0
+    assert m.access(keys, MB, 4)[0] == ["T1", "T1"]
+    clock.now = 50.0
+    hit_tiers, moves = m.access(keys, MB, 4)
+    assert hit_tiers == []
+    assert m.counters["expired"] == 1
+    assert ("drop", "shared TTL expired") in {(mv.kind, mv.why) for mv in moves}
+
+
+def test_the_config_refuses_rules_it_would_misread() -> None:
+    import pytest
+
+    from kvtool.errors import InputError
+
+    for bad, match in (
+        ({"posture": "EAGER"}, "unknown --posture 'EAGER'"),
+        ({"policy": "fifo"}, "unknown --policy 'fifo'"),
+        ({"pressure": 0.0}, "pressure"),
+        ({"t2_idle_s": 0.0}, "idle"),
+        ({"capacity_bytes": {"T5": 1}}, "unknown tier 'T5'"),
+        ({"capacity_bytes": {"T1": -1}}, "must not be negative"),
+    ):
+        with pytest.raises(InputError, match=match):
+            EngineConfig(**bad)  # type: ignore[arg-type]

@@ -5,12 +5,10 @@ from __future__ import annotations
 import pytest
 
 from kvtool.errors import InputError
-from kvtool.model.engines import ENGINES
-from kvtool.model.formats import resolve_format
 from kvtool.plan.deployment import choose_serving, make_hardware, plan_contexts
 from kvtool.profiles.load import load_node_profile, load_storage_profile
 
-from .conftest import model
+from .conftest import model, shape
 
 FSX = load_storage_profile("fsx")
 S3 = load_storage_profile("s3")
@@ -42,11 +40,10 @@ def test_tp_must_divide_the_nodes_chips() -> None:
 
 def test_vllm_replicates_kv_heads_past_tp_8_so_the_briefs_10_tb_needs_twice_the_hbm() -> None:
     spec, _ = model("llama-3.1-405b")
-    fmt = resolve_format("auto", spec.dtype)
-    common = {"fmt": fmt, "contexts": [200_000], "sessions": 100, "tp": 16}
+    common = {"contexts": [200_000], "sessions": 100}
     trn3 = hardware("trn3")
-    formula = plan_contexts(spec, rules=ENGINES["formula"], hardware=trn3, **common)  # type: ignore[arg-type]
-    vllm = plan_contexts(spec, rules=ENGINES["vllm"], hardware=trn3, **common)  # type: ignore[arg-type]
+    formula = plan_contexts(shape(spec, "formula", tp=16), hardware=trn3, **common)  # type: ignore[arg-type]
+    vllm = plan_contexts(shape(spec, "vllm", tp=16), hardware=trn3, **common)  # type: ignore[arg-type]
     assert formula.plans[0].tiers.total_kv_bytes == pytest.approx(10.3e12, rel=0.01)
     assert formula.plans[0].tiers.fits_in_t1
     assert vllm.plans[0].tiers.total_kv_bytes == 2 * formula.plans[0].tiers.total_kv_bytes
@@ -56,9 +53,7 @@ def test_vllm_replicates_kv_heads_past_tp_8_so_the_briefs_10_tb_needs_twice_the_
 def test_unsized_t3_states_the_file_system_it_assumed_and_what_would_match_the_links() -> None:
     spec, _ = model("llama-3.1-70b")
     result = plan_contexts(
-        spec,
-        rules=ENGINES["vllm"],
-        fmt=resolve_format("auto", spec.dtype),
+        shape(spec),
         contexts=[131_072],
         sessions=200,
         hardware=hardware("p5en", nodes=2),
@@ -84,9 +79,7 @@ def t2_sessions(offload: str | None, **options: object) -> int:
 
     spec, _ = model("deepseek-r1")
     result = plan_contexts(
-        spec,
-        rules=ENGINES["vllm"],
-        fmt=resolve_format("auto", spec.dtype),
+        shape(spec),
         contexts=[131_072],
         sessions=2_000,
         hardware=hardware("p5en", **options),
@@ -108,14 +101,12 @@ def test_lmcache_gds_buffer_comes_out_of_the_kv_space() -> None:
 
     spec, _ = model("llama-3.1-70b")
     common: dict[str, object] = {
-        "rules": ENGINES["vllm"],
-        "fmt": resolve_format("auto", spec.dtype),
         "contexts": [32_000],
         "sessions": 10,
         "offload": get_layout("lmcache"),
     }
-    efa = plan_contexts(spec, hardware=hardware("p5en", t3_path="efa"), **common)  # type: ignore[arg-type]
-    gds = plan_contexts(spec, hardware=hardware("p5en", t3_path="efa_gds"), **common)  # type: ignore[arg-type]
+    efa = plan_contexts(shape(spec), hardware=hardware("p5en", t3_path="efa"), **common)  # type: ignore[arg-type]
+    gds = plan_contexts(shape(spec), hardware=hardware("p5en", t3_path="efa_gds"), **common)  # type: ignore[arg-type]
     space = efa.plans[0].tiers.kv_space_bytes_per_node - gds.plans[0].tiers.kv_space_bytes_per_node
     assert space == 8 * 8192 * 2**20
 
@@ -125,9 +116,7 @@ def test_kvbm_disk_tier_is_not_called_shared() -> None:
 
     spec, _ = model("llama-3.1-70b")
     plan = plan_contexts(
-        spec,
-        rules=ENGINES["vllm"],
-        fmt=resolve_format("auto", spec.dtype),
+        shape(spec),
         contexts=[131_072],
         sessions=400,
         hardware=hardware("p5en"),

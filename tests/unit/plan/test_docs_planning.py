@@ -11,12 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from kvtool.model.engines import ENGINES
-from kvtool.model.formats import resolve_format
+from kvtool.inputs.shape import resolve_shape
 from kvtool.plan.deployment import ContextPlans, make_hardware, plan_contexts
 from kvtool.plan.reload import ReloadAssumptions
 from kvtool.profiles.load import load_node_profile, load_storage_profile
-from kvtool.profiles.resolve import resolve_model
 
 DOC = (Path(__file__).parents[3] / "docs" / "planning.md").read_text()
 TABLE = DOC.split("<!-- crossover-table -->")[1].split("<!-- /crossover-table -->")[0]
@@ -37,11 +35,8 @@ def plan_on_the_docs_node(name: str, loads: int = 16) -> ContextPlans:
         load_storage_profile("s3"),
         fsx_capacity_bytes=48_000 * 2**30,
     )
-    spec = resolve_model(name).spec
     return plan_contexts(
-        spec,
-        rules=ENGINES["vllm"],
-        fmt=resolve_format("auto", spec.dtype),
+        resolve_shape(name),
         contexts=[131_072],
         sessions=16,
         hardware=hardware,

@@ -1,0 +1,127 @@
+"""``kvtool doctor``'s options, as typed, into the host to read and the checks' options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple, cast
+
+from kvtool.errors import InputError
+
+if TYPE_CHECKING:
+    from kvtool.doctor.checks import DoctorOptions, GdsMode
+    from kvtool.findings import Report
+    from kvtool.probe.gather import GatherOptions
+    from kvtool.probe.host import Host
+
+
+class DoctorInputs(NamedTuple):
+    """What ``run_doctor`` takes."""
+
+    host: Host
+    path: str
+    gather: GatherOptions
+    options: DoctorOptions
+
+
+def read_reports(paths: list[str]) -> list[Report]:
+    """``--merge``: the ``kvtool doctor --json`` reports named."""
+    from kvtool.inputs.evidence import read_doctor_report
+
+    if not paths:
+        raise InputError(
+            "--merge needs doctor --json reports", "kvtool doctor --merge a.json b.json"
+        )
+    return [read_doctor_report(Path(p)) for p in paths]
+
+
+def resolve_doctor(
+    path: str,
+    *,
+    nodes: str = "1",
+    model: str | None = None,
+    engine: str = "vllm",
+    tp: str | None = None,
+    kv_dtype: str = "auto",
+    chunk_tokens: str = "256",
+    sessions: str | None = None,
+    ctx: str | None = None,
+    gds: str = "optional",
+    aws: bool = True,
+    fsx_id: str | None = None,
+    write: bool = True,
+    probe_mib: str = "64",
+    capture: Path | None = None,
+    snapshot: Path | None = None,
+) -> DoctorInputs:
+    """The host to read (live, a snapshot, or live and captured), what to gather, and the
+    checks' options (the chunk size and planned chunk files from the model's shape)."""
+    from kvtool.doctor.checks import DoctorOptions
+    from kvtool.probe.gather import GatherOptions
+    from kvtool.probe.host import CapturingHost, LocalHost, SnapshotHost
+    from kvtool.units import parse_count
+
+    if gds not in ("required", "optional", "off"):
+        raise InputError(f"unknown --gds {gds!r}", "choose required, optional or off")
+    node_count = parse_count(nodes, what="--nodes")
+    mib = parse_count(probe_mib, what="--probe-mib")
+    chunk_bytes, planned = _chunks(model, engine, tp, kv_dtype, chunk_tokens, sessions, ctx)
+    if snapshot is not None:
+        if not snapshot.is_dir():
+            raise InputError(
+                f"--snapshot {snapshot} is not a folder", "pass the folder --capture wrote"
+            )
+        if not any(snapshot.iterdir()):
+            raise InputError(f"--snapshot {snapshot} is empty", "pass the folder --capture wrote")
+        host: Host = SnapshotHost(snapshot)
+    else:
+        target = Path(path)
+        if not target.exists():
+            raise InputError(f"{path} does not exist", "pass the KV folder on the shared mount")
+        if not target.is_dir():
+            raise InputError(f"{path} is not a folder", "pass the KV folder, not a file")
+        host = LocalHost()
+        if capture is not None:
+            capture.mkdir(parents=True, exist_ok=True)
+            host = CapturingHost(host, capture)
+    return DoctorInputs(
+        host,
+        path,
+        GatherOptions(
+            probe_mib=mib, write_probe=write, gds=gds != "off", aws=aws, file_system_id=fsx_id
+        ),
+        DoctorOptions(
+            nodes=node_count,
+            chunk_bytes=chunk_bytes,
+            planned_chunk_files=planned,
+            gds=cast("GdsMode", gds),  # checked above
+            probe_mib=mib,
+        ),
+    )
+
+
+def _chunks(
+    model: str | None,
+    engine: str,
+    tp: str | None,
+    kv_dtype: str,
+    chunk_tokens: str,
+    sessions: str | None,
+    ctx: str | None,
+) -> tuple[int | None, int | None]:
+    """One rank's chunk file in bytes, and the chunk files the planned sessions write."""
+    if model is None:
+        if sessions is not None or ctx is not None:
+            raise InputError("--sessions and --ctx need --model", "add --model NAME")
+        return None, None
+    from kvtool.inputs.shape import parse_chunk_tokens, resolve_shape
+    from kvtool.units import parse_count
+
+    shape = resolve_shape(model, engine=engine, kv_dtype=kv_dtype, tp=tp)
+    tokens = parse_chunk_tokens(chunk_tokens)
+    chunk = shape.chunk_bytes(tokens)
+    if sessions is None:
+        return chunk, None
+    context = parse_count(ctx or "8k", what="--ctx")
+    writers = 1 if shape.spec.is_mla else shape.tp  # LMCache saves an MLA model from one rank
+    files = parse_count(sessions, what="--sessions") * -(-context // tokens) * writers
+    return chunk, files

@@ -1,0 +1,45 @@
+"""What was measured, as the plan's own types: ``kvtool bench --json`` and ``kvtool doctor
+--json`` files, each read and parsed here once (``kvtool size --bench``, ``kvtool check``'s
+``measured:``, ``kvtool doctor --merge``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from kvtool.files import read_json_object
+
+if TYPE_CHECKING:
+    from kvtool.bench.result import BenchResult
+    from kvtool.findings import Report
+    from kvtool.plan.measured import MeasuredTier
+
+
+class BenchReport(NamedTuple):
+    """A ``kvtool bench --json`` file's measurements."""
+
+    source: str
+    results: tuple[BenchResult, ...]
+
+    def measured(self, *, chips: int) -> tuple[MeasuredTier, ...]:
+        """The T2, T3 and T4 figures a plan can use in place of the spec, for a node of
+        ``chips`` accelerators (``bench.measured``)."""
+        from kvtool.bench.measured import measured_tiers
+
+        return measured_tiers(self.results, chips=chips)
+
+
+def read_bench(path: Path) -> BenchReport:
+    """A ``kvtool bench --json`` report; InputError for a file that is not one."""
+    from kvtool.bench.result import results_from_json
+
+    data = read_json_object(path, what="kvtool bench --json report")
+    return BenchReport(str(path), tuple(results_from_json(data)))
+
+
+def read_doctor_report(path: Path) -> Report:
+    """A ``kvtool doctor --json`` report; InputError naming the file for anything else."""
+    from kvtool.doctor.run import report_from_json
+
+    data = read_json_object(path, what="kvtool doctor --json report")
+    return report_from_json(data, source=str(path))

@@ -1,0 +1,106 @@
+"""A node type, its shared tiers and the overrides, as typed, into one ``Hardware``; and the
+reload-vs-recompute assumptions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kvtool.errors import InputError
+from kvtool.plan.deployment import Hardware, make_hardware
+from kvtool.plan.placement import GPU_MEMORY_UTILIZATION
+from kvtool.plan.reload import (
+    DEFAULT_CONCURRENT_LOADS,
+    DEFAULT_MFU,
+    ReloadAssumptions,
+    parse_t3_path,
+)
+from kvtool.profiles.load import load_node_profile, load_storage_profile
+from kvtool.units import parse_bytes, parse_count, parse_fraction
+
+if TYPE_CHECKING:
+    from kvtool.profiles.hardware import NodeProfile, StorageProfile
+
+DEFAULT_T3 = "fsx-lustre-persistent2"
+DEFAULT_T4 = "s3-standard"
+
+
+def resolve_hardware(
+    node: str,
+    *,
+    nodes: str | int | None = None,
+    t3_path: str | None = None,
+    t3: str | None = None,
+    t4: str | None = None,
+    fsx_capacity: str | None = None,
+    fsx_throughput: str | None = None,
+    gpu_memory_utilization: str | None = None,
+    bench: str | None = None,
+) -> Hardware:
+    """Load the node and storage profiles, parse the FSx settings, and with ``bench`` (a
+    ``kvtool bench --json`` file) put its measured bandwidths in place of the spec."""
+    throughput = None
+    if fsx_throughput is not None:
+        try:
+            throughput = int(fsx_throughput)
+        except ValueError:
+            raise InputError(
+                f"--fsx-throughput {fsx_throughput!r} is not an FSx option",
+                "give the MB/s per TiB, e.g. 1000",
+            ) from None
+    count = nodes if isinstance(nodes, int) else parse_count(nodes or "1", what="--nodes")
+    hardware = make_hardware(
+        load_node_profile(node),
+        load_storage_profile(t3 or DEFAULT_T3),
+        load_storage_profile(t4 or DEFAULT_T4),
+        nodes=count,
+        t3_path=parse_t3_path(t3_path or "efa"),
+        fsx_capacity_bytes=None
+        if fsx_capacity is None
+        else parse_bytes(fsx_capacity, what="--fsx-capacity"),
+        fsx_throughput_mbps_per_tib=throughput,
+        gpu_memory_utilization=GPU_MEMORY_UTILIZATION
+        if gpu_memory_utilization is None
+        else parse_fraction(gpu_memory_utilization, what="--gpu-memory-utilization"),
+    )
+    if bench is not None:
+        from dataclasses import replace
+        from pathlib import Path
+
+        from kvtool.inputs.evidence import read_bench
+
+        measured = read_bench(Path(bench)).measured(chips=hardware.node.chips)
+        if not measured:
+            raise InputError(
+                f"--bench {bench} has no measurement a plan can use",
+                "it needs a T3 read, a pinned T2 h2d or a T4 get that ran (kvtool bench --json)",
+            )
+        hardware = replace(hardware, measured=measured)
+    return hardware
+
+
+def resolve_spec_profiles(
+    node: str | None, *, t3: str | None, t4: str | None, t3_path: str | None
+) -> tuple[NodeProfile | None, StorageProfile | None, StorageProfile | None, str]:
+    """The profiles a measurement is set beside (``kvtool bench --hardware``): none without a
+    node, and then a storage option is a mistake."""
+    if node is None:
+        for name, value in (("--t3-storage", t3), ("--t4-storage", t4), ("--t3-path", t3_path)):
+            if value is not None:
+                raise InputError(
+                    f"{name} needs --hardware NODE", "add --hardware (kvtool hardware)"
+                )
+        return None, None, None, "efa"
+    hardware = resolve_hardware(node, t3_path=t3_path, t3=t3, t4=t4)
+    return hardware.node, hardware.t3, hardware.t4, hardware.t3_path
+
+
+def resolve_assumptions(
+    *, mfu: str | None = None, concurrent_loads: str | None = None
+) -> ReloadAssumptions:
+    """The reload-vs-recompute assumptions, defaults filled in."""
+    return ReloadAssumptions(
+        mfu=DEFAULT_MFU if mfu is None else parse_fraction(mfu, what="--mfu"),
+        concurrent_loads=DEFAULT_CONCURRENT_LOADS
+        if concurrent_loads is None
+        else parse_count(concurrent_loads, what="--concurrent-loads"),
+    )

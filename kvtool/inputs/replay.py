@@ -1,0 +1,109 @@
+"""``kvtool engine replay`` and ``sweep`` inputs: the trace, the model's shape, the node, the
+tier sizes as typed, and the engine's rules, into a ``ReplaySetup`` (``replay/setup.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from kvtool.errors import InputError
+
+if TYPE_CHECKING:
+    from kvtool.replay.setup import ReplaySetup
+    from kvtool.replay.trace import Trace
+
+TIERS = ("T1", "T2", "T3", "T4")
+
+
+class ReplayInputs(NamedTuple):
+    """A parsed trace, the replay's setup, and for a sweep each tier's sizes in units."""
+
+    trace: Trace
+    setup: ReplaySetup
+    sweep: dict[str, list[int | None]]
+
+
+def resolve_replay(
+    trace_path: Path,
+    *,
+    fmt: str = "auto",
+    skip_bad: bool = False,
+    sizes: Mapping[str, str | None],
+    model: str | None = None,
+    engine: str = "vllm",
+    kv_dtype: str = "auto",
+    tp: str | None = None,
+    hardware: str | None = None,
+    policy: str = "lru",
+    posture: str = "lazy",
+    t2_idle: float = 300.0,
+    t3_idle: float = 3600.0,
+    block_bytes: str | None = None,
+    real: bool = False,
+    sweep: bool = False,
+) -> ReplayInputs:
+    """Everything a replay (``sweep`` False) or a sweep runs with. A sweep's sizes are
+    comma-separated lists; the first of each sets the base configuration."""
+    from kvtool.inputs.trace import read_trace
+    from kvtool.replay.run import ReplayConfig
+    from kvtool.replay.setup import replay_setup, tier_units
+    from kvtool.units import parse_bytes, parse_tier_size
+
+    if hardware is not None and model is None:
+        raise InputError("--hardware needs --model", "add --model NAME")
+    if block_bytes is not None and (not real or model is not None):
+        raise InputError("--block-bytes goes with --real and no --model", "drop --block-bytes")
+    lists = {
+        tier: [parse_tier_size(item, what=f"--{tier.lower()}") for item in text.split(",")]
+        for tier, text in sizes.items()
+        if text
+    }
+    if not sweep:
+        many = [tier for tier, items in lists.items() if len(items) > 1]
+        if many:
+            raise InputError(
+                f"--{many[0].lower()} takes one size in a replay",
+                "use kvtool engine sweep for several",
+            )
+    elif not lists:
+        raise InputError("a sweep needs sizes to vary", "e.g. --t1 1M,3M,10M,30M,inf")
+    shape = None
+    if model is not None:
+        from kvtool.inputs.shape import resolve_shape
+
+        shape = resolve_shape(model, engine=engine, kv_dtype=kv_dtype, tp=tp)
+    ignored = [
+        f"{name} has no effect without --model (blocks are counted in tokens)"
+        for name, given in (("--tp", tp is not None), ("--kv-dtype", kv_dtype != "auto"))
+        if given and model is None
+    ]
+    node = None
+    if hardware is not None:
+        from kvtool.inputs.hardware import resolve_hardware
+
+        node = resolve_hardware(hardware)
+    forced = None
+    if real and model is None:
+        forced = parse_bytes(block_bytes or "64KiB", what="--block-bytes")
+    trace = read_trace(trace_path, fmt=fmt, skip_bad=skip_bad)
+    base = ReplayConfig(
+        capacity={},
+        block_units=trace.block_tokens,
+        unit="tokens",
+        policy=policy,
+        posture=posture,
+        t2_idle_s=t2_idle,
+        t3_idle_s=t3_idle,
+    )
+    base.engine_config()  # the rules, validated before any work
+    first = {tier: items[0] for tier, items in lists.items()}
+    setup = replay_setup(
+        trace, first, base, shape=shape, hardware=node, block_bytes=forced, ttft=not sweep
+    )
+    grid = {
+        tier: [tier_units(trace, setup.config, tier, size) for size in items]
+        for tier, items in lists.items()
+    }
+    setup.notes[:0] = ignored
+    return ReplayInputs(trace, setup, grid if sweep else {})

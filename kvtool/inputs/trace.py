@@ -1,0 +1,27 @@
+"""A request trace file into a ``Trace`` (``kvtool engine replay`` and ``sweep``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kvtool.errors import InputError
+
+if TYPE_CHECKING:
+    from kvtool.replay.trace import Trace
+
+
+def read_trace(path: Path, *, fmt: str = "auto", skip_bad: bool = False) -> Trace:
+    """Parse the trace at ``path`` (``auto``, ``mooncake`` or ``jsonl``); a missing, binary or
+    malformed file is one InputError naming it (and the line, for a bad line)."""
+    from kvtool.replay.trace import parse_trace
+
+    if not path.is_file():
+        raise InputError(f"{path} is not a file", "pass a trace (JSONL, one request per line)")
+    try:
+        with path.open(encoding="utf-8") as f:
+            return parse_trace(f, fmt=fmt, skip_bad=skip_bad, source=str(path))
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not text", "pass a JSONL trace") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None

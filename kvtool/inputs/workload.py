@@ -1,0 +1,47 @@
+"""A workload (``kvtool advise``): a YAML file with flags laid over it, resolved into the
+workload, the model's shape and the cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from kvtool.model.shape import KvShape
+    from kvtool.plan.deployment import Hardware
+    from kvtool.plan.workload import Workload
+
+
+class WorkloadInputs(NamedTuple):
+    """What ``advise_workload`` takes."""
+
+    workload: Workload
+    shape: KvShape
+    hardware: Hardware
+
+
+def read_workload(
+    path: Path | None, flags: Mapping[str, tuple[str, object | None]]
+) -> WorkloadInputs:
+    """The workload in ``path`` (if any) with ``flags`` over it: ``{key: (flag, value)}``,
+    a value of None meaning not given; an error names the flag or the file's key."""
+    from kvtool.files import read_yaml_mapping
+    from kvtool.inputs.hardware import resolve_hardware
+    from kvtool.inputs.shape import resolve_shape
+    from kvtool.plan.workload import workload_from_mapping
+
+    data = read_yaml_mapping(path) if path is not None else {}
+    given = {key: value for key, (_, value) in flags.items() if value is not None}
+    workload = workload_from_mapping(
+        {**data, **given},
+        source=str(path or "flags"),
+        names={key: flags[key][0] for key in given},
+    )
+    return WorkloadInputs(
+        workload=workload,
+        shape=resolve_shape(
+            workload.model, engine=workload.engine, kv_dtype=workload.kv_dtype, tp=workload.tp
+        ),
+        hardware=resolve_hardware(workload.hardware, nodes=workload.nodes),
+    )

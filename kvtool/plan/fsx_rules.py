@@ -1,0 +1,239 @@
+"""The brief's FSx for Lustre settings checklist, once, over typed facts. Pure.
+
+``kvtool check`` grades what the infrastructure code declares (a plan's ``fsx:``, a Terraform
+plan, a CloudFormation template); ``kvtool doctor`` grades what the FSx API describes for the
+mounted file system. Both turn their source into ``FsxFacts`` and call ``fsx_settings``, so a
+setting gets the same id, status and threshold from either:
+
+* ``fsx.deployment``: PERSISTENT_2 PASS; PERSISTENT_1 WARN (no EFA or GDS); SCRATCH FAIL (not
+  replicated: data is lost when a file server fails).
+* ``fsx.storage_type``: SSD PASS; INTELLIGENT_TIERING WARN; HDD FAIL.
+* ``fsx.compression``: NONE PASS; LZ4 WARN (KV tensors compress poorly and cost server CPU).
+* ``fsx.efa``: EFA-enabled PASS; not enabled FAIL when the clients mean to read over EFA, WARN
+  when the file system is above 10 GB/s (AWS recommends EFA there), else PASS.
+* ``fsx.same_az``: the nodes' Availability Zone; another one FAIL over EFA (EFA does not cross
+  AZs), WARN over TCP (latency and data-transfer cost).
+* ``fsx.s3_association``: an S3 data repository association for export to T4 (WARN without);
+  a broken one FAIL; auto-export on WARN (every short-lived chunk becomes S3 PUTs).
+
+A fact that is None is not known: SKIP, with ``unknown[key]`` as the reason where one is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from kvtool.findings import Finding, Status
+
+EFA_RECOMMENDED_GBYTES_S = 10.0  # FSx User Guide: EFA for file systems above 10 GB/s
+TCP_CLIENT_GBPS = 100  # FSx for Lustre per-client ceiling over ENA/TCP
+
+
+class FsxFacts(NamedTuple):
+    """An FSx for Lustre file system's settings, declared or described; None: not known.
+    ``file_system_id`` is set for a live file system (fixes are then AWS CLI commands, else
+    infrastructure-code keys); ``source`` is where the facts came from, for evidence."""
+
+    deployment_type: str | None = None
+    storage_type: str | None = None
+    storage_capacity_gib: int | None = None
+    per_unit_storage_throughput: int | None = None
+    efa_enabled: bool | None = None
+    data_compression_type: str | None = None
+    same_az: bool | None = None
+    same_az_evidence: str = ""
+    s3_association: bool | None = None
+    broken_associations: tuple[str, ...] = ()
+    auto_export_paths: tuple[str, ...] = ()
+    file_system_id: str | None = None
+    source: str = ""
+    unknown: Mapping[str, str] = {}
+
+    @property
+    def read_gbytes_per_s(self) -> float | None:
+        """Capacity x per-unit throughput, in GB/s, when both are known."""
+        if self.storage_capacity_gib is None or not self.per_unit_storage_throughput:
+            return None
+        return self.storage_capacity_gib / 1024 * self.per_unit_storage_throughput / 1000
+
+
+def _f(id_: str, status: Status, message: str, evidence: str = "", fix: str = "") -> Finding:
+    return Finding(id_, "fsx", status, message, evidence, fix)
+
+
+def _skip(facts: FsxFacts, id_: str, key: str, what: str) -> Finding:
+    return _f(id_, "SKIP", facts.unknown.get(key) or f"{what} not declared")
+
+
+def fsx_settings(facts: FsxFacts, *, wants_efa: bool | None) -> list[Finding]:
+    """Every rule of the module docstring, in order. ``wants_efa``: the clients mean to read
+    T3 over EFA (a plan's efa or efa-gds path on a node with EFA); None when that is not known
+    (a live node), and then an EFA-enabled file system is taken to be read over EFA."""
+    over_efa = bool(facts.efa_enabled) if wants_efa is None else wants_efa
+    return [
+        _deployment(facts),
+        _storage_type(facts),
+        _compression(facts),
+        _efa(facts, bool(wants_efa)),
+        _same_az(facts, over_efa),
+        _association(facts),
+    ]
+
+
+def _deployment(facts: FsxFacts) -> Finding:
+    kind = facts.deployment_type
+    if kind is None:
+        return _skip(facts, "fsx.deployment", "deployment_type", "deployment type")
+    if kind == "PERSISTENT_2":
+        return _f("fsx.deployment", "PASS", f"deployment type {kind}")
+    warn = kind == "PERSISTENT_1"
+    return _f(
+        "fsx.deployment",
+        "WARN" if warn else "FAIL",
+        f"deployment type {kind}: "
+        + (
+            "no EFA or GDS (PERSISTENT_2 only)"
+            if warn
+            else "SCRATCH data is not replicated and is lost if a file server fails"
+        ),
+        facts.source,
+        "create a PERSISTENT_2 file system (the type cannot be changed) and move the KV folder"
+        " to it"
+        if facts.file_system_id
+        else "deployment_type = PERSISTENT_2 (SCRATCH is not replicated; PERSISTENT_1 has no"
+        " EFA or GDS)",
+    )
+
+
+def _storage_type(facts: FsxFacts) -> Finding:
+    kind = facts.storage_type
+    if kind is None:
+        return _skip(facts, "fsx.storage_type", "storage_type", "storage type")
+    if kind == "SSD":
+        return _f("fsx.storage_type", "PASS", f"storage type {kind}")
+    return _f(
+        "fsx.storage_type",
+        "WARN" if kind == "INTELLIGENT_TIERING" else "FAIL",
+        f"storage type {kind}: KV reads need SSD latency",
+        facts.source,
+        "create an SSD file system (the storage type cannot be changed)"
+        if facts.file_system_id
+        else "storage_type = SSD",
+    )
+
+
+def _compression(facts: FsxFacts) -> Finding:
+    kind = facts.data_compression_type
+    if kind is None:
+        return _skip(facts, "fsx.compression", "data_compression_type", "data compression")
+    if kind == "NONE":
+        return _f("fsx.compression", "PASS", "data compression off")
+    return _f(
+        "fsx.compression",
+        "WARN",
+        f"data compression {kind}: KV tensors compress poorly and cost server CPU",
+        facts.source,
+        f"aws fsx update-file-system --file-system-id {facts.file_system_id}"
+        " --lustre-configuration DataCompressionType=NONE"
+        if facts.file_system_id
+        else "data_compression_type = NONE",
+    )
+
+
+def _efa(facts: FsxFacts, wants_efa: bool) -> Finding:
+    if facts.efa_enabled is None:
+        return _skip(facts, "fsx.efa", "efa_enabled", "efa_enabled")
+    if facts.efa_enabled:
+        return _f("fsx.efa", "PASS", "EFA enabled on the file system")
+    fix = (
+        "efa_enabled = true (set at creation; needs PERSISTENT_2 and a security group that"
+        " allows all traffic to itself)"
+    )
+    if wants_efa:
+        cannot = facts.deployment_type not in (None, "PERSISTENT_2")
+        return _f(
+            "fsx.efa",
+            "FAIL",
+            "the nodes read T3 over EFA but the file system is not EFA-enabled"
+            + (f" ({facts.deployment_type} cannot be: EFA needs PERSISTENT_2)" if cannot else "")
+            + f": {TCP_CLIENT_GBPS} Gbps per client over TCP",
+            facts.source,
+            fix,
+        )
+    rate = facts.read_gbytes_per_s
+    big = rate is not None and rate > EFA_RECOMMENDED_GBYTES_S
+    shown = f" ({rate:,.1f} GB/s file system)" if rate is not None else ""
+    return _f(
+        "fsx.efa",
+        "WARN" if big else "PASS",
+        f"EFA not enabled{shown}: clients are held to {TCP_CLIENT_GBPS} Gbps over TCP"
+        + (f" (AWS recommends EFA above {EFA_RECOMMENDED_GBYTES_S:g} GB/s)" if big else ""),
+        facts.source if big else "",
+        fix if big else "",
+    )
+
+
+def _same_az(facts: FsxFacts, wants_efa: bool) -> Finding:
+    if facts.same_az is None:
+        return _f(
+            "fsx.same_az",
+            "SKIP",
+            facts.unknown.get("same_az") or "same_az not declared (kvtool doctor checks it live)",
+        )
+    if facts.same_az:
+        return _f(
+            "fsx.same_az",
+            "PASS",
+            "same Availability Zone as the file system",
+            facts.same_az_evidence,
+        )
+    return _f(
+        "fsx.same_az",
+        "FAIL" if wants_efa else "WARN",
+        "the file system is in another Availability Zone"
+        + (": EFA does not work across AZs" if wants_efa else ": cross-AZ latency and cost"),
+        facts.same_az_evidence,
+        "run the serving nodes in the file system's AZ (or create one in theirs)",
+    )
+
+
+def _association(facts: FsxFacts) -> Finding:
+    if facts.s3_association is None:
+        return _f(
+            "fsx.s3_association",
+            "SKIP",
+            facts.unknown.get("s3_association") or "s3_association not declared",
+        )
+    if not facts.s3_association:
+        return _f(
+            "fsx.s3_association",
+            "WARN",
+            "no S3 data repository association: the brief's checklist wants one for export to T4",
+            facts.source,
+            f"aws fsx create-data-repository-association --file-system-id"
+            f" {facts.file_system_id} --file-system-path /kvcache"
+            " --data-repository-path s3://<bucket>/kvcache/"
+            if facts.file_system_id
+            else "aws_fsx_data_repository_association (Terraform) or"
+            " AWS::FSx::DataRepositoryAssociation, export on demand",
+        )
+    if facts.broken_associations:
+        return _f(
+            "fsx.s3_association",
+            "FAIL",
+            "data repository association " + ", ".join(facts.broken_associations) + " is broken",
+            facts.source,
+            "recreate the association (aws fsx delete-data-repository-association, then create)",
+        )
+    if facts.auto_export_paths:
+        return _f(
+            "fsx.s3_association",
+            "WARN",
+            f"auto-export is on for {', '.join(facts.auto_export_paths)}: every short-lived"
+            " KV chunk becomes S3 PUTs (cost); export on demand instead",
+            facts.source,
+            "aws fsx update-data-repository-association --association-id <id>"
+            " --s3 AutoExportPolicy={Events=[]}",
+        )
+    return _f("fsx.s3_association", "PASS", "S3 data repository association in place")
