@@ -158,3 +158,22 @@ def test_pure_modules_import_nothing_with_side_effects(path: Path) -> None:
         elif isinstance(node, ast.Import):
             imported |= {a.name.split(".")[0] for a in node.names}
     assert not imported & SIDE_EFFECTS, f"{module} is pure but imports {imported & SIDE_EFFECTS}"
+
+
+def test_no_engine_is_special_cased_by_name() -> None:
+    """Adding an engine is one registry entry: conventions are EngineRules / OffloadLayout
+    fields, never a comparison with an engine's or a stack's name."""
+    import re
+
+    names = "vllm|sglang|formula|hf|hf-legacy|lmcache|dynamo"
+    pattern = re.compile(
+        rf"(name|engine|stack|target)\s*(==|!=|\bin\b|\bnot in\b)\s*\(?\s*\"({names})\""
+    )
+    found = [
+        f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}"
+        for path in MODULES
+        if not module_name(path).startswith("kvtool.cli")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not found

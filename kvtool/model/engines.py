@@ -63,6 +63,9 @@ class EngineRules(NamedTuple):
     # 0 for engines kvtool models no admission charge for
     admission_in_flight: int = 0
     default_max_num_batched_tokens: int = 8192  # vLLM: vllm serve on an H100/H200
+    # its layout of the hybrid and state-space families (model/families.py VLLM_ONLY) was
+    # checked against its code; engines without it are refused for those families
+    sizes_hybrids: bool = False
 
 
 ENGINES: dict[str, EngineRules] = {
@@ -81,6 +84,7 @@ ENGINES: dict[str, EngineRules] = {
             ssm_state_default="model",
             conv_state_steps="kernel_minus_one",
             quantized_kv=True,
+            sizes_hybrids=True,
         ),
         EngineRules(
             name="vllm",
@@ -101,6 +105,7 @@ ENGINES: dict[str, EngineRules] = {
             query_heads_divide_tp=True,
             fp32_runs_as="bf16",
             admission_in_flight=2,
+            sizes_hybrids=True,
         ),
         EngineRules(
             name="sglang",

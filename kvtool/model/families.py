@@ -177,9 +177,11 @@ def foreign_fields(config: Mapping[str, Any]) -> list[str]:
     return sorted(k for k in config if str(k).lower().startswith(_FOREIGN_PREFIXES))
 
 
-def check_engine(model_type: str, engine: str) -> None:
-    """InputError when kvtool has not modelled ``engine``'s layout for this family."""
-    if model_type in VLLM_ONLY and engine not in ("vllm", "formula"):
+def check_engine(model_type: str, engine: str, *, sizes_hybrids: bool) -> None:
+    """InputError when kvtool has not modelled ``engine``'s layout for this family:
+    ``sizes_hybrids`` is the engine's ``EngineRules.sizes_hybrids`` (its layout of the
+    ``VLLM_ONLY`` families was checked)."""
+    if model_type in VLLM_ONLY and not sizes_hybrids:
         raise ConfigError(
             f"kvtool models {model_type} only as vLLM allocates it (and the textbook formula);"
             f" how {engine} lays it out is not modelled",

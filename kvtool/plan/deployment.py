@@ -620,7 +620,7 @@ def _offload_notes(
                 f"{tier} holds one copy of each MLA session ({offload.source}); HBM holds"
                 f" {serving.tp}, one per tensor-parallel rank"
             )
-    if serving.tp > 1 and divisors["T2"] == 1 and offload.name in ("sglang", "dynamo"):
+    if serving.tp > 1 and divisors["T2"] == 1 and offload.host_pool_per_rank:
         notes.append(f"{offload.source} keeps a host-memory pool per rank: T2 as HBM holds it")
     if not offload.t3_shared:
         notes.append(

@@ -41,6 +41,7 @@ class OffloadLayout(NamedTuple):
     mla_t3_single_copy: bool
     t3_shared: bool
     gpu_reserve_mib_with_gds: int = 0
+    host_pool_per_rank: bool = False  # every tensor-parallel rank builds its own host pool
 
 
 LAYOUTS: dict[str, OffloadLayout] = {
@@ -68,6 +69,7 @@ LAYOUTS: dict[str, OffloadLayout] = {
             mla_t2_single_copy=False,
             mla_t3_single_copy=True,
             t3_shared=True,
+            host_pool_per_rank=True,
         ),
         OffloadLayout(
             "dynamo",
@@ -75,6 +77,7 @@ LAYOUTS: dict[str, OffloadLayout] = {
             mla_t2_single_copy=False,
             mla_t3_single_copy=False,
             t3_shared=False,
+            host_pool_per_rank=True,
         ),
     )
 }
