@@ -1,8 +1,15 @@
-"""Shared fixtures: the CLI runner with a pinned terminal, and markers for optional extras."""
+"""Shared fixtures: the CLI runner with a pinned terminal, and the markers for what a test
+needs (pyproject.toml lists them): ``hf`` (transformers), ``torch``, ``gpu`` (a CUDA device),
+``no_gpu`` (the CPU fallback, skipped where a CUDA device would take the GPU path), ``fio``
+(the real fio) and ``server`` (a server of its own on 127.0.0.1). A test whose need is not met
+is skipped with the reason and the install command; the suite passes without torch and on a
+machine with CUDA alike."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -12,13 +19,43 @@ from typer.testing import CliRunner
 from kvtool.cli.app import app
 
 HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+# fixtures that start a server of their own on 127.0.0.1: the tests using them are ``server``
+SERVER_FIXTURES = {"s3_endpoint", "fio_servers", "bucket", "aws_endpoints", "s3"}
+
+
+@functools.cache
+def has_cuda() -> bool:
+    """A CUDA device torch can use (imports torch only when a test asks)."""
+    if not HAS_TORCH:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    skip_hf = pytest.mark.skip(reason="transformers is not installed (pip install 'kvtool[hf]')")
+    needs = {
+        "hf": (
+            lambda: HAS_TRANSFORMERS,
+            "transformers is not installed (pip install 'kvtool[hf]')",
+        ),
+        "torch": (lambda: HAS_TORCH, "torch is not installed (pip install torch==2.13.0)"),
+        "gpu": (has_cuda, "no CUDA device here: the GPU path is tested on a GPU machine"),
+        "no_gpu": (lambda: not has_cuda(), "a CUDA device is here: the GPU path runs instead"),
+        "fio": (
+            lambda: shutil.which("fio") is not None,
+            "fio is not installed (apt-get install -y fio)",
+        ),
+    }
     for item in items:
-        if "hf" in item.keywords and not HAS_TRANSFORMERS:
-            item.add_marker(skip_hf)
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
+        for marker, (met, reason) in needs.items():
+            if marker in item.keywords and not met():
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @dataclass(frozen=True)

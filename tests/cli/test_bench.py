@@ -30,6 +30,7 @@ def _scratch_left(folder: Path) -> list[str]:
 
 
 @needs_fio
+@pytest.mark.fio
 def test_t3_on_a_folder_with_real_fio(kvtool: Kvtool, tmp_path: Path) -> None:
     keep = tmp_path / "someone-elses.bin"
     keep.write_bytes(b"x" * 4096)
@@ -58,6 +59,7 @@ def test_t3_on_a_folder_with_real_fio(kvtool: Kvtool, tmp_path: Path) -> None:
 
 
 @needs_fio
+@pytest.mark.fio
 def test_t3_text_report_says_how_and_what_bounds_it(kvtool: Kvtool, tmp_path: Path) -> None:
     done = kvtool("bench", "--tier", "t3", "--t3-dir", str(tmp_path), *QUICK, "--hardware", "p5en")
     assert done.exit_code == 0, done.stderr
@@ -68,6 +70,7 @@ def test_t3_text_report_says_how_and_what_bounds_it(kvtool: Kvtool, tmp_path: Pa
 
 
 @needs_fio
+@pytest.mark.fio
 def test_model_sizes_the_transfer_as_one_kv_chunk(kvtool: Kvtool, tmp_path: Path) -> None:
     done = kvtool(
         "bench", "--tier", "t3", "--t3-dir", str(tmp_path), "--duration", "1", "--size", "64MiB",
@@ -119,6 +122,7 @@ def fio_servers(tmp_path: Path) -> Iterator[list[int]]:
 
 
 @needs_fio
+@pytest.mark.fio
 def test_hosts_drive_two_fio_servers_for_the_aggregate(
     kvtool: Kvtool, tmp_path: Path, fio_servers: list[int]
 ) -> None:
@@ -140,6 +144,7 @@ def test_hosts_drive_two_fio_servers_for_the_aggregate(
 
 
 @needs_fio
+@pytest.mark.fio
 def test_hosts_that_do_not_answer_are_one_clear_error(kvtool: Kvtool, tmp_path: Path) -> None:
     done = kvtool("bench", "--tier", "t3", "--t3-dir", str(tmp_path), *QUICK,
                   "--hosts", f"127.0.0.1:{_free_port()}")  # fmt: skip
@@ -188,6 +193,7 @@ def test_a_read_only_folder(kvtool: Kvtool, tmp_path: Path) -> None:
 
 
 @needs_fio
+@pytest.mark.fio
 def test_no_odirect_hints_no_direct_and_no_direct_works(
     kvtool: Kvtool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -212,6 +218,7 @@ def test_no_odirect_hints_no_direct_and_no_direct_works(
     assert any("page cache" in n for n in data["notes"])
 
 
+@pytest.mark.no_gpu
 def test_t1_skips_without_cuda_and_says_why(kvtool: Kvtool) -> None:
     done = kvtool("bench", "--tier", "t1", "--json")
     assert done.exit_code == 0
@@ -223,8 +230,9 @@ def test_t1_skips_without_cuda_and_says_why(kvtool: Kvtool) -> None:
     assert "T1 d2d: SKIP" in text.stdout
 
 
+@pytest.mark.torch
+@pytest.mark.no_gpu
 def test_t2_without_a_gpu_is_a_host_only_copy_beside_numpy(kvtool: Kvtool) -> None:
-    pytest.importorskip("torch")
     done = kvtool("bench", "--tier", "t2", "--json")
     assert done.exit_code == 0, done.stderr
     results = json.loads(done.stdout)["results"]
@@ -266,6 +274,24 @@ def _keys(bucket: str = "kv-bench") -> list[str]:
 
     listing = boto3.client("s3", region_name="us-east-1").list_objects_v2(Bucket=bucket)
     return [o["Key"] for o in listing.get("Contents", [])]
+
+
+@pytest.mark.torch
+@pytest.mark.gpu
+def test_t1_and_t2_on_a_gpu_measure_every_device(kvtool: Kvtool) -> None:
+    """On a CUDA machine: d2d on each GPU, pinned and pageable h2d/d2h, no host-only stand-in."""
+    import torch
+
+    done = kvtool("bench", "--tier", "t1,t2", "--json")
+    assert done.exit_code == 0, done.stderr
+    results = json.loads(done.stdout)["results"]
+    t1 = [r for r in results if r["tier"] == "t1"]
+    assert t1
+    assert all(r["status"] == "ok" and r["bytes_per_s"] > 0 for r in t1)
+    t2 = [r for r in results if r["tier"] == "t2" and r["status"] == "ok"]
+    assert {r["variant"] for r in t2} >= {"pinned"}
+    assert "host-only" not in {r["variant"] for r in t2}
+    assert torch.cuda.device_count() >= 1
 
 
 def test_t4_puts_and_gets_through_boto3_and_deletes_its_objects(
@@ -349,6 +375,7 @@ def test_options_without_effect_say_so(kvtool: Kvtool) -> None:
 
 
 @needs_fio
+@pytest.mark.fio
 def test_sigterm_stops_fio_and_removes_the_scratch_folder(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "kvtool", "bench", "--tier", "t3", "--t3-dir", str(tmp_path),
