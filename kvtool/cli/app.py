@@ -31,10 +31,10 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
 # group -> its commands, as COMMANDS: built only when the group is run
 GROUPS: dict[str, dict[str, tuple[str, str, bool]]] = {
     "engine": {
-        "smoke": ("engine", "smoke", False),
-        "replay": ("replay", "replay_command", True),
-        "sweep": ("replay", "sweep_command", True),
-        "gen": ("replay", "gen_command", False),
+        "smoke": ("engine.smoke", "smoke", False),
+        "replay": ("engine.replay", "replay", True),
+        "sweep": ("engine.sweep", "sweep", True),
+        "gen": ("engine.gen", "gen", False),
     },
 }
 

@@ -23,6 +23,8 @@ import random
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from kvtool.errors import InputError
+
 
 class Workload(NamedTuple):
     """What ``kvtool engine gen`` models."""
@@ -41,6 +43,29 @@ class Workload(NamedTuple):
     max_context: int = 128_000
     block_tokens: int = 512
     seed: int = 1
+
+    def checked(self) -> Workload:
+        """This workload, or InputError naming the option (``--think``...) out of range."""
+        options = {
+            "--system-prompts": self.system_prompts, "--rag-preambles": self.rag_preambles,
+            "--system-tokens": self.system_tokens, "--rag-tokens": self.rag_tokens,
+            "--user-tokens": self.user_tokens, "--output-tokens": self.output_tokens,
+            "--block-tokens": self.block_tokens, "--requests": self.requests,
+            "--max-context": self.max_context,
+        }  # fmt: skip
+        for name, value in options.items():
+            if value < 1:
+                raise InputError(f"{name} must be at least 1, got {value}")
+        if not 0 <= self.rag_share <= 1:
+            raise InputError(f"--rag-share must be between 0 and 1, got {self.rag_share}")
+        for name, positive in (
+            ("--arrival-rate", self.arrival_rate),
+            ("--think", self.think_s),
+            ("--turns", self.turns),
+        ):
+            if positive <= 0:
+                raise InputError(f"{name} must be positive, got {positive}")
+        return self
 
 
 class _Session:

@@ -19,10 +19,6 @@ from kvtool.cli.options import (
 )
 
 POLICY, POSTURE = engine_rule_options()
-HELP = (
-    "The built-in tiering engine: T1 (HBM) -> T2 (host) -> T3 (shared files) -> T4 (S3).\n\n"
-    "Example: kvtool engine smoke"
-)
 
 
 def smoke(

@@ -1,0 +1,113 @@
+"""``kvtool engine replay``: a request trace through the tiering engine on the trace's clock
+(docs/replay.md); set-up in ``inputs/replay.py`` and ``replay/setup.py``."""
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kvtool.cli.engine.options import (
+    FormatOpt,
+    PolicyOpt,
+    PostureOpt,
+    SkipBadOpt,
+    T2IdleOpt,
+    T3IdleOpt,
+    TraceArg,
+    tier_option,
+)
+from kvtool.cli.options import EngineOpt, HardwareOpt, JsonOpt, KvDtypeOpt, ModelOpt, TpOpt
+
+
+def replay(
+    trace: TraceArg,
+    fmt: FormatOpt = "auto",
+    skip_bad: SkipBadOpt = False,
+    t1: Annotated[str | None, tier_option("T1")] = None,
+    t2: Annotated[str | None, tier_option("T2")] = None,
+    t3: Annotated[str | None, tier_option("T3")] = None,
+    t4: Annotated[str | None, tier_option("T4")] = None,
+    model: ModelOpt = None,
+    engine: EngineOpt = "vllm",
+    kv_dtype: KvDtypeOpt = "auto",
+    tp: TpOpt = None,
+    hardware: HardwareOpt = None,
+    policy: PolicyOpt = "lru",
+    posture: PostureOpt = "lazy",
+    t2_idle: T2IdleOpt = 300.0,
+    t3_idle: T3IdleOpt = 3600.0,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", metavar="FILE.png", help="Draw tier occupancy over time."),
+    ] = None,
+    real: Annotated[
+        Path | None,
+        typer.Option(
+            "--real",
+            metavar="DIR",
+            help="Move real bytes: T3 and T4 as folders under DIR (small traces).",
+        ),
+    ] = None,
+    block_bytes: Annotated[
+        str | None,
+        typer.Option(
+            "--block-bytes", metavar="SIZE", help="With --real and no --model (default 64KiB)."
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> int:
+    """Replay TRACE through the tiering engine on its own clock: hit ratios, tier traffic, TTFT.
+
+    Sizes are tokens (3M, as --ctx), bytes (80GiB: needs --model), 0 (off) or inf.
+    Without sizes they come from --hardware and --model.
+
+    Examples:
+
+      kvtool engine replay conversation_trace.jsonl --t1 3M --t2 10M --t3 inf
+
+      kvtool engine replay trace.jsonl --model llama-3.1-70b --kv-dtype fp8 --hardware p5en --json
+
+      kvtool engine replay small.jsonl --t1 64K --t2 128K --t3 inf --real /fsx/shared
+
+    Exit status: 0 replayed, 1 --real found a block that read back wrong, 2 bad input.
+    """
+    from kvtool.cli import status
+    from kvtool.cli.render import replay as render
+    from kvtool.inputs.replay import resolve_replay
+
+    inputs = resolve_replay(
+        trace, fmt=fmt, skip_bad=skip_bad, sizes={"T1": t1, "T2": t2, "T3": t3, "T4": t4},
+        model=model, engine=engine, kv_dtype=kv_dtype, tp=tp, hardware=hardware,
+        policy=policy, posture=posture, t2_idle=t2_idle, t3_idle=t3_idle,
+        block_bytes=block_bytes, real=real is not None,
+    )  # fmt: skip
+    loaded, setup = inputs.trace, inputs.setup
+    notes = list(setup.notes)
+    extra: dict[str, Any] = {}
+    if real is not None:
+        from kvtool.bench.gpu import torch_or_none
+        from kvtool.replay.real import replay_in_folder
+
+        result, stats = replay_in_folder(loaded, setup.config, real, torch=torch_or_none())
+        extra["real"] = stats._asdict()
+        notes.append(
+            f"--real: {stats.checked:,} hit blocks read back from T1 and compared,"
+            f" {stats.mismatched} differed; {len(stats.faults)} medium fault(s)"
+        )
+    else:
+        from kvtool.replay.run import replay as run_replay
+
+        result = run_replay(loaded.requests, loaded.block_tokens, setup.config, ttft=setup.ttft)
+    if plot is not None:
+        notes.append(render.plot_occupancy(result, plot))
+    bad = bool(extra) and extra["real"]["mismatched"] > 0
+    if as_json:
+        from kvtool.cli.render.text import print_json
+
+        print_json({**result.to_json(), "trace": loaded.source, "format": loaded.format,
+                    "skipped_lines": loaded.skipped, "notes": notes, **extra})  # fmt: skip
+    else:
+        render.print_replay(result, loaded, notes, chart=plot is None)
+        if extra:
+            render.print_real(extra["real"])
+    return status.PROBLEMS if bad else status.OK

@@ -1,0 +1,78 @@
+"""``kvtool engine sweep``: one replay per combination of tier sizes, on all cores."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvtool.cli.engine.options import (
+    FormatOpt,
+    PolicyOpt,
+    PostureOpt,
+    SkipBadOpt,
+    T2IdleOpt,
+    T3IdleOpt,
+    TraceArg,
+    tier_option,
+)
+from kvtool.cli.options import EngineOpt, HardwareOpt, JsonOpt, KvDtypeOpt, ModelOpt, TpOpt
+
+
+def sweep(
+    trace: TraceArg,
+    fmt: FormatOpt = "auto",
+    skip_bad: SkipBadOpt = False,
+    t1: Annotated[str | None, tier_option("T1", many=True)] = None,
+    t2: Annotated[str | None, tier_option("T2", many=True)] = None,
+    t3: Annotated[str | None, tier_option("T3", many=True)] = None,
+    t4: Annotated[str | None, tier_option("T4", many=True)] = None,
+    model: ModelOpt = None,
+    engine: EngineOpt = "vllm",
+    kv_dtype: KvDtypeOpt = "auto",
+    tp: TpOpt = None,
+    hardware: HardwareOpt = None,
+    policy: PolicyOpt = "lru",
+    posture: PostureOpt = "lazy",
+    t2_idle: T2IdleOpt = 300.0,
+    t3_idle: T3IdleOpt = 3600.0,
+    processes: Annotated[
+        str | None, typer.Option("--processes", "-j", metavar="N", help="Cores to use (all).")
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", metavar="FILE.png", help="Draw hit ratio against capacity."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replay TRACE once per combination of tier sizes, on all cores: hit ratio vs capacity.
+
+    Examples:
+
+      kvtool engine sweep conversation_trace.jsonl --t1 1M,3M,10M,30M,inf
+
+      kvtool engine sweep trace.jsonl --t1 3M --t2 0,10M,30M --t3 0,inf --plot sweep.png
+    """
+    from kvtool.cli.render import replay as render
+    from kvtool.inputs.replay import resolve_replay
+    from kvtool.replay.sweep import grid, run_sweep
+    from kvtool.units import parse_count
+
+    inputs = resolve_replay(
+        trace, fmt=fmt, skip_bad=skip_bad, sizes={"T1": t1, "T2": t2, "T3": t3, "T4": t4},
+        model=model, engine=engine, kv_dtype=kv_dtype, tp=tp, hardware=hardware,
+        policy=policy, posture=posture, t2_idle=t2_idle, t3_idle=t3_idle, sweep=True,
+    )  # fmt: skip
+    loaded, base, notes = inputs.trace, inputs.setup.config, list(inputs.setup.notes)
+    count = None if processes is None else parse_count(processes, what="--processes")
+    points = run_sweep(loaded, grid(inputs.sweep, base), processes=count)
+    if plot is not None:
+        notes.append(render.plot_sweep(points, list(inputs.sweep), plot, unit=base.unit))
+    if as_json:
+        from kvtool.cli.render.text import print_json
+        from kvtool.replay.sweep import sweep_json
+
+        print_json({"trace": loaded.source, "unit": base.unit, "points": sweep_json(points),
+                    "notes": notes})  # fmt: skip
+        return
+    render.print_sweep(points, list(inputs.sweep), loaded, notes, unit=base.unit,
+                       chart=plot is None)  # fmt: skip

@@ -1,0 +1,76 @@
+"""The front door's doctor options: the host to read (live, a snapshot, or live and captured),
+what to gather, and the checks' options from the model's shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvtool.errors import InputError
+from kvtool.inputs.doctor import read_reports, resolve_doctor
+from kvtool.probe.host import CapturingHost, LocalHost, SnapshotHost
+
+ROOT = Path(__file__).parents[3]
+
+
+def test_a_live_folder_with_a_model_sizes_chunks_and_planned_files(tmp_path: Path) -> None:
+    inputs = resolve_doctor(
+        str(tmp_path), nodes="16", model="llama-3.1-70b", tp="8", sessions="100", ctx="128k"
+    )
+    assert isinstance(inputs.host, LocalHost)
+    assert inputs.path == str(tmp_path)
+    assert inputs.options.nodes == 16
+    assert inputs.options.chunk_bytes == 10_485_760  # one rank's 256-token chunk at tp 8
+    # 100 sessions x ceil(128,000 / 256) chunks x 8 ranks, each rank writing its own file
+    assert inputs.options.planned_chunk_files == 100 * 500 * 8
+    assert inputs.gather.probe_mib == 64
+
+
+def test_an_mla_model_is_written_from_one_rank(tmp_path: Path) -> None:
+    inputs = resolve_doctor(
+        str(tmp_path), model="deepseek-r1", tp="8", sessions="10", ctx="8k", write=False
+    )
+    assert inputs.options.planned_chunk_files == 10 * -(-8000 // 256) * 1
+    assert inputs.gather.write_probe is False
+
+
+def test_capture_wraps_the_live_host_and_snapshot_replaces_it(tmp_path: Path) -> None:
+    captured = resolve_doctor(str(tmp_path), capture=tmp_path / "snap")
+    assert isinstance(captured.host, CapturingHost)
+    assert (tmp_path / "snap").is_dir()
+    snapshot = resolve_doctor("/mnt/lustre/kvcache", snapshot=ROOT / "examples" / "doctor-snapshot")
+    assert isinstance(snapshot.host, SnapshotHost)
+
+
+@pytest.mark.parametrize(
+    ("path", "options", "message"),
+    [
+        ("{tmp}/nope", {}, "does not exist"),
+        ("{tmp}/file", {}, "is not a folder"),
+        ("{tmp}", {"gds": "maybe"}, "unknown --gds 'maybe'"),
+        ("{tmp}", {"sessions": "10"}, "--sessions and --ctx need --model"),
+        ("{tmp}", {"snapshot": "{tmp}/empty"}, "is empty"),
+        ("{tmp}", {"probe_mib": "lots"}, "--probe-mib"),
+    ],
+)
+def test_each_mistake_names_its_option(
+    tmp_path: Path, path: str, options: dict[str, str], message: str
+) -> None:
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "empty").mkdir()
+    resolved = {
+        k: (Path(v.format(tmp=tmp_path)) if k == "snapshot" else v) for k, v in options.items()
+    }
+    with pytest.raises(InputError, match=message):
+        resolve_doctor(path.format(tmp=tmp_path), **resolved)  # type: ignore[arg-type]
+
+
+def test_merge_reads_each_report_and_needs_one() -> None:
+    reports = read_reports(
+        [str(ROOT / "examples" / "check" / n) for n in ("doctor-node-a.json", "doctor-node-b.json")]
+    )
+    assert len(reports) == 2
+    assert all(r.findings for r in reports)
+    with pytest.raises(InputError, match="--merge needs doctor --json reports"):
+        read_reports([])

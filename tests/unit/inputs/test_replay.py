@@ -1,0 +1,79 @@
+"""The front door's replay and sweep inputs: the trace, the shape, the node, the sizes as typed
+and the engine's rules into a ReplaySetup; every mistake one InputError before any work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvtool.errors import InputError
+from kvtool.inputs.replay import resolve_replay
+
+HEAD = Path(__file__).parents[2] / "fixtures" / "traces" / "conversation_trace_head.jsonl"
+SIZES = {"T1": "1M", "T2": "3M", "T3": "inf", "T4": None}
+
+
+def test_tokens_without_a_model() -> None:
+    inputs = resolve_replay(HEAD, sizes=SIZES)
+    config = inputs.setup.config
+    assert (config.unit, config.block_units) == ("tokens", 512)
+    blocks = 1024 * 1024 // 512
+    assert config.capacity == {"T1": blocks * 512, "T2": 3 * blocks * 512, "T3": None, "T4": 0}
+    assert inputs.sweep == {}
+    assert inputs.setup.ttft is None
+
+
+def test_a_model_sizes_blocks_in_bytes_in_its_kv_dtype() -> None:
+    bf16 = resolve_replay(HEAD, sizes=SIZES, model="llama-3.1-70b", tp="8")
+    fp8 = resolve_replay(HEAD, sizes=SIZES, model="llama-3.1-70b", tp="8", kv_dtype="fp8")
+    # 512 tokens x 80 layers x 8 KV heads x 128 x 2 (K and V) x 2 B, all ranks
+    assert bf16.setup.config.block_units == 512 * 80 * 8 * 128 * 2 * 2
+    assert fp8.setup.config.block_units * 2 == bf16.setup.config.block_units
+    assert bf16.setup.config.unit == "bytes"
+
+
+def test_hardware_fills_t1_and_t2_and_the_ttft_model() -> None:
+    inputs = resolve_replay(HEAD, sizes={"T3": "inf"}, model="llama-3.1-8b", hardware="p5en")
+    setup = inputs.setup
+    assert setup.plan is not None
+    assert setup.ttft is not None
+    assert setup.config.capacity["T1"] == setup.plan.tiers.pressure_bytes_per_node
+    assert any("from the p5en.48xlarge plan" in n for n in setup.notes)
+
+
+def test_a_sweep_gives_each_tiers_sizes_in_units() -> None:
+    inputs = resolve_replay(HEAD, sizes={"T1": "1M,2M,inf", "T2": "0"}, sweep=True)
+    assert inputs.sweep == {"T1": [2048 * 512, 4096 * 512, None], "T2": [0]}
+    assert inputs.setup.config.capacity["T1"] == 2048 * 512  # the first of each
+
+
+def test_options_without_a_model_say_they_have_no_effect() -> None:
+    inputs = resolve_replay(HEAD, sizes=SIZES, tp="8", kv_dtype="fp8")
+    assert inputs.setup.notes[:2] == [
+        "--tp has no effect without --model (blocks are counted in tokens)",
+        "--kv-dtype has no effect without --model (blocks are counted in tokens)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"hardware": "p5en"}, "--hardware needs --model"),
+        ({"block_bytes": "64KiB"}, "--block-bytes goes with --real and no --model"),
+        ({"sizes": {"T1": "1M,2M"}}, "--t1 takes one size in a replay"),
+        ({"sizes": {"T1": "80GiB"}}, r"--t1 80\.0 GiB is in bytes: that needs --model"),
+        ({"policy": "clock"}, "unknown --policy 'clock'"),
+        ({"posture": "EAGER"}, "unknown --posture 'EAGER'"),
+        ({"t2_idle": 0.0}, "--t2-idle and --t3-idle must be positive"),
+    ],
+)
+def test_each_mistake_names_its_option(options: dict[str, object], message: str) -> None:
+    given: dict[str, object] = {"sizes": SIZES, **options}
+    with pytest.raises(InputError, match=message):
+        resolve_replay(HEAD, **given)  # type: ignore[arg-type]
+
+
+def test_a_sweep_needs_sizes_to_vary() -> None:
+    with pytest.raises(InputError, match="a sweep needs sizes to vary"):
+        resolve_replay(HEAD, sizes={}, sweep=True)

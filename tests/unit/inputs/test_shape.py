@@ -1,0 +1,56 @@
+"""The front door's shape: what the user typed (model, engine, dtype, tp, block size) into one
+KvShape, each mistake one InputError naming the option."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvtool.errors import InputError
+from kvtool.inputs.shape import parse_chunk_tokens, resolve_shape
+from kvtool.profiles.resolve import resolve_model
+
+
+def test_strings_become_one_shape() -> None:
+    shape = resolve_shape("Llama-3.1-70B", engine="sglang", kv_dtype="fp8", tp="8", block_size="32")
+    assert shape.spec.name == "llama-3.1-70b"
+    assert shape.rules.name == "sglang"
+    assert shape.fmt.name == "fp8_e4m3"
+    assert (shape.tp, shape.tp_given, shape.block_size) == (8, True, 32)
+
+
+def test_defaults_are_the_models_dtype_vllm_and_an_unchosen_tp() -> None:
+    shape = resolve_shape("deepseek-r1")
+    assert (shape.rules.name, shape.fmt.name, shape.tp, shape.tp_given) == (
+        "vllm",
+        "bf16",
+        1,
+        False,
+    )
+    assert shape.block_size is None
+
+
+def test_a_model_already_resolved_is_not_read_again() -> None:
+    resolved = resolve_model("llama-3.1-8b")
+    assert resolve_shape(resolved).spec is resolved.spec
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"engine": "trtllm"}, "unknown --engine 'trtllm'"),
+        ({"kv_dtype": "fp7"}, "fp7"),
+        ({"tp": "two"}, "--tp"),
+        ({"block_size": "x"}, "--block-size"),
+    ],
+)
+def test_each_mistake_names_its_option(options: dict[str, str], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        resolve_shape("llama-3.1-8b", **options)  # type: ignore[arg-type]
+
+
+def test_chunk_tokens_parse_like_counts() -> None:
+    assert parse_chunk_tokens("256") == 256
+    assert parse_chunk_tokens("1K") == 1024
+    assert parse_chunk_tokens(64) == 64
+    with pytest.raises(InputError, match="--chunk-tokens"):
+        parse_chunk_tokens("lots")
