@@ -104,6 +104,7 @@ def write_text(path: Path, text: str | Iterable[str]) -> None:
     try:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         tmp = Path(name)
+        os.chmod(tmp, _mode_for(path))  # mkstemp makes 0600: keep what a plain open would give
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             if isinstance(text, str):
                 f.write(text)
@@ -119,3 +120,17 @@ def write_text(path: Path, text: str | Iterable[str]) -> None:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+
+
+def _mode_for(path: Path) -> int:
+    """The permissions ``path`` keeps when it exists, else what ``open(path, "w")`` would give
+    it (0666 less the umask)."""
+    import os
+    import stat
+
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

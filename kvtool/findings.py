@@ -76,7 +76,18 @@ def junit_xml(suite: str, findings: Iterable[Finding], *, hostname: str = "") ->
     """JUnit XML that GitHub Actions and GitLab CI show natively: one testcase per finding,
     FAIL as ``<failure>``, SKIP as ``<skipped>``, WARN as a passing case with its message in
     ``<system-out>``."""
-    from xml.sax.saxutils import escape, quoteattr
+    import re
+    from xml.sax.saxutils import escape as escape_text
+    from xml.sax.saxutils import quoteattr as quote_text
+
+    # XML 1.0 has no place for most control characters (ANSI colours in a command's output)
+    invalid = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+    def escape(text: str) -> str:
+        return escape_text(invalid.sub("\ufffd", text))
+
+    def quoteattr(text: str) -> str:
+        return quote_text(invalid.sub("\ufffd", text))
 
     cases = list(findings)
     failures = sum(f.status == "FAIL" for f in cases)

@@ -56,15 +56,15 @@ class Workload(NamedTuple):
         for name, value in options.items():
             if value < 1:
                 raise InputError(f"{name} must be at least 1, got {value}")
-        if not 0 <= self.rag_share <= 1:
+        if not 0 <= self.rag_share <= 1:  # NaN fails this too
             raise InputError(f"--rag-share must be between 0 and 1, got {self.rag_share}")
         for name, positive in (
             ("--arrival-rate", self.arrival_rate),
             ("--think", self.think_s),
             ("--turns", self.turns),
         ):
-            if positive <= 0:
-                raise InputError(f"{name} must be positive, got {positive}")
+            if not 0 < positive < math.inf:  # NaN and inf fail this too
+                raise InputError(f"{name} must be a positive number, got {positive}")
         return self
 
 

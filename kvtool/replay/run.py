@@ -200,7 +200,7 @@ def replay(
     tiers = [
         TierStats(
             tier=tier,
-            capacity=config.capacity.get(tier),
+            capacity=config.capacity.get(tier, 0),
             hit_blocks=tier_blocks[tier],
             hit_tokens=tier_tokens[tier],
             token_hit_ratio=tier_tokens[tier] / total_input if total_input else 0.0,
@@ -209,7 +209,7 @@ def replay(
             peak=peak[tier],
         )
         for tier in TIERS
-        if config.capacity.get(tier) != 0
+        if config.capacity.get(tier, 0) != 0  # a tier not given is off, as the manager has it
     ]
     requests_count = len(requests)
     summary = None

@@ -104,7 +104,16 @@ def replay_setup(
         if size is not None:
             capacity[tier] = tier_units(trace, config, tier, size)
         capacity.setdefault(tier, None)
-    if ttft_model is None and ttft:
+    if ttft_model is not None:
+        unpriced = [t for t in TIERS if capacity[t] != 0 and t not in ttft_model.reload_block_s]
+        if unpriced:  # a hit there would have no reload time: no estimate rather than a guess
+            ttft_model = None
+            assert plan is not None
+            notes.append(
+                f"no TTFT estimate: {plan.hardware.node.name} publishes no bandwidth for"
+                f" {', '.join(unpriced)} (turn it off with --{unpriced[0].lower()} 0 for one)"
+            )
+    elif ttft:
         notes.append("no TTFT estimate: it needs --model and --hardware")
     return ReplaySetup(config._replace(capacity=capacity), ttft_model, plan, notes)
 

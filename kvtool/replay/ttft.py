@@ -24,7 +24,8 @@ from kvtool.replay.run import TtftModel
 def plan_capacities(plan: DeploymentPlan) -> dict[str, int | None]:
     """T1 and T2 bytes per node from the plan; T3 and T4 unbounded."""
     t2 = next((t.capacity_bytes for t in plan.tiers.tiers if t.name == "T2"), None)
-    return {"T1": plan.tiers.pressure_bytes_per_node, "T2": t2 or 0, "T3": None, "T4": None}
+    t2_per_node = (t2 or 0) // plan.hardware.nodes  # the plan's T2 is every node's host memory
+    return {"T1": plan.tiers.pressure_bytes_per_node, "T2": t2_per_node, "T3": None, "T4": None}
 
 
 def ttft_model(spec: ModelSpec, plan: DeploymentPlan, *, block_bytes: int) -> TtftModel:

@@ -140,3 +140,11 @@ def test_the_conversation_trace_against_an_independent_count() -> None:
     assert result.token_hit_ratio == hit / total
     assert result.reuse_ratio_unbounded == hit / total
     assert json.dumps(result.to_json())  # serialisable
+
+
+def test_a_tier_left_out_of_the_capacities_is_off_in_the_report_too() -> None:
+    """The manager treats a tier missing from the capacities as off; the report used to list
+    it as unbounded."""
+    requests = [Request(t_s=0.0, input_tokens=8, output_tokens=1, blocks=("a", "b"))]
+    result = replay(requests, 4, ReplayConfig(capacity={"T1": 4}, block_units=4, unit="tokens"))
+    assert [t.tier for t in result.tiers] == ["T1"]

@@ -1,0 +1,374 @@
+"""The I/O edge: every reader turns a missing, directory, binary, non-UTF-8 or malformed file
+into one InputError naming the file (and the line and column where the parser knows them);
+``write_text`` writes a whole file or nothing, through a temporary in the same folder."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvtool.errors import InputError
+from kvtool.files import read_json_object, read_text, read_toml, read_yaml_mapping, write_text
+
+Reader = Callable[[Path], Any]
+READERS: dict[str, tuple[Reader, str]] = {
+    "text": (read_text, "file"),
+    "toml": (read_toml, "TOML file"),
+    "json": (read_json_object, "JSON file"),
+    "yaml": (read_yaml_mapping, "workload file"),
+}
+
+
+def _error(call: Callable[[], object]) -> InputError:
+    with pytest.raises(InputError) as caught:
+        call()
+    return caught.value
+
+
+# --- what every reader refuses ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", READERS)
+def test_a_missing_file_is_named(kind: str, tmp_path: Path) -> None:
+    reader, _ = READERS[kind]
+    path = tmp_path / "nope.cfg"
+    error = _error(lambda: reader(path))
+    assert error.message == f"cannot read {path}: No such file or directory"
+
+
+@pytest.mark.parametrize("kind", READERS)
+def test_a_directory_is_not_a_file(kind: str, tmp_path: Path) -> None:
+    reader, what = READERS[kind]
+    error = _error(lambda: reader(tmp_path))
+    assert error.message == f"{tmp_path} is a directory, not a {what}"
+
+
+@pytest.mark.parametrize("kind", READERS)
+def test_a_binary_file_is_refused(kind: str, tmp_path: Path) -> None:
+    reader, what = READERS[kind]
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(b"a = 1\n\x00\x00\x01\x02")
+    error = _error(lambda: reader(path))
+    assert error.message == f"{path} is a binary file, not a {what}"
+    assert error.hint == "pass the text file itself"
+
+
+@pytest.mark.parametrize("kind", READERS)
+def test_a_file_that_is_not_utf8_names_the_first_bad_byte(kind: str, tmp_path: Path) -> None:
+    reader, what = READERS[kind]
+    path = tmp_path / "latin1.txt"
+    path.write_bytes(b"name = 'caf" + "é'".encode("latin-1"))  # é is byte 11
+    error = _error(lambda: reader(path))
+    assert error.message == f"{path} is not UTF-8 text (byte 11), not a {what}"
+    assert error.hint == "pass the text file itself"
+
+
+def test_the_kind_of_file_is_said_as_the_caller_names_it(tmp_path: Path) -> None:
+    error = _error(lambda: read_text(tmp_path, what="trace"))
+    assert error.message == f"{tmp_path} is a directory, not a trace"
+    path = tmp_path / "w.yaml"
+    path.write_bytes(b"\x00")
+    error = _error(lambda: read_yaml_mapping(path, what="CloudFormation template"))
+    assert error.message == f"{path} is a binary file, not a CloudFormation template"
+
+
+def test_read_text_decodes_utf8_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "note.md"
+    path.write_bytes("KV für 128k → 16 GiB\r\n".encode())
+    assert read_text(path) == "KV für 128k → 16 GiB\r\n"
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    assert read_text(empty) == ""
+
+
+# --- TOML -------------------------------------------------------------------------------------
+
+
+def test_toml_reads_into_a_dict(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text('name = "p5en"\nchips = 8\n[sources]\nchips = "AWS"\n')
+    assert read_toml(path) == {"name": "p5en", "chips": 8, "sources": {"chips": "AWS"}}
+
+
+def test_malformed_toml_names_the_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text("chips = 8\nhbm = = 141\n")
+    error = _error(lambda: read_toml(path))
+    assert error.message.startswith(f"{path}: not valid TOML: ")
+    assert "(at line 2, column 7)" in error.message
+
+
+# --- JSON -------------------------------------------------------------------------------------
+
+
+def test_json_reads_one_object(tmp_path: Path) -> None:
+    path = tmp_path / "bench.json"
+    path.write_text('{"t3": {"read_gbps": 12.5}, "ok": true}')
+    assert read_json_object(path) == {"t3": {"read_gbps": 12.5}, "ok": True}
+
+
+def test_malformed_json_names_the_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "bench.json"
+    path.write_text('{\n  "a": 1,\n  "b": }\n')
+    error = _error(lambda: read_json_object(path))
+    assert error.message == f"{path}: malformed JSON at line 3, column 8: Expecting value"
+    assert error.hint == "fix the file or pass another"
+
+
+@pytest.mark.parametrize("top", ["[1, 2]", '"text"', "3", "null"])
+def test_json_that_is_not_an_object_is_refused(top: str, tmp_path: Path) -> None:
+    path = tmp_path / "bench.json"
+    path.write_text(top)
+    assert _error(lambda: read_json_object(path)).message == (
+        f"{path}: a JSON object must be a JSON object"
+    )
+    error = _error(lambda: read_json_object(path, what="kvtool bench result"))
+    assert error.message == f"{path}: a kvtool bench result must be a JSON object"
+
+
+# --- YAML -------------------------------------------------------------------------------------
+
+
+def test_yaml_reads_one_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "workload.yaml"
+    path.write_text("model: llama-3.1-8b\ncontexts: [8k, 32k]\nsessions: 4\n")
+    assert read_yaml_mapping(path) == {
+        "model": "llama-3.1-8b",
+        "contexts": ["8k", "32k"],
+        "sessions": 4,
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column"),
+    [
+        ("a:\n\tb: 1\n", 2, 1),  # a tab cannot start a token
+        ("a: 1\n  b: 2\n", 2, 4),  # a mapping value where none is allowed
+        ('a: "open\n', 2, 1),  # the stream ends inside a string
+    ],
+)
+def test_malformed_yaml_names_the_line_and_column(
+    text: str, line: int, column: int, tmp_path: Path
+) -> None:
+    path = tmp_path / "workload.yaml"
+    path.write_text(text)
+    error = _error(lambda: read_yaml_mapping(path))
+    assert error.message == f"{path}: malformed YAML at line {line}, column {column}"
+
+
+def test_yaml_the_reader_refuses_without_a_position_is_still_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "workload.yaml"
+    path.write_text("a: \x07\n")  # a control character YAML does not accept
+    assert _error(lambda: read_yaml_mapping(path)).message == f"{path}: malformed YAML"
+
+
+@pytest.mark.parametrize("text", ["- a\n- b\n", "just text\n", "", "# only a comment\n"])
+def test_yaml_that_is_not_a_mapping_is_refused(text: str, tmp_path: Path) -> None:
+    path = tmp_path / "workload.yaml"
+    path.write_text(text)
+    assert _error(lambda: read_yaml_mapping(path)).message == (
+        f"{path}: a workload file must be a YAML mapping"
+    )
+    error = _error(lambda: read_yaml_mapping(path, what="template"))
+    assert error.message == f"{path}: a template must be a YAML mapping"
+
+
+TEMPLATE = """\
+Resources:
+  Fs:
+    Type: AWS::FSx::FileSystem
+    Properties:
+      SubnetIds: !Ref Subnets
+      StorageCapacity: !GetAtt Sizes.Capacity
+      Tags: !Join [",", [a, b]]
+      Plain: !!str 1200
+"""
+
+
+def test_yaml_tags_are_refused_unless_read_as_values(tmp_path: Path) -> None:
+    path = tmp_path / "template.yaml"
+    path.write_text(TEMPLATE)
+    error = _error(lambda: read_yaml_mapping(path, what="template"))
+    assert error.message == f"{path}: malformed YAML at line 5, column 18"
+    properties = read_yaml_mapping(path, what="template", tags_as_values=True)["Resources"]["Fs"][
+        "Properties"
+    ]
+    assert properties == {
+        "SubnetIds": {"Fn": "Ref"},
+        "StorageCapacity": {"Fn": "GetAtt"},
+        "Tags": {"Fn": "Join"},
+        "Plain": "1200",  # a standard !!tag keeps its meaning
+    }
+
+
+def test_reading_tags_as_values_once_does_not_change_the_next_read(tmp_path: Path) -> None:
+    import yaml
+
+    path = tmp_path / "template.yaml"
+    path.write_text(TEMPLATE)
+    read_yaml_mapping(path, tags_as_values=True)
+    with pytest.raises(InputError, match="malformed YAML at line 5"):
+        read_yaml_mapping(path)
+    with pytest.raises(yaml.YAMLError):
+        yaml.safe_load(TEMPLATE)  # the shared SafeLoader learnt nothing either
+
+
+# --- write_text -----------------------------------------------------------------------------
+
+
+def test_write_text_writes_utf8_and_replaces_what_was_there(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    write_text(path, "first\n")
+    assert path.read_bytes() == b"first\n"
+    write_text(path, "zweite Größe\n")
+    assert path.read_bytes() == "zweite Größe\n".encode()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+
+
+def test_write_text_streams_an_iterable_through_a_temporary_in_the_same_folder(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "trace.jsonl"
+    path.write_text("old\n")
+    seen: list[tuple[list[str], str]] = []
+
+    def lines() -> Iterator[str]:
+        for i in range(3):
+            # while streaming: the old file untouched beside one hidden temporary
+            seen.append((sorted(p.name for p in tmp_path.iterdir()), path.read_text()))
+            yield f"line {i}\n"
+
+    write_text(path, lines())
+    assert path.read_text() == "line 0\nline 1\nline 2\n"
+    assert len(seen) == 3
+    for names, content in seen:
+        assert content == "old\n"
+        assert len(names) == 2
+        assert "trace.jsonl" in names
+        (temporary,) = (n for n in names if n != "trace.jsonl")
+        assert temporary.startswith(".trace.jsonl.")
+        assert temporary.endswith(".tmp")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.jsonl"]
+
+
+def test_write_text_takes_any_iterable_of_strings(tmp_path: Path) -> None:
+    path = tmp_path / "out.txt"
+    write_text(path, ["a", "", "b\n", "c"])
+    assert path.read_text() == "ab\nc"
+    write_text(path, ())
+    assert path.read_bytes() == b""
+
+
+def test_a_failure_while_streaming_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    path.write_text("<old/>\n")
+
+    def pieces() -> Iterator[str]:
+        yield "<new>"
+        raise RuntimeError("the renderer broke")
+
+    with pytest.raises(RuntimeError, match="the renderer broke"):
+        write_text(path, pieces())
+    assert path.read_text() == "<old/>\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["junit.xml"]
+
+
+def test_a_failure_to_write_a_new_file_leaves_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "new.txt"
+
+    def pieces() -> Iterator[str]:
+        yield "half"
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    error = _error(lambda: write_text(path, pieces()))
+    assert error.message == f"cannot write {path}: No space left on device"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_flush_to_disk_is_an_input_error_and_removes_the_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "report.txt"
+    path.write_text("kept")
+    synced: list[int] = []
+
+    def broken_fsync(fd: int) -> None:
+        synced.append(fd)
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    error = _error(lambda: write_text(path, "lost"))
+    assert synced  # it did try to flush the temporary to disk
+    assert error.message == f"cannot write {path}: Input/output error"
+    assert path.read_text() == "kept"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.txt"]
+
+
+def test_a_folder_that_does_not_exist_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "missing" / "report.json"
+    error = _error(lambda: write_text(path, "{}"))
+    assert error.message == f"cannot write {path}: No such file or directory"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_where_the_folder_should_be_is_named(tmp_path: Path) -> None:
+    blocker = tmp_path / "reports"
+    blocker.write_text("a file, not a folder")
+    path = blocker / "report.json"
+    error = _error(lambda: write_text(path, "{}"))
+    assert error.message == f"cannot write {path}: Not a directory"
+    assert blocker.read_text() == "a file, not a folder"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reports"]
+
+
+def test_a_folder_where_the_file_should_be_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    path.mkdir()
+    (path / "inside").write_text("keep")
+    error = _error(lambda: write_text(path, "{}"))
+    assert error.message == f"cannot write {path}: Is a directory"
+    assert path.is_dir()
+    assert (path / "inside").read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]  # no temporary left
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.text(st.characters(blacklist_categories=("Cs",))), max_size=8))
+def test_what_is_written_reads_back_whole(
+    tmp_path_factory: pytest.TempPathFactory, pieces: list[str]
+) -> None:
+    folder = tmp_path_factory.mktemp("w")
+    path = folder / "f.txt"
+    write_text(path, iter(pieces))
+    assert path.read_bytes() == "".join(pieces).encode()
+    write_text(path, "".join(reversed(pieces)))
+    assert path.read_bytes() == "".join(reversed(pieces)).encode()
+    assert [p.name for p in folder.iterdir()] == ["f.txt"]
+
+
+def test_write_text_keeps_an_existing_files_mode_and_otherwise_the_umasks(tmp_path: Path) -> None:
+    """mkstemp makes 0600 files: a shared trace or report used to become owner-only."""
+    import os
+    import stat
+
+    from kvtool.files import write_text
+
+    shared = tmp_path / "shared.jsonl"
+    shared.write_text("old")
+    shared.chmod(0o644)
+    write_text(shared, "new")
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o644
+    umask = os.umask(0o022)
+    try:
+        fresh = tmp_path / "fresh.xml"
+        write_text(fresh, "<x/>")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o644
