@@ -29,7 +29,13 @@ from kvtool.errors import InputError
 from kvtool.findings import Finding, Report, Status
 from kvtool.model.shape import KvShape
 from kvtool.plan.advise import advise, capacity_of
-from kvtool.plan.deployment import Hardware, WorkloadPlan, offload_divisors, plan_workload
+from kvtool.plan.deployment import (
+    Hardware,
+    WorkloadPlan,
+    offload_divisors,
+    plan_workload,
+    serve,
+)
 from kvtool.plan.fsx import file_system
 from kvtool.plan.fsx_rules import FsxFacts, fsx_settings
 from kvtool.plan.measured import MeasuredTier
@@ -88,6 +94,7 @@ def check_plan(
                 throughput_mbps_per_tib=fsx.per_unit_storage_throughput,
                 efa=bool(fsx.efa_enabled),
                 what="storage_capacity_gib",
+                throughput_what="per_unit_storage_throughput",
             )
             capacity_bytes = fs.capacity_bytes
             findings.append(
@@ -109,6 +116,7 @@ def check_plan(
         fsx_capacity_bytes=capacity_bytes if fsx is not None else 0,
         fsx_throughput_mbps_per_tib=fs.throughput_mbps_per_tib if fs is not None else None,
     )
+    serve(shape, cluster, weights_dtype=w.weights_dtype)  # an invalid tp or dtype: exit 2
     try:
         planned = plan_workload(shape, w, cluster)
     except InputError as exc:  # the weights or one session do not fit a node at all

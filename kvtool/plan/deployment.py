@@ -106,13 +106,7 @@ def make_hardware(
             )
     if nodes < 1:
         raise InputError(f"--nodes must be at least 1, got {nodes}")
-    throughput = fsx_throughput_mbps_per_tib
-    if throughput is not None and throughput not in t3.throughput_mbps_per_tib_options:
-        options = ", ".join(str(o) for o in t3.throughput_mbps_per_tib_options)
-        raise InputError(
-            f"--fsx-throughput {throughput} is not an FSx option",
-            f"{t3.name} offers {options} MB/s per TiB",
-        )
+    throughput = fsx_throughput_mbps_per_tib  # checked with the capacity (plan/fsx.py)
     t3_path = parse_t3_path(t3_path)
     hardware = Hardware(
         node=node,
@@ -125,7 +119,7 @@ def make_hardware(
         gpu_memory_utilization=gpu_memory_utilization,
         measured=measured,
     )
-    hardware.file_system()  # raises for a capacity FSx cannot provision
+    hardware.file_system()  # raises for a throughput or capacity FSx cannot provision
     return hardware
 
 

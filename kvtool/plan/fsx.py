@@ -106,12 +106,22 @@ def file_system(
     efa: bool,
     need_bytes: int = 0,
     what: str = "--fsx-capacity",
+    throughput_what: str = "--fsx-throughput",
 ) -> FileSystem:
     """The file system a plan uses: the given capacity, checked against the valid sizes, or
-    (without one) the smallest valid size that holds ``need_bytes``.
+    (without one) the smallest valid size that holds ``need_bytes``; the per-unit throughput
+    checked against the options the deployment type offers.
 
-    Raises InputError naming the nearest valid sizes when the capacity cannot be provisioned.
+    Raises InputError naming ``throughput_what`` and the options for a throughput FSx does not
+    offer, and naming ``what`` and the nearest valid sizes for a capacity it cannot provision.
     """
+    given = throughput_mbps_per_tib
+    if given is not None and given not in profile.throughput_mbps_per_tib_options:
+        options = ", ".join(str(o) for o in profile.throughput_mbps_per_tib_options)
+        raise InputError(
+            f"{throughput_what} {given} is not an FSx option",
+            f"{profile.name} offers {options} MB/s per TiB",
+        )
     throughput = throughput_mbps_per_tib or profile.default_throughput_mbps_per_tib
     if capacity_bytes is None:
         size = smallest_size_at_least(profile, need_bytes / GIB, throughput, efa=efa)

@@ -21,7 +21,14 @@ from kvtool.plan.workload import FsxSettings
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """An integer property; CloudFormation also takes numbers written as strings ("2400")."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
 
 
 def _bool(value: Any) -> bool | None:

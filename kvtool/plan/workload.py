@@ -20,6 +20,7 @@ Values may be written as the flags take them (``contexts: 8k:0.5,128k:0.5``,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
@@ -147,6 +148,8 @@ def _number(value: Any, what: str) -> float:
         number = float(str(value).strip().removesuffix("s"))
     except ValueError:
         raise InputError(f"{what} {value!r} is not a number") from None
+    if not math.isfinite(number):
+        raise InputError(f"{what} must be a finite number, got {value!r}")
     if number < 0:
         raise InputError(f"{what} must not be negative, got {value!r}")
     return number
@@ -234,6 +237,7 @@ class PlanFile(NamedTuple):
 def plan_from_mapping(data: Mapping[str, Any], *, source: str) -> PlanFile:
     """Validate a plan file: the workload keys through ``workload_from_mapping`` (the same
     loader as advise), the rest here. Raises InputError naming the file and key."""
+    _known(data, (*sorted(WORKLOAD_KEYS), *PLAN_KEYS), source)  # the hint lists a plan's keys
     workload = workload_from_mapping(
         {k: v for k, v in data.items() if k not in PLAN_KEYS}, source=source
     )
@@ -247,14 +251,14 @@ def plan_from_mapping(data: Mapping[str, Any], *, source: str) -> PlanFile:
         terraform = _optional_text(fsx_data.get("from_terraform"))
         cloudformation = _optional_text(fsx_data.get("from_cloudformation"))
         fsx = FsxSettings(
-            deployment_type=_optional_text(fsx_data.get("deployment_type")),
-            storage_type=_optional_text(fsx_data.get("storage_type")),
+            deployment_type=_upper(fsx_data.get("deployment_type")),
+            storage_type=_upper(fsx_data.get("storage_type")),
             storage_capacity_gib=_optional_count(fsx_data, "storage_capacity_gib", source),
             per_unit_storage_throughput=_optional_count(
                 fsx_data, "per_unit_storage_throughput", source
             ),
             efa_enabled=_optional_flag(fsx_data, "efa_enabled", source),
-            data_compression_type=_optional_text(fsx_data.get("data_compression_type")),
+            data_compression_type=_upper(fsx_data.get("data_compression_type")),
             s3_association=_optional_flag(fsx_data, "s3_association", source),
             mount_options=None
             if fsx_data.get("mount_options") is None
@@ -303,6 +307,12 @@ def _known(data: Mapping[str, Any], keys: tuple[str, ...], where: str) -> None:
     unknown = sorted(set(data) - set(keys))
     if unknown:
         raise InputError(f"{where}: unknown key {unknown[0]!r}", "allowed: " + ", ".join(keys))
+
+
+def _upper(value: Any) -> str | None:
+    """An FSx enum as the API spells it (``persistent_2`` -> ``PERSISTENT_2``)."""
+    text = _optional_text(value)
+    return None if text is None else text.upper()
 
 
 def _optional_text(value: Any) -> str | None:

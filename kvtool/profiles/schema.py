@@ -97,7 +97,7 @@ def model_profile_from_dict(data: Mapping[str, Any], *, file: str) -> ModelProfi
             repository=_text(source, "repository", file),
             path=_text(source, "path", file),
             commit=_text(source, "commit", file),
-            note=str(source.get("note", "")),
+            note=str(source.get("note") or ""),
         ),
     )
 
