@@ -35,7 +35,9 @@ class MergedReport(NamedTuple):
 
     @property
     def failed(self) -> bool:
-        """True when any node FAILs a check, or nodes disagree."""
+        """True when any node FAILs a check, or some nodes FAIL a check others pass (a
+        difference that fails nowhere, such as other mount options that all pass, is a WARN:
+        reported, not failed)."""
         return any(r.failed for r in self.reports) or any(
             d.status == "FAIL" for d in self.differences
         )

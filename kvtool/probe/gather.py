@@ -162,9 +162,14 @@ def _aws(host: Host, mount: parse.Mount | None, options: GatherOptions) -> AwsFa
         errors["fsx"] = str(response["error"])
     else:
         for candidate in response.get("FileSystems", []):
+            if candidate.get("FileSystemType", "LUSTRE") != "LUSTRE":
+                continue  # Windows, ONTAP and OpenZFS file systems have no mount name
             lustre = candidate.get("LustreConfiguration") or {}
-            wanted = options.file_system_id or None
-            if candidate.get("FileSystemId") == wanted or lustre.get("MountName") == mount_name:
+            by_id = (
+                options.file_system_id and candidate.get("FileSystemId") == options.file_system_id
+            )
+            by_name = mount_name is not None and lustre.get("MountName") == mount_name
+            if by_id or by_name:
                 file_system = candidate
                 break
         if file_system is None:
@@ -219,6 +224,8 @@ def _aws(host: Host, mount: parse.Mount | None, options: GatherOptions) -> AwsFa
                     {"_region": region, "GroupIds": group_ids},
                 )
                 groups = None if "error" in sg else list(sg.get("SecurityGroups", []))
+                if "error" in sg:
+                    errors["security_groups"] = str(sg["error"])
             if "error" in nic:
                 errors["security_groups"] = str(nic["error"])
     return AwsFacts(

@@ -242,7 +242,7 @@ class LocalHost:
         config = Config(
             connect_timeout=self.aws_timeout_s,
             read_timeout=self.aws_timeout_s * 2,
-            retries={"max_attempts": 1, "mode": "standard"},
+            retries={"total_max_attempts": 1, "mode": "standard"},  # one attempt, no retry
         )
         region = params.pop("_region", None)
         try:
@@ -340,7 +340,8 @@ class SnapshotHost:
         error = self._text(f"{key}.error")
         if error is not None:
             first, _, rest = error.partition("\n")
-            code = int(first[3:]) if first.startswith("rc=") and first[3:].isdigit() else 1
+            recorded = first[3:].removeprefix("-")
+            code = int(first[3:]) if first.startswith("rc=") and recorded.isdigit() else 1
             return CommandResult(code, "", rest)
         return CommandResult(NOT_INSTALLED, "", f"{key} was not captured in the snapshot")
 
@@ -355,7 +356,7 @@ class SnapshotHost:
 
     def imds(self, key: str, path: str) -> str | None:
         text = self._text(key)
-        return text.strip() if text else None
+        return text.strip() or None if text else None
 
     def aws(self, key: str, service: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         return self._json(key) or {"error": f"{key} was not captured in the snapshot"}
@@ -429,7 +430,7 @@ def s3_client(*, connect_timeout_s: float = 3.0) -> Any:
     config = Config(
         connect_timeout=connect_timeout_s,
         read_timeout=max(30.0, connect_timeout_s),
-        retries={"max_attempts": 2, "mode": "standard"},
+        retries={"total_max_attempts": 2, "mode": "standard"},  # botocore's max_attempts is retries
         max_pool_connections=256,
     )
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
