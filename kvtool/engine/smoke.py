@@ -98,6 +98,11 @@ def smoke_options(
     policy the engine does not know, or fewer than 2 chunks per session."""
     if chunks_per_session < 2:
         raise InputError("--chunks must be at least 2", "a shared chunk and one of its own")
+    if sessions < 3:  # session 0 stays in use, 1 comes back from T4, 2 meets the expired TTL
+        raise InputError(
+            f"--sessions must be at least 3, got {sessions}",
+            "the scenario keeps one in use, promotes one from T4 and expires one's prefix",
+        )
     EngineConfig(posture=posture, policy=policy)  # validates both
     layout = f"{shape.rules.name}-tp{shape.tp}-chunk{chunk_tokens}"
     return SmokeOptions(
@@ -549,6 +554,8 @@ def smoke_command(
             mediums["T4"] = t4_medium(
                 targets.t4_url, name, io_threads=threads, client_factory=s3_client
             )
+            if phase == "write":  # kvtool's own folder or prefix: a fresh write, as on T3
+                _remove_t4(mediums["T4"])
         try:
             if phase == "read":
                 step = read_phase(root / "t3", mediums, io_threads=threads)
