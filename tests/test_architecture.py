@@ -146,6 +146,21 @@ def test_there_are_no_import_cycles() -> None:
         visit(node, ())
 
 
+def test_every_library_module_has_its_test_module() -> None:
+    """kvtool/<package>/<module>.py is tested in tests/unit/<package>/test_<module>.py (a
+    command, kvtool/cli/<command>.py, in tests/cli/test_<command>.py)."""
+    tests = Path(__file__).parent
+    missing = []
+    for path in MODULES:
+        relative = path.relative_to(PACKAGE)
+        if path.name in ("__init__.py", "__main__.py") or relative.parts[0] == "cli":
+            continue
+        folder = tests / "unit" / Path(*relative.parts[:-1])
+        if not (folder / f"test_{path.stem}.py").is_file():
+            missing.append(str(relative))
+    assert not missing, f"no test module for {missing}"
+
+
 @pytest.mark.parametrize("path", MODULES, ids=[module_name(p) for p in MODULES])
 def test_pure_modules_import_nothing_with_side_effects(path: Path) -> None:
     module = module_name(path)
