@@ -17,6 +17,7 @@ from kvtool.cli.options import (
     T4StorageOpt,
     TpOpt,
     merge,
+    model_option,
     renamed,
 )
 
@@ -35,13 +36,7 @@ def bench(
     ],
     model: Annotated[
         str | None,
-        typer.Option(
-            "--model",
-            "-m",
-            metavar="MODEL",
-            help="Size each transfer as one chunk of this model's KV (one rank's share).",
-            rich_help_panel=PANEL_SHAPE,
-        ),
+        model_option("Size each transfer as one chunk of this model's KV (one rank's share)."),
     ] = None,
     engine: EngineOpt = "vllm",
     chunk_tokens: ChunkTokensOpt = "256",

@@ -7,12 +7,12 @@ import typer
 
 from kvtool.cli import status
 from kvtool.cli.options import (
-    PANEL_SHAPE,
     ChunkTokensOpt,
     EngineOpt,
     JsonOpt,
     KvDtypeOpt,
     TpOpt,
+    model_option,
 )
 from kvtool.errors import InputError
 
@@ -30,13 +30,7 @@ def doctor(
     ] = "1",
     model: Annotated[
         str | None,
-        typer.Option(
-            "--model",
-            "-m",
-            metavar="MODEL",
-            help="Model whose KV chunks the folder holds (chunk size).",
-            rich_help_panel=PANEL_SHAPE,
-        ),
+        model_option("Model whose KV chunks the folder holds (chunk size)."),
     ] = None,
     engine: EngineOpt = "vllm",
     tp: TpOpt = None,

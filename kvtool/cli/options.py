@@ -30,16 +30,17 @@ PANEL_CLUSTER = "Cluster"
 
 T = TypeVar("T")
 
-ModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        "-m",
-        metavar="MODEL",
-        help="Bundled model name (kvtool models), a config.json path, or a Hugging Face repo id.",
-        rich_help_panel=PANEL_SHAPE,
-    ),
-]
+MODEL_HELP = "Bundled model name (kvtool models), a config.json path, or a Hugging Face repo id."
+
+
+def model_option(help_text: str = MODEL_HELP) -> Any:
+    """``--model``/``-m``: the same option everywhere, with what it does in this command."""
+    return typer.Option(
+        "--model", "-m", metavar="MODEL", help=help_text, rich_help_panel=PANEL_SHAPE
+    )
+
+
+ModelOpt = Annotated[str | None, model_option()]
 EngineOpt = Annotated[
     str,
     typer.Option(

@@ -15,6 +15,7 @@ from kvtool.cli.options import (
     TpOpt,
     engine_rule_options,
     merge,
+    model_option,
     renamed,
 )
 
@@ -24,13 +25,7 @@ POLICY, POSTURE = engine_rule_options()
 def smoke(
     model: Annotated[
         str,
-        typer.Option(
-            "--model",
-            "-m",
-            metavar="MODEL",
-            help="Model whose KV chunks to move (their size and key fingerprint).",
-            rich_help_panel="Model's KV (chunk and block sizes)",
-        ),
+        model_option("Model whose KV chunks to move (their size and key fingerprint)."),
     ] = "llama-3.1-8b",
     engine: EngineOpt = "vllm",
     tp: TpOpt = None,
