@@ -38,6 +38,7 @@ from kvtool.engine.chunkfile import (
     header,
     relative_path,
 )
+from kvtool.errors import InputError
 
 DEFAULT_IO_THREADS = 32  # the brief's FSx checklist: 32 or more I/O threads per node
 
@@ -385,8 +386,6 @@ def t4_medium(
 ) -> FolderMedium | S3Medium:
     """T4 from ``--t4-url``: ``s3://bucket/prefix`` (objects under ``prefix/name``) or
     ``file:///path`` (a folder ``name`` inside an existing ``/path``). InputError otherwise."""
-    from kvtool.errors import InputError
-
     if url.startswith("file://"):
         folder = Path(url[len("file://") :])
         if not folder.is_dir():
