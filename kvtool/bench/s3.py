@@ -15,6 +15,7 @@ from typing import Any
 
 from kvtool.bench.result import BenchResult, latency_of
 from kvtool.errors import InputError
+from kvtool.scratch import Scratch, signals_held
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -41,24 +42,27 @@ def run_t4(
     keys = [f"{base}/{i:06d}" for i in range(objects)]
     payload = os.urandom(object_bytes)
     written: list[str] = []
-    try:
-        # one untimed PUT first: it opens the connection, and a wrong endpoint, bucket or
-        # credential fails once here rather than once per thread
-        _put(client, bucket, f"{base}/warmup", payload, written)
-        progress(f"T4 put: {objects} x {object_bytes / 2**20:,.2f} MiB, {concurrency} threads")
-        put = _timed_map(concurrency, keys, lambda k: _put(client, bucket, k, payload, written))
-        progress(f"T4 get: {objects} objects, {concurrency} threads")
-        get = _timed_map(concurrency, keys, lambda k: _get(client, bucket, k))
-    except InputError:
-        raise
-    except Exception as exc:  # botocore's many errors: one line, with the reason
-        raise InputError(
-            f"S3 at {url} failed: {_reason(exc)}",
-            "check AWS_ENDPOINT_URL, credentials (aws sts get-caller-identity)"
-            " and that the bucket exists",
-        ) from None
-    finally:
-        _delete(client, bucket, written)
+    # every object goes, however this ends (errors, SIGINT, SIGTERM, SIGHUP): uploads in
+    # flight finish first (_timed_map), then what was written, then whatever the prefix holds
+    with Scratch() as cleanup:
+        cleanup.on_exit(_delete_prefix, client, bucket, base + "/")
+        cleanup.on_exit(_delete, client, bucket, written)
+        try:
+            # one untimed PUT first: it opens the connection, and a wrong endpoint, bucket or
+            # credential fails once here rather than once per thread
+            _put(client, bucket, f"{base}/warmup", payload, written)
+            progress(f"T4 put: {objects} x {object_bytes / 2**20:,.2f} MiB, {concurrency} threads")
+            put = _timed_map(concurrency, keys, lambda k: _put(client, bucket, k, payload, written))
+            progress(f"T4 get: {objects} objects, {concurrency} threads")
+            get = _timed_map(concurrency, keys, lambda k: _get(client, bucket, k))
+        except InputError:
+            raise
+        except Exception as exc:  # botocore's many errors: one line, with the reason
+            raise InputError(
+                f"S3 at {url} failed: {_reason(exc)}",
+                "check AWS_ENDPOINT_URL, credentials (aws sts get-caller-identity)"
+                " and that the bucket exists",
+            ) from None
     boto3 = sys.modules.get("boto3")
     tool = f"boto3 {getattr(boto3, '__version__', '')}".strip()
     note = (
@@ -87,8 +91,14 @@ def _timed_map(
     workers: int, keys: list[str], call: Callable[[str], float]
 ) -> tuple[float, list[float]]:
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
         samples = list(pool.map(call, keys))
+    finally:
+        # on an error or a signal: nothing new starts, and what is in flight finishes before
+        # the clean-up deletes (an upload landing after the delete would stay behind)
+        with signals_held():
+            pool.shutdown(wait=True, cancel_futures=True)
     return time.perf_counter() - start, samples
 
 
@@ -112,6 +122,20 @@ def _delete(client: Any, bucket: str, keys: list[str]) -> None:
             client.delete_objects(
                 Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]]}
             )
+
+
+def _delete_prefix(client: Any, bucket: str, prefix: str) -> None:
+    """Delete every object under ``prefix`` (the run's own), listing it: what ``_delete``
+    missed (an upload that landed as the run stopped). Best effort, like ``_delete``."""
+    token: dict[str, str] = {}
+    with contextlib.suppress(Exception):
+        while True:
+            listing = client.list_objects_v2(Bucket=bucket, Prefix=prefix, **token)
+            keys = [o["Key"] for o in listing.get("Contents", [])]
+            _delete(client, bucket, keys)
+            if not listing.get("IsTruncated"):
+                return
+            token = {"ContinuationToken": listing["NextContinuationToken"]}
 
 
 def _reason(exc: Exception) -> str:

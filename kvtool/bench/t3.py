@@ -9,9 +9,6 @@ mode drives ``fio --server`` on every node for the cluster's aggregate.
 
 from __future__ import annotations
 
-import os
-import secrets
-import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -22,6 +19,7 @@ from kvtool.bench.result import BenchResult
 from kvtool.errors import InputError
 from kvtool.probe.host import NOT_INSTALLED, Host, odirect_probe
 from kvtool.probe.parse import mount_for, parse_proc_mounts
+from kvtool.scratch import Scratch
 
 FIO_INSTALL = "apt-get update && apt-get install -y fio  (or dnf install -y fio)"
 SCRATCH_PREFIX = "kvtool-bench-"
@@ -113,57 +111,68 @@ def run_t3(
     mount = mount_for(str(info.get("realpath") or path), mounts)
     filesystem = mount.fstype if mount else ""
     per_job = plan_files(path, options, info.get("free_bytes"))
-    scratch = Path(path) / f"{SCRATCH_PREFIX}{os.getpid()}-{secrets.token_hex(3)}"
-    scratch.mkdir()
-    try:
-        if options.direct:
-            probe = odirect_probe(str(scratch), 1)
-            if not probe["ok"]:
-                raise InputError(
-                    f"{path} does not take O_DIRECT ({probe['error']})",
-                    "benchmark through the page cache with --no-direct (the figures then"
-                    " include caching)",
+    with Scratch() as cleanup:  # removed however this ends: errors, SIGINT, SIGTERM, SIGHUP
+        scratch = cleanup.folder(Path(path), SCRATCH_PREFIX)
+        return _measure(host, path, scratch, options, tool, filesystem, per_job, progress)
+
+
+def _measure(
+    host: Host,
+    path: str,
+    scratch: Path,
+    options: T3Options,
+    tool: str,
+    filesystem: str,
+    per_job: int,
+    progress: Callable[[str], None],
+) -> list[BenchResult]:
+    """The fio runs (and the GDS read) in ``scratch``."""
+    if options.direct:
+        probe = odirect_probe(str(scratch), 1)
+        if not probe["ok"]:
+            raise InputError(
+                f"{path} does not take O_DIRECT ({probe['error']})",
+                "benchmark through the page cache with --no-direct (the figures then"
+                " include caching)",
+            )
+    job = FioJob(
+        ops=options.ops,
+        directory=str(scratch),
+        block_bytes=aligned(options.block_bytes),
+        numjobs=options.threads,
+        iodepth=options.iodepth,
+        file_bytes=per_job,
+        runtime_s=options.duration_s,
+        direct=options.direct,
+        # libaio: in every fio build, takes direct=1, and is allowed where container
+        # seccomp profiles block io_uring
+        ioengine="libaio",
+    )
+    about = (
+        f"fio, {job.numjobs} jobs, {job.block_bytes / 2**20:,.2f} MiB blocks,"
+        f" {options.duration_s:g} s each"
+    )
+    if not options.hosts:  # one fio process runs the ops in turn: start-up paid once
+        progress(f"T3 {', '.join(options.ops)}: {about}")
+        results = _run_fio(host, job, scratch, (), tool)
+        if options.gds and "seq_write" in options.ops:
+            results.append(
+                run_gds_read(
+                    host,
+                    job,
+                    fio_engines=lambda: fio_engines(host),
+                    tool=tool,
+                    progress=progress,
                 )
-        job = FioJob(
-            ops=options.ops,
-            directory=str(scratch),
-            block_bytes=aligned(options.block_bytes),
-            numjobs=options.threads,
-            iodepth=options.iodepth,
-            file_bytes=per_job,
-            runtime_s=options.duration_s,
-            direct=options.direct,
-            # libaio: in every fio build, takes direct=1, and is allowed where container
-            # seccomp profiles block io_uring
-            ioengine="libaio",
-        )
-        about = (
-            f"fio, {job.numjobs} jobs, {job.block_bytes / 2**20:,.2f} MiB blocks,"
-            f" {options.duration_s:g} s each"
-        )
-        if not options.hosts:  # one fio process runs the ops in turn: start-up paid once
-            progress(f"T3 {', '.join(options.ops)}: {about}")
-            results = _run_fio(host, job, scratch, (), tool)
-            if options.gds and "seq_write" in options.ops:
-                results.append(
-                    run_gds_read(
-                        host,
-                        job,
-                        fio_engines=lambda: fio_engines(host),
-                        tool=tool,
-                        progress=progress,
-                    )
-                )
-            return [r._replace(filesystem=filesystem) for r in results]
-        # one fio run per op, so that every node runs the same op at the same time and
-        # fio's "All clients" sum is that op's aggregate
-        results = []
-        for index, op in enumerate(options.ops, 1):
-            progress(f"T3 {op} ({index}/{len(options.ops)}) on {len(options.hosts)} nodes: {about}")
-            results += _run_fio(host, job._replace(ops=(op,)), scratch, options.hosts, tool)
+            )
         return [r._replace(filesystem=filesystem) for r in results]
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    # one fio run per op, so that every node runs the same op at the same time and
+    # fio's "All clients" sum is that op's aggregate
+    results = []
+    for index, op in enumerate(options.ops, 1):
+        progress(f"T3 {op} ({index}/{len(options.ops)}) on {len(options.hosts)} nodes: {about}")
+        results += _run_fio(host, job._replace(ops=(op,)), scratch, options.hosts, tool)
+    return [r._replace(filesystem=filesystem) for r in results]
 
 
 def _run_fio(

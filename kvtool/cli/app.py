@@ -48,15 +48,22 @@ def error_line(exc: KvtoolError) -> str:
 
 def reports_errors(command: F) -> F:
     """Wrap a command: its returned status becomes the exit code; KvtoolError prints one line
-    on stderr and exits 2; Ctrl-C exits 130 without a traceback."""
+    on stderr and exits 2; SIGINT, SIGTERM and SIGHUP run every clean-up (``kvtool.scratch``)
+    and exit 130, 143 and 129 without a traceback."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        from kvtool.scratch import Interrupted, interrupts
+
         try:
-            outcome = command(*args, **kwargs)
+            with interrupts():  # SIGINT, SIGTERM, SIGHUP: every clean-up runs, then exit
+                outcome = command(*args, **kwargs)
         except KvtoolError as exc:
             print(error_line(exc), file=sys.stderr)
             raise typer.Exit(status.USAGE) from None
+        except Interrupted as exc:
+            print(f"kvtool: interrupted ({exc}), scratch removed", file=sys.stderr)
+            raise typer.Exit(exc.exit_status) from None
         except KeyboardInterrupt:
             print("kvtool: interrupted", file=sys.stderr)
             raise typer.Exit(status.INTERRUPTED) from None

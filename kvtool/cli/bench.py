@@ -147,7 +147,6 @@ def bench(
       kvtool bench --tier all --t3-dir /fsx/kvcache --hardware p5en --json > bench.json
     """
     import os
-    import signal
     import socket
 
     from kvtool import __version__
@@ -184,15 +183,8 @@ def bench(
         t3_path=t3_path,
     )
 
-    def stop(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt  # the same clean-up as Ctrl-C: scratch files, test objects
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        with StatusLine(not as_json, "kvtool bench") as status:
-            results = run_bench(LocalHost(), options, s3_client=s3_client, progress=status.update)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    with StatusLine(not as_json, "kvtool bench") as status:
+        results = run_bench(LocalHost(), options, s3_client=s3_client, progress=status.update)
     results = [
         with_spec(r, node=node, t3=t3_profile, t4=t4_profile, t3_path=t3_key) for r in results
     ]

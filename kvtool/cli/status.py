@@ -10,4 +10,4 @@
 OK = 0
 PROBLEMS = 1
 USAGE = 2
-INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
+INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT; SIGTERM 143, SIGHUP 129 (128 + signal)

@@ -34,6 +34,7 @@ from kvtool.engine.manager import TIERS, EngineConfig, Manager
 from kvtool.engine.mediums import FolderMedium, Medium, local_mediums, t4_medium
 from kvtool.errors import InputError
 from kvtool.model.shape import KvShape
+from kvtool.scratch import Scratch, remove_tree
 
 SEGMENT = 65536
 MANIFEST = "manifest.json"
@@ -516,7 +517,6 @@ def smoke_command(
     written for a second node), the mediums, and the phase. ``options`` may be None only for
     ``--phase read``, which takes the shape from the manifest. InputError for targets that
     cannot work (a phase without a shared folder, a read without a manifest)."""
-    import shutil
     import tempfile
 
     phase = targets.phase
@@ -535,18 +535,28 @@ def smoke_command(
             raise InputError(
                 f"no smoke manifest in {shared}", "run --phase write with the same --t3-dir first"
             )
-    base = targets.t3_dir or Path(tempfile.mkdtemp(prefix="kvtool-smoke-"))
-    root = base / name
-    created = not root.exists()
-    try:
+    removing = phase != "write" and not targets.keep
+    # the clean-ups run however this ends (errors, SIGINT, SIGTERM, SIGHUP), last first:
+    # the mediums closed, the T4 folder or prefix, the smoke folder, the temporary folder
+    with Scratch() as cleanup:
+        if targets.t3_dir is not None:
+            base = targets.t3_dir
+        elif removing:
+            base = cleanup.temporary_folder("kvtool-smoke-")
+        else:  # --keep: the temporary folder stays, and the report names it
+            base = Path(tempfile.mkdtemp(prefix="kvtool-smoke-"))
+        root = base / name
+        created = not root.exists()
+        if removing and (created or phase == "read"):  # never a folder the run did not make
+            cleanup.path(root)
         if phase == "write" and not created:
-            shutil.rmtree(root)  # kvtool's own folder: a fresh write, not a mix with the last
+            remove_tree(root)  # kvtool's own folder: a fresh write, not a mix with the last
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise InputError(f"cannot write {root}: {exc.strerror or exc}") from None
-        mediums = local_mediums(torch)
         threads = targets.io_threads
+        mediums = local_mediums(torch)
         mediums["T3"] = FolderMedium("T3", root / "t3", io_threads=threads)
         if targets.t4_url is None:
             mediums["T4"] = FolderMedium("T4", root / "t4", io_threads=threads)
@@ -556,36 +566,32 @@ def smoke_command(
             )
             if phase == "write":  # kvtool's own folder or prefix: a fresh write, as on T3
                 _remove_t4(mediums["T4"])
-        try:
-            if phase == "read":
-                step = read_phase(root / "t3", mediums, io_threads=threads)
-                described = {t: m.description for t, m in mediums.items()}
-                report = SmokeReport([step], {}, described, [])
-            else:
-                assert options is not None
-                report = run_smoke(
-                    options,
-                    mediums,
-                    t3_root=root / "t3",
-                    phase=phase,
-                    second_node=None
-                    if phase != "all" or second_node is None
-                    else (lambda _root: second_node(base, name)),
-                    progress=progress,
-                )
-        finally:
-            for medium in mediums.values():
-                medium.close()
-            if phase != "write" and not targets.keep:
-                _remove_t4(mediums.get("T4"))
-    finally:
-        if phase != "write" and not targets.keep:
-            if created or phase == "read" or targets.t3_dir is None:
-                shutil.rmtree(root, ignore_errors=True)
-            if targets.t3_dir is None:
-                shutil.rmtree(base, ignore_errors=True)
+        if removing:
+            cleanup.on_exit(_remove_t4, mediums["T4"])
+        cleanup.on_exit(_close_all, mediums)  # closed first, then T4 and the folders go
+        if phase == "read":
+            step = read_phase(root / "t3", mediums, io_threads=threads)
+            described = {t: m.description for t, m in mediums.items()}
+            report = SmokeReport([step], {}, described, [])
+        else:
+            assert options is not None
+            report = run_smoke(
+                options,
+                mediums,
+                t3_root=root / "t3",
+                phase=phase,
+                second_node=None
+                if phase != "all" or second_node is None
+                else (lambda _root: second_node(base, name)),
+                progress=progress,
+            )
     kept = targets.keep or phase == "write"
     return SmokeOutcome(report, root, phase, kept)
+
+
+def _close_all(mediums: dict[str, Medium]) -> None:
+    for medium in mediums.values():
+        medium.close()
 
 
 def _unique() -> str:
@@ -594,14 +600,13 @@ def _unique() -> str:
 
 def _remove_t4(medium: Medium | None) -> None:
     """Delete what the smoke wrote on T4: its S3 prefix, or its folder."""
-    import shutil
 
     from kvtool.engine.mediums import S3Medium
 
     if isinstance(medium, S3Medium):
         medium.delete_prefix()
     elif isinstance(medium, FolderMedium):
-        shutil.rmtree(medium.root, ignore_errors=True)
+        remove_tree(medium.root)
 
 
 def second_node_process(

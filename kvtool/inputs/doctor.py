@@ -14,6 +14,28 @@ if TYPE_CHECKING:
     from kvtool.probe.host import Host
 
 
+MAX_PROBE_MIB = 1024  # a probe samples the path; bench measures it (a shared mount fills up)
+
+
+def _check_probe_room(folder: Path, mib: int) -> None:
+    """The O_DIRECT and cuFile probes write ``mib`` MiB into ``folder``: at most
+    ``MAX_PROBE_MIB``, and within 90% of its free space, as bench's test files are."""
+    import shutil
+
+    if mib > MAX_PROBE_MIB:
+        raise InputError(
+            f"--probe-mib {mib:,} is more than a probe needs (at most {MAX_PROBE_MIB:,} MiB):"
+            " on a shared mount it would take that space from every node",
+            "keep the default 64, or measure bandwidth with kvtool bench --tier t3",
+        )
+    free = shutil.disk_usage(folder).free
+    if mib * 2**20 > free * 0.9:
+        raise InputError(
+            f"{folder} has {free / 2**20:,.0f} MiB free; a {mib:,} MiB probe does not fit",
+            "lower --probe-mib, free space, or run with --no-write",
+        )
+
+
 class DoctorInputs(NamedTuple):
     """What ``run_doctor`` takes."""
 
@@ -79,6 +101,8 @@ def resolve_doctor(
             raise InputError(f"{path} does not exist", "pass the KV folder on the shared mount")
         if not target.is_dir():
             raise InputError(f"{path} is not a folder", "pass the KV folder, not a file")
+        if write:
+            _check_probe_room(target, mib)
         host = LocalHost()
         if capture is not None:
             capture.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from kvtool.scratch import signals_held
+
 
 class CommandResult(NamedTuple):
     """A finished command: ``returncode`` 127 when the program is not installed."""
@@ -202,7 +204,8 @@ class LocalHost:
             result["nvfs_after"] = self.read(key, stats)
         finally:
             if scratch.get("path"):
-                Path(scratch["path"]).unlink(missing_ok=True)
+                with signals_held():  # a second signal must not leave the probe file
+                    Path(scratch["path"]).unlink(missing_ok=True)
         return result
 
     def imds(self, key: str, path: str) -> str | None:
@@ -292,18 +295,19 @@ def odirect_probe(directory: str, size_mib: int, *, keep: bool = False) -> dict[
     except OSError as exc:
         result.update(errno=exc.errno, error=exc.strerror or str(exc))
     finally:
-        if fd >= 0:
-            os.close(fd)
-        if keep and result["ok"]:
-            result["path"] = path
-        else:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                result["cleanup_error"] = exc.strerror or str(exc)
-        buffer.close()
+        with signals_held():  # a second signal must not leave the probe file
+            if fd >= 0:
+                os.close(fd)
+            if keep and result["ok"]:
+                result["path"] = path
+            else:
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    result["cleanup_error"] = exc.strerror or str(exc)
+            buffer.close()
     return result
 
 

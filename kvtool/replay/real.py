@@ -22,6 +22,7 @@ from kvtool.engine.smoke import payload
 from kvtool.errors import InputError
 from kvtool.replay.run import ReplayConfig, ReplayResult, TtftModel, replay
 from kvtool.replay.trace import Request, Trace
+from kvtool.scratch import Scratch
 
 
 class RealStats(NamedTuple):
@@ -98,8 +99,6 @@ def replay_in_folder(
     """``--real DIR``: the replay with T1 and T2 in memory and T3 and T4 as folders in a
     scratch folder under ``folder``, removed afterwards. InputError when ``folder`` is not a
     folder or lacks the room every block may need (in T3 and in T4)."""
-    import os
-    import secrets
     import shutil
 
     from kvtool.engine.mediums import FolderMedium, local_mediums
@@ -116,9 +115,8 @@ def replay_in_folder(
             f"--real needs up to {need / 2**30:,.1f} GiB in {folder}; {free / 2**30:,.1f} GiB free",
             "replay a smaller trace, or lower --block-bytes",
         )
-    root = folder / f"kvtool-replay-{os.getpid()}-{secrets.token_hex(3)}"
-    root.mkdir()
-    try:
+    with Scratch() as cleanup:  # removed however this ends: errors, SIGINT, SIGTERM, SIGHUP
+        root = cleanup.folder(folder, "kvtool-replay-")
         mediums = local_mediums(torch)
         mediums["T3"] = FolderMedium("T3", root / "t3")
         mediums["T4"] = FolderMedium("T4", root / "t4")
@@ -126,5 +124,3 @@ def replay_in_folder(
             trace.requests, trace.block_tokens, config, block_bytes=config.block_units,
             mediums=mediums,
         )  # fmt: skip
-    finally:
-        shutil.rmtree(root, ignore_errors=True)

@@ -74,3 +74,11 @@ def test_merge_reads_each_report_and_needs_one() -> None:
     assert all(r.findings for r in reports)
     with pytest.raises(InputError, match="--merge needs doctor --json reports"):
         read_reports([])
+
+
+def test_the_probe_is_capped_and_must_fit_the_free_space(tmp_path: Path) -> None:
+    """--probe-mib 100000 used to fill the disk (on a shared mount, for every node)."""
+    with pytest.raises(InputError, match="--probe-mib 100,000 is more than a probe needs"):
+        resolve_doctor(str(tmp_path), probe_mib="100000")
+    assert resolve_doctor(str(tmp_path), probe_mib="100000", write=False).gather.probe_mib == 100000
+    assert resolve_doctor(str(tmp_path), probe_mib="1024").gather.probe_mib == 1024

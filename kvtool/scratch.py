@@ -1,0 +1,144 @@
+"""The one clean-up door: every scratch file, folder or object kvtool makes is registered here
+before it exists, and removed when the work ends: normally, on an error, or on SIGINT, SIGTERM
+(what Slurm and Kubernetes send on preemption) or SIGHUP (a closed terminal) alike.
+
+* ``interrupts()`` (installed by ``cli/app.py`` around every command) turns the three signals
+  into ``Interrupted``, a ``KeyboardInterrupt``, so every ``finally`` and ``with`` runs; the
+  command then exits 128 + the signal (130, 143, 129).
+* ``Scratch`` is a stack of clean-ups, run last in, first out. A folder or file is registered
+  *before* it is made, so a signal between making it and registering it cannot leak it; while
+  the clean-ups run, the signals are held (``pthread_sigmask``), so a second Ctrl-C cannot cut
+  them short, and delivered once they are done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal asked kvtool to stop; ``exit_status`` is what a shell reports for it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+
+
+def _raise(signum: int, _frame: object) -> None:
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def interrupts() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP raise ``Interrupted`` in the main thread while this is
+    entered (elsewhere, or off the main thread, it changes nothing); the previous handlers come
+    back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+    for s in SIGNALS:
+        signal.signal(s, _raise)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP (delivered when this ends): for clean-ups that must
+    finish."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a folder and what it holds, or a file; nothing there is fine. Symlinks are
+    removed, never followed."""
+    import shutil
+
+    if path.is_symlink() or path.is_file():
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    elif path.exists():
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def unique_name(prefix: str) -> str:
+    """``<prefix><pid>-<random>``: no two runs, on one node or many, share a scratch name."""
+    return f"{prefix}{os.getpid()}-{secrets.token_hex(3)}"
+
+
+class Scratch:
+    """Clean-ups for what one piece of work makes; ``with Scratch() as scratch:`` runs them
+    on the way out, whatever the way out is."""
+
+    def __init__(self) -> None:
+        self._undo: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self.failures: list[str] = []
+
+    def __enter__(self) -> Scratch:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def on_exit(self, undo: Callable[..., Any], *args: Any) -> None:
+        """Run ``undo(*args)`` when the work ends (after everything registered later)."""
+        self._undo.append((undo, args))
+
+    def folder(self, parent: Path, prefix: str) -> Path:
+        """A new folder ``parent/<prefix><pid>-<random>``, removed with all it holds."""
+        path = parent / unique_name(prefix)
+        self.on_exit(remove_tree, path)  # registered first: a signal now still removes it
+        path.mkdir()
+        return path
+
+    def temporary_folder(self, prefix: str) -> Path:
+        """A new folder under the system's temporary folder (``$TMPDIR``), removed after."""
+        import tempfile
+
+        return self.folder(Path(tempfile.gettempdir()), prefix)
+
+    def path(self, path: Path) -> Path:
+        """``path``, removed when the work ends (the caller makes it)."""
+        self.on_exit(remove_tree, path)
+        return path
+
+    def close(self) -> None:
+        """Run the clean-ups, last first, with the signals held until all have run. A
+        clean-up that fails is recorded in ``failures`` and the rest still run."""
+        with signals_held():
+            while self._undo:
+                undo, args = self._undo.pop()
+                try:
+                    undo(*args)
+                except Exception as exc:  # a clean-up must not hide the others
+                    self.failures.append(f"{getattr(undo, '__name__', undo)}: {exc}")

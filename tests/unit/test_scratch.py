@@ -1,0 +1,140 @@
+"""The clean-up door: clean-ups run last first whatever the way out, a folder is registered
+before it exists, signals become Interrupted with the shell's exit status, and signals wait
+while clean-ups run."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kvtool.scratch import Interrupted, Scratch, interrupts, remove_tree, signals_held, unique_name
+
+
+def test_clean_ups_run_last_first_and_a_failing_one_does_not_stop_the_rest() -> None:
+    ran: list[str] = []
+
+    def boom() -> None:
+        raise OSError("disk gone")
+
+    with Scratch() as scratch:
+        scratch.on_exit(ran.append, "first registered")
+        scratch.on_exit(boom)
+        scratch.on_exit(ran.append, "last registered")
+    assert ran == ["last registered", "first registered"]
+    assert scratch.failures == ["boom: disk gone"]
+
+
+def _failing_work(parent: Path, made: list[Path]) -> None:
+    with Scratch() as scratch:
+        folder = scratch.folder(parent, "kvtool-test-")
+        made.append(folder)
+        (folder / "sub").mkdir()
+        (folder / "sub" / "file").write_bytes(b"x" * 100)
+        raise RuntimeError("the work failed")
+
+
+def test_a_folder_goes_with_its_contents_on_an_error(tmp_path: Path) -> None:
+    made: list[Path] = []
+    with pytest.raises(RuntimeError):
+        _failing_work(tmp_path, made)
+    assert made[0].name.startswith(f"kvtool-test-{os.getpid()}-")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_is_registered_before_it_is_made(tmp_path: Path) -> None:
+    """Even when making it fails, the clean-up is in place (and finds nothing to remove)."""
+    scratch = Scratch()
+    with pytest.raises(FileNotFoundError):
+        scratch.folder(tmp_path / "missing", "kvtool-test-")
+    assert len(scratch._undo) == 1
+    scratch.close()
+    assert scratch.failures == []
+
+
+def test_temporary_folders_live_under_tmpdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    with Scratch() as scratch:
+        folder = scratch.temporary_folder("kvtool-test-")
+        assert folder.parent == tmp_path
+    assert not folder.exists()
+
+
+def test_remove_tree_removes_a_link_not_what_it_points_to(tmp_path: Path) -> None:
+    target = tmp_path / "precious"
+    target.mkdir()
+    (target / "data").write_text("keep me")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    remove_tree(link)
+    assert not link.exists()
+    assert (target / "data").read_text() == "keep me"
+    remove_tree(tmp_path / "nothing")  # nothing there is fine
+
+
+@pytest.mark.parametrize(
+    ("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)]
+)
+def test_each_signal_is_interrupted_with_the_shells_status(signum: int, status: int) -> None:
+    with pytest.raises(Interrupted) as caught:
+        _signalled(lambda: os.kill(os.getpid(), signum))
+    assert caught.value.exit_status == status
+    assert isinstance(caught.value, KeyboardInterrupt)
+    assert str(caught.value) == signal.Signals(signum).name
+
+
+def _signalled(work: Callable[[], object]) -> None:
+    """``work`` under ``interrupts()``, with time for a pending handler to run."""
+    with interrupts():
+        work()
+        for _ in range(1000):  # the handler runs between bytecodes
+            pass
+
+
+def test_the_previous_handlers_come_back() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with interrupts():
+        assert signal.getsignal(signal.SIGTERM) is not before
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_signal_during_the_clean_ups_waits_until_they_are_done(tmp_path: Path) -> None:
+    ran: list[str] = []
+
+    def second_signal() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # held: the next clean-up still runs
+        ran.append("after the signal")
+
+    def work() -> None:
+        with Scratch() as scratch:
+            scratch.on_exit(ran.append, "still ran")
+            scratch.on_exit(second_signal)
+
+    with pytest.raises(Interrupted):
+        _signalled(work)
+    assert ran == ["after the signal", "still ran"]
+
+
+def test_signals_held_delivers_afterwards() -> None:
+    steps: list[str] = []
+
+    def work() -> None:
+        with signals_held():
+            os.kill(os.getpid(), signal.SIGHUP)
+            steps.append("went on while held")
+
+    with pytest.raises(Interrupted):
+        _signalled(work)
+    assert steps == ["went on while held"]
+
+
+def test_unique_names_differ() -> None:
+    assert len({unique_name("p-") for _ in range(100)}) == 100
