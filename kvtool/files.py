@@ -91,11 +91,100 @@ def read_yaml_mapping(
     return data
 
 
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def output_file(path: Path, *, option: str, suffixes: tuple[str, ...] = ()) -> Path:
+    """Check, before any work starts, that ``path`` can be written as a whole file: its
+    folder exists and is writable, it is not a folder or a device, and (with ``suffixes``) its
+    extension names a format kvtool writes. Returns ``path``; InputError naming the option,
+    the path and the fix otherwise."""
+    import os
+    import stat
+
+    if path.is_dir():
+        raise InputError(f"{option} {path} is a folder", "name a file, e.g. " + str(path / "out"))
+    if path.exists() and not stat.S_ISREG(path.stat().st_mode):
+        raise InputError(f"{option} {path} is not a regular file", "name a file kvtool may replace")
+    folder = path.parent
+    if not folder.is_dir():
+        raise InputError(
+            f"{option} {path}: the folder {folder} does not exist",
+            "create it first, or pick another",
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(
+            f"{option} {path}: the folder {folder} is not writable"
+            + (" (a read-only mount)" if _read_only_mount(folder) else ""),
+            "pick a folder this user can write",
+        )
+    if suffixes and path.suffix.lower() not in suffixes:
+        shown = f"'{path.suffix}'" if path.suffix else "no extension"
+        raise InputError(
+            f"{option} {path}: {shown} is not a format kvtool writes",
+            "name a " + ", ".join(suffixes[:-1]) + f" or {suffixes[-1]} file",
+        )
+    return path
+
+
+def output_folder(path: Path, *, option: str) -> Path:
+    """Check, before any work starts, that ``path`` can become a folder of kvtool's files: a
+    new folder in a writable one, or an empty folder. InputError naming the option otherwise."""
+    import os
+
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{option} {path} is a file", "name a new or empty folder")
+    if path.is_dir():
+        if any(path.iterdir()):
+            raise InputError(f"{option} {path} is not empty", "name a new or empty folder")
+        target = path
+    else:
+        target = path.parent
+        if not target.is_dir():
+            raise InputError(
+                f"{option} {path}: the folder {target} does not exist",
+                "create it first, or pick another",
+            )
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise InputError(
+            f"{option} {path}: {target} is not writable"
+            + (" (a read-only mount)" if _read_only_mount(target) else ""),
+            "pick a folder this user can write",
+        )
+    return path
+
+
+def _read_only_mount(folder: Path) -> bool:
+    import os
+
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """``write_text`` for bytes (a chart): whole or not at all."""
+    _write_atomic(path, lambda f: f.write(data), binary=True)
+
+
 def write_text(path: Path, text: str | Iterable[str]) -> None:
     """Write ``text`` (a string, or pieces streamed one after another) to ``path`` whole or
     not at all: a temporary file in the same folder, flushed to disk, then renamed over
-    ``path``; the temporary is removed on any failure. InputError naming the path when it
-    cannot be written."""
+    ``path``; the temporary is removed on any failure (and on a signal: it is registered with
+    the clean-up door's rules, removed before the error leaves). InputError naming the path
+    when it cannot be written. The one way kvtool writes a file."""
+
+    def put(f: Any) -> None:
+        if isinstance(text, str):
+            f.write(text)
+        else:
+            f.writelines(text)
+
+    _write_atomic(path, put, binary=False)
+
+
+def _write_atomic(path: Path, put: Any, *, binary: bool) -> None:
     import contextlib
     import os
     import tempfile
@@ -105,11 +194,8 @@ def write_text(path: Path, text: str | Iterable[str]) -> None:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         tmp = Path(name)
         os.chmod(tmp, _mode_for(path))  # mkstemp makes 0600: keep what a plain open would give
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            if isinstance(text, str):
-                f.write(text)
-            else:
-                f.writelines(text)
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as f:
+            put(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

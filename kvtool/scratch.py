@@ -7,7 +7,7 @@ before it exists, and removed when the work ends: normally, on an error, or on S
   command then exits 128 + the signal (130, 143, 129).
 * ``Scratch`` is a stack of clean-ups, run last in, first out. A folder or file is registered
   *before* it is made, so a signal between making it and registering it cannot leak it; while
-  the clean-ups run, the signals are held (``pthread_sigmask``), so a second Ctrl-C cannot cut
+  the clean-ups run, the signals are held (``signals_held``), so a second Ctrl-C cannot cut
   them short, and delivered once they are done.
 """
 
@@ -62,16 +62,28 @@ def interrupts() -> Iterator[None]:
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
-    """Hold SIGINT, SIGTERM and SIGHUP (delivered when this ends): for clean-ups that must
-    finish."""
+    """Hold SIGINT, SIGTERM and SIGHUP for clean-ups that must finish: one that arrives now is
+    recorded and delivered to the handler that was in place when this ends. (Handlers, not a
+    thread's signal mask: with other threads running, the kernel may hand the signal to any
+    of them, and Python still runs the handler in the main thread at once.)"""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    pending: list[int] = []
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+    for s in SIGNALS:
+        signal.signal(s, lambda signum, _frame: pending.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if pending:
+            handler = previous[signal.Signals(pending[0])]
+            if callable(handler):
+                handler(pending[0], None)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), pending[0])  # what it would have done
 
 
 def remove_tree(path: Path) -> None:

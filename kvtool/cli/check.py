@@ -31,11 +31,13 @@ def check(
     """
     from kvtool.cli.render import doctor as render
     from kvtool.cli.render.text import print_json
-    from kvtool.files import write_text
+    from kvtool.files import output_file, write_text
     from kvtool.findings import Report, junit_xml
     from kvtool.inputs.plan_file import read_plan
     from kvtool.plan.checklist import check_plan
 
+    if junit is not None:
+        output_file(junit, option="--junit")  # before any work, not after it
     inputs = read_plan(plan_file)
     findings = check_plan(inputs.plan, inputs.shape, inputs.hardware, evidence=inputs.evidence)
     report = Report(path=str(plan_file), node="plan", findings=tuple(findings))

@@ -102,8 +102,11 @@ def doctor(
     """
     from kvtool.cli.render import doctor as render
     from kvtool.cli.render.text import print_json
-    from kvtool.files import write_text
+    from kvtool.files import output_file, write_text
     from kvtool.findings import junit_xml
+
+    if junit is not None:
+        output_file(junit, option="--junit")  # before any work, not after it
 
     if merge:
         from kvtool.doctor.run import merge_reports

@@ -33,6 +33,7 @@ from kvtool.engine.keys import chain_keys, model_fingerprint
 from kvtool.engine.manager import TIERS, EngineConfig, Manager
 from kvtool.engine.mediums import FolderMedium, Medium, local_mediums, t4_medium
 from kvtool.errors import InputError
+from kvtool.files import write_text
 from kvtool.model.shape import KvShape
 from kvtool.scratch import Scratch, remove_tree
 
@@ -396,11 +397,9 @@ def _tiers(tiers: list[str]) -> str:
 
 
 def write_manifest(folder: Path, data: dict[str, Any]) -> Path:
-    """The manifest, written whole (temporary name, then rename)."""
+    """The manifest, written whole (through the one writer)."""
     target = folder / MANIFEST
-    tmp = folder / f".{MANIFEST}.{secrets.token_hex(4)}"
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, target)
+    write_text(target, json.dumps(data))
     return target
 
 

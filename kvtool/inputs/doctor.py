@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from kvtool.errors import InputError
+from kvtool.files import output_folder
 
 if TYPE_CHECKING:
     from kvtool.doctor.checks import DoctorOptions, GdsMode
@@ -105,7 +106,8 @@ def resolve_doctor(
             _check_probe_room(target, mib)
         host = LocalHost()
         if capture is not None:
-            capture.mkdir(parents=True, exist_ok=True)
+            output_folder(capture, option="--capture")
+            capture.mkdir(exist_ok=True)
             host = CapturingHost(host, capture)
     return DoctorInputs(
         host,

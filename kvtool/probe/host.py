@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from kvtool.files import write_text
 from kvtool.scratch import signals_held
 
 
@@ -375,10 +376,10 @@ class CapturingHost:
         self.folder = folder
 
     def _put_text(self, key: str, text: str) -> None:
-        (self.folder / f"{key}.txt").write_text(text, encoding="utf-8")
+        write_text(self.folder / f"{key}.txt", text)
 
     def _put_json(self, key: str, data: dict[str, Any]) -> None:
-        (self.folder / f"{key}.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
+        write_text(self.folder / f"{key}.json", json.dumps(data, indent=1))
 
     def read(self, key: str, path: str) -> str | None:
         text = self.inner.read(key, path)

@@ -372,3 +372,48 @@ def test_write_text_keeps_an_existing_files_mode_and_otherwise_the_umasks(tmp_pa
     finally:
         os.umask(umask)
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o644
+
+
+def test_output_file_checks_the_target_before_any_work(tmp_path: Path) -> None:
+    import os
+
+    from kvtool.files import PLOT_SUFFIXES, output_file
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)  # never /dev/null: a rename over it would replace it
+    good = tmp_path / "chart.PNG"
+    assert output_file(good, option="--plot", suffixes=PLOT_SUFFIXES) == good  # any case
+    for path, message in (
+        (tmp_path, "is a folder"),
+        (tmp_path / "none" / "x.xml", "does not exist"),
+        (pipe, "is not a regular file"),
+    ):
+        with pytest.raises(InputError, match=message):
+            output_file(path, option="--junit")
+    with pytest.raises(InputError, match=r"'\.txt' is not a format kvtool writes") as caught:
+        output_file(tmp_path / "x.txt", option="--plot", suffixes=PLOT_SUFFIXES)
+    assert caught.value.hint == "name a .png, .svg or .pdf file"
+    assert list(tmp_path.iterdir()) == [pipe]  # checking writes nothing
+
+
+def test_output_folder_takes_a_new_or_empty_folder_only(tmp_path: Path) -> None:
+    from kvtool.files import output_folder
+
+    assert output_folder(tmp_path / "new", option="--capture") == tmp_path / "new"
+    assert output_folder(tmp_path, option="--capture") == tmp_path  # empty
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(InputError, match="is not empty"):
+        output_folder(tmp_path, option="--capture")
+    with pytest.raises(InputError, match="is a file"):
+        output_folder(tmp_path / "f", option="--capture")
+
+
+def test_write_bytes_is_whole_or_nothing(tmp_path: Path) -> None:
+    from kvtool.files import write_bytes
+
+    path = tmp_path / "chart.png"
+    write_bytes(path, b"\x89PNG" + bytes(range(256)))
+    assert path.read_bytes() == b"\x89PNG" + bytes(range(256))
+    with pytest.raises(InputError, match="cannot write"):
+        write_bytes(tmp_path / "missing" / "c.png", b"x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chart.png"]

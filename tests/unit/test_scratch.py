@@ -138,3 +138,29 @@ def test_signals_held_delivers_afterwards() -> None:
 
 def test_unique_names_differ() -> None:
     assert len({unique_name("p-") for _ in range(100)}) == 100
+
+
+def test_signals_are_held_while_other_threads_run() -> None:
+    """With another thread alive the kernel may deliver a process signal to it; the hold must
+    still keep the handler from raising in the middle of the clean-ups."""
+    import threading
+
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait, daemon=True)
+    worker.start()
+    ran: list[str] = []
+
+    def work() -> None:
+        with Scratch() as scratch:
+            scratch.on_exit(ran.append, "still ran")
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                scratch.on_exit(os.kill, os.getpid(), signum)
+
+    try:
+        for _ in range(20):
+            ran.clear()
+            with pytest.raises(Interrupted):
+                _signalled(work)
+            assert ran == ["still ran"]
+    finally:
+        stop.set()

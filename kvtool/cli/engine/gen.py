@@ -51,9 +51,12 @@ def gen(
 
       kvtool engine gen -n 1m --arrival-rate 20 --rag-share 0.5 -o big.jsonl
     """
+    from kvtool.files import output_file
     from kvtool.replay.gen import Workload, write_lines
     from kvtool.units import parse_count
 
+    if output is not None:
+        output_file(output, option="--output")
     workload = Workload(
         requests=parse_count(requests, what="--requests"),
         arrival_rate=arrival_rate,

@@ -38,7 +38,9 @@ def replay(
     t3_idle: T3IdleOpt = 3600.0,
     plot: Annotated[
         Path | None,
-        typer.Option("--plot", metavar="FILE.png", help="Draw tier occupancy over time."),
+        typer.Option(
+            "--plot", metavar="FILE.png", help="Draw tier occupancy over time (.png, .svg or .pdf)."
+        ),
     ] = None,
     real: Annotated[
         Path | None,
@@ -73,6 +75,10 @@ def replay(
     """
     from kvtool.cli import status
     from kvtool.cli.render import replay as render
+    from kvtool.files import PLOT_SUFFIXES, output_file
+
+    if plot is not None:  # before the replay, not after it
+        output_file(plot, option="--plot", suffixes=PLOT_SUFFIXES)
     from kvtool.inputs.replay import resolve_replay
 
     inputs = resolve_replay(

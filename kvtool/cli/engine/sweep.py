@@ -40,7 +40,11 @@ def sweep(
     ] = None,
     plot: Annotated[
         Path | None,
-        typer.Option("--plot", metavar="FILE.png", help="Draw hit ratio against capacity."),
+        typer.Option(
+            "--plot",
+            metavar="FILE.png",
+            help="Draw hit ratio against capacity (.png, .svg or .pdf).",
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -53,6 +57,10 @@ def sweep(
       kvtool engine sweep trace.jsonl --t1 3M --t2 0,10M,30M --t3 0,inf --plot sweep.png
     """
     from kvtool.cli.render import replay as render
+    from kvtool.files import PLOT_SUFFIXES, output_file
+
+    if plot is not None:  # before the replay, not after it
+        output_file(plot, option="--plot", suffixes=PLOT_SUFFIXES)
     from kvtool.inputs.replay import resolve_replay
     from kvtool.replay.sweep import grid, run_sweep
     from kvtool.units import parse_count

@@ -153,7 +153,8 @@ def _pyplot() -> object:
 
 
 def plot_occupancy(result: ReplayResult, path: Path) -> str:
-    """Each tier's occupancy over the trace, as a PNG; returns a note naming the file."""
+    """Each tier's occupancy over the trace (PNG, SVG or PDF, by the name); returns a note
+    naming the file written."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(8, 4))  # type: ignore[attr-defined]
     times = [t for t, _ in result.occupancy]
@@ -164,8 +165,7 @@ def plot_occupancy(result: ReplayResult, path: Path) -> str:
     axes.set_title(f"tier occupancy; token hit ratio {result.token_hit_ratio:.1%}")
     axes.legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)  # type: ignore[attr-defined]
+    _save(plt, figure, path)
     return f"occupancy chart written to {path}"
 
 
@@ -189,6 +189,18 @@ def plot_sweep(points: Sequence[SweepPoint], varied: list[str], path: Path, *, u
     axes.set_ylim(0, 1)
     axes.legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)  # type: ignore[attr-defined]
+    _save(plt, figure, path)
     return f"sweep chart written to {path}"
+
+
+def _save(plt: object, figure: object, path: Path) -> None:
+    """The chart in the format its name says (checked before the run: files.output_file),
+    written whole through the one writer."""
+    import io
+
+    from kvtool.files import write_bytes
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=path.suffix.lower().lstrip("."), dpi=120)  # type: ignore[attr-defined]
+    plt.close(figure)  # type: ignore[attr-defined]
+    write_bytes(path, buffer.getvalue())
