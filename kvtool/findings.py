@@ -18,7 +18,9 @@ STATUSES: tuple[Status, ...] = ("FAIL", "WARN", "PASS", "SKIP")
 
 class Finding(NamedTuple):
     """One check's conclusion. ``id`` is stable (``mount.flock``) so CI can grep and JUnit can
-    name it; ``area`` groups the report; ``fix`` is a command or setting, empty when none."""
+    name it; ``area`` groups the report; ``fix`` is a command or setting, empty when none;
+    ``measured`` holds figures this run measured (a probe's MiB/s, counter deltas): shown with
+    the evidence, never compared between nodes (two runs on one node differ by noise)."""
 
     id: str
     area: str
@@ -26,6 +28,7 @@ class Finding(NamedTuple):
     message: str
     evidence: str = ""
     fix: str = ""
+    measured: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The finding as JSON (``kvtool doctor --json``)."""
@@ -42,6 +45,7 @@ def finding_from_json(data: dict[str, Any]) -> Finding:
         message=str(data.get("message", "")),
         evidence=str(data.get("evidence", "")),
         fix=str(data.get("fix", "")),
+        measured=str(data.get("measured", "")),
     )
 
 
@@ -106,6 +110,7 @@ def junit_xml(suite: str, findings: Iterable[Finding], *, hostname: str = "") ->
             for x in (
                 f.message,
                 f.evidence and f"evidence: {f.evidence}",
+                f.measured and f"measured: {f.measured}",
                 f.fix and f"fix: {f.fix}",
             )
             if x

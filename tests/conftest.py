@@ -84,6 +84,32 @@ def kvtool() -> Callable[..., CliResult]:
     return run
 
 
+_TMP_BEFORE: set[str] = set()
+
+
+def _temporary_entries() -> set[str]:
+    import tempfile
+    from pathlib import Path
+
+    return {p.name for p in Path(tempfile.gettempdir()).iterdir()}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _TMP_BEFORE.update(_temporary_entries())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The suite leaves nothing in the temporary folder (pytest's own tmp_path root aside)."""
+    left = sorted(
+        name
+        for name in _temporary_entries() - _TMP_BEFORE
+        if not name.startswith(("pytest-of-", "pytest-"))
+    )
+    if left:
+        print(f"\nthe test run left these in the temporary folder: {left}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-readme",

@@ -96,7 +96,7 @@ def doctor(
 
       kvtool doctor /fsx/kvcache --capture /tmp/doctor-snapshot
 
-      kvtool doctor --snapshot /tmp/doctor-snapshot /fsx/kvcache
+      kvtool doctor --snapshot /tmp/doctor-snapshot
 
       kvtool doctor --merge node-a.json node-b.json
     """
@@ -127,12 +127,12 @@ def doctor(
     from kvtool.doctor.run import run_doctor
     from kvtool.inputs.doctor import resolve_doctor
 
-    if not paths or len(paths) != 1:
+    if paths and len(paths) > 1:
         raise InputError(
             "doctor checks one PATH", "kvtool doctor /fsx/kvcache (or --merge a.json b.json)"
         )
     inputs = resolve_doctor(
-        paths[0],
+        paths[0] if paths else None,
         nodes=nodes,
         model=model,
         engine=engine,

@@ -65,8 +65,10 @@ class DoctorOptions(NamedTuple):
 Check = Callable[[NodeFacts, DoctorOptions], list[Finding]]
 
 
-def _f(id_: str, status: Status, message: str, evidence: str = "", fix: str = "") -> Finding:
-    return Finding(id_, id_.split(".")[0], status, message, evidence, fix)
+def _f(
+    id_: str, status: Status, message: str, evidence: str = "", fix: str = "", measured: str = ""
+) -> Finding:
+    return Finding(id_, id_.split(".")[0], status, message, evidence, fix, measured)
 
 
 def _grade(value: str, table: dict[str, Status], otherwise: Status) -> Status:
@@ -92,6 +94,18 @@ def check_path(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
         return [_f("path.writable", "SKIP", "the path's state was not captured")]
     if info.get("writable"):
         return [_f("path.writable", "PASS", f"{facts.path} is a writable folder")]
+    mount = facts.mount
+    if mount is not None and "ro" in mount.options:  # no owner change makes this writable
+        return [
+            _f(
+                "path.writable",
+                "FAIL",
+                f"{facts.path} is on a read-only mount: the KV tier cannot store here",
+                evidence=f"{mount.source} on {mount.mountpoint} ({','.join(mount.options)})",
+                fix=f"sudo mount -o remount,rw {mount.mountpoint}  # and drop ro from its"
+                " fstab or PersistentVolume",
+            )
+        ]
     return [
         _f(
             "path.writable",
@@ -489,9 +503,8 @@ def check_odirect(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
                 "client.odirect",
                 "PASS",
                 f"O_DIRECT write and read of {size:,.0f} MiB worked",
-                "single-threaded probe, 1 MiB blocks: "
-                + ", ".join(rates)
-                + " (not a benchmark: kvtool bench measures)",
+                "single-threaded probe, 1 MiB blocks (not a benchmark: kvtool bench measures)",
+                measured=", ".join(rates),
             )
         ]
     return [
@@ -565,9 +578,18 @@ def check_efa(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
     efa = a.get("efa", 0) - b.get("efa", 0)
     tcp = a.get("tcp", 0) - b.get("tcp", 0)
     mib = probe.get("bytes", 0) / 2**20
-    evidence = f"during {mib:,.0f} MiB of O_DIRECT I/O: efa send_count +{efa}, tcp +{tcp}"
+    evidence = f"LNet send counts around {mib:,.0f} MiB of O_DIRECT I/O"
+    measured = f"efa send_count +{efa}, tcp +{tcp}"
     if efa >= EFA_PROOF_FRACTION * mib and tcp <= efa / 10:
-        out.append(_f("network.efa_carries", "PASS", "EFA carries the Lustre traffic", evidence))
+        out.append(
+            _f(
+                "network.efa_carries",
+                "PASS",
+                "EFA carries the Lustre traffic",
+                evidence,
+                measured=measured,
+            )
+        )
     else:
         out.append(
             _f(
@@ -578,6 +600,7 @@ def check_efa(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
                 "check lnetctl udsp (efa priority 0), the"
                 " security group's self-rule, and that the mount came after"
                 " configure-efa-fsx-lustre-client.service",
+                measured=measured,
             )
         )
     return out

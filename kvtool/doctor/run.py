@@ -73,7 +73,9 @@ def report_from_json(data: Any, *, source: str) -> Report:
 
 def merge_reports(reports: Sequence[Report]) -> MergedReport:
     """Flag every check whose status or evidence is not the same on all nodes (a FAIL when
-    some nodes pass and others fail, else a WARN), naming the nodes on each side."""
+    some nodes pass and others fail, else a WARN), naming the nodes on each side; what a run
+    measured (``Finding.measured``) is not compared. A node name in more than one report is a
+    WARN of its own (``merge.nodes``)."""
     differences: list[Finding] = []
     ids = list(dict.fromkeys(f.id for r in reports for f in r.findings))
     for id_ in ids:
@@ -101,5 +103,22 @@ def merge_reports(reports: Sequence[Report]) -> MergedReport:
                 evidence=groups,
                 fix="make the nodes alike: the same mount options, layout, tunings and AZ",
             )
+        )
+    counts: dict[str, int] = {}
+    for report in reports:
+        counts[report.node] = counts.get(report.node, 0) + 1
+    twice = {node: n for node, n in counts.items() if n > 1}
+    if twice:
+        differences.insert(
+            0,
+            Finding(
+                id="merge.nodes",
+                area="merge",
+                status="WARN",
+                message="the same node name appears in more than one report",
+                evidence=", ".join(f"{node} x {n}" for node, n in twice.items()),
+                fix="merge one report per node (two runs of one node, or nodes that share a"
+                " hostname?)",
+            ),
         )
     return MergedReport(tuple(reports), tuple(differences))

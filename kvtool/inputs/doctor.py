@@ -37,6 +37,30 @@ def _check_probe_room(folder: Path, mib: int) -> None:
         )
 
 
+def _recorded_path(snapshot: Path, given: str | None) -> str:
+    """The path a snapshot answers for: the one it recorded (``path.json``). Another path is
+    refused (the snapshot knows nothing of it), and a folder --capture did not write too."""
+    import json
+
+    record = snapshot / "path.json"
+    try:
+        recorded = json.loads(record.read_text(encoding="utf-8")).get("path")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if not isinstance(recorded, str) or not recorded:
+        raise InputError(
+            f"--snapshot {snapshot} is not a kvtool doctor --capture folder (no path.json)",
+            "pass the folder kvtool doctor PATH --capture DIR wrote",
+        )
+    if given is not None and given.rstrip("/") != recorded.rstrip("/"):
+        raise InputError(
+            f"--snapshot {snapshot} recorded {recorded}, not {given}: it cannot answer for a"
+            " path it never saw",
+            f"drop PATH (it defaults to {recorded}), or capture {given} on its node",
+        )
+    return recorded
+
+
 class DoctorInputs(NamedTuple):
     """What ``run_doctor`` takes."""
 
@@ -58,7 +82,7 @@ def read_reports(paths: list[str]) -> list[Report]:
 
 
 def resolve_doctor(
-    path: str,
+    path: str | None,
     *,
     nodes: str = "1",
     model: str | None = None,
@@ -95,8 +119,13 @@ def resolve_doctor(
             )
         if not any(snapshot.iterdir()):
             raise InputError(f"--snapshot {snapshot} is empty", "pass the folder --capture wrote")
+        path = _recorded_path(snapshot, path)
         host: Host = SnapshotHost(snapshot)
     else:
+        if path is None:
+            raise InputError(
+                "doctor checks one PATH", "kvtool doctor /fsx/kvcache (or --merge a.json b.json)"
+            )
         target = Path(path)
         if not target.exists():
             raise InputError(f"{path} does not exist", "pass the KV folder on the shared mount")

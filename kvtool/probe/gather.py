@@ -152,6 +152,23 @@ def _aws(host: Host, mount: parse.Mount | None, options: GatherOptions) -> AwsFa
     )
     if az_id is None:
         errors["imds"] = "no instance metadata (not on EC2, IMDS disabled, or hop limit 1)"
+    if region is None:  # no API call can go anywhere: say why, not botocore's NoRegionError
+        errors["fsx"] = (
+            "not on EC2 (no instance metadata) and no AWS_REGION set"
+            if az_id is None
+            else "no region: IMDS gave none and AWS_REGION is not set"
+        )
+        return AwsFacts(
+            asked=True,
+            availability_zone_id=az_id,
+            instance_type=instance_type,
+            region=None,
+            file_system=None,
+            associations=None,
+            subnet_az_id=None,
+            security_groups=None,
+            errors=errors,
+        )
     mount_name = parse.lustre_mount_name(mount.source) if mount else None
     params: dict[str, Any] = {"_region": region}
     if options.file_system_id:

@@ -32,6 +32,7 @@ def test_a_finding_as_json_has_every_field_with_empty_defaults() -> None:
         "message": "striped over 8 OSTs",
         "evidence": "",
         "fix": "",
+        "measured": "",
     }
     assert FAIL.to_json()["fix"] == "mount -o flock"
     assert type(FAIL.to_json()) is dict

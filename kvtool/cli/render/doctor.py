@@ -30,6 +30,8 @@ def _finding_lines(f: Finding, *, verbose: bool) -> list[str]:
     lines = [f"  {f.status:<4}  {f.id:<22} {f.message}"]
     if f.evidence and (verbose or f.status in ("FAIL", "WARN")):
         lines.append(f"        evidence: {f.evidence}")
+    if f.measured and (verbose or f.status in ("FAIL", "WARN")):
+        lines.append(f"        measured: {f.measured}")
     if f.fix and f.status in ("FAIL", "WARN"):
         lines.append(f"        fix: {f.fix}")
     return lines

@@ -74,7 +74,7 @@ def test_each_broken_node_fails_its_check_with_a_fix(
 def test_tcp_fallback_names_the_tcp_ceiling(base: Path, tmp_path: Path) -> None:
     finding = by_id(doctor(broken("tcp", base, tmp_path / "t"), nodes=4))["network.efa_carries"]
     assert "100 Gbps per client, 30 Gbps with 6 OSTs at 5 Gbps each" in finding.message
-    assert "efa send_count +0, tcp +64" in finding.evidence
+    assert "efa send_count +0, tcp +64" in finding.measured
 
 
 def test_gds_optional_only_warns(base: Path, tmp_path: Path) -> None:
@@ -122,3 +122,17 @@ def test_lnet_drops_and_timeouts_warn(base: Path, tmp_path: Path) -> None:
     finding = by_id(doctor(variant(base, tmp_path / "l", lnet_stats=stats)))["network.lnet_errors"]
     assert finding.status == "WARN"
     assert "network_timeout_count=12 of 868,981 sends" in finding.evidence
+
+
+def test_a_read_only_mount_is_told_to_remount_not_to_chown(base: Path, tmp_path: Path) -> None:
+    from .snapshots import variant
+
+    mounts = (base / "proc_mounts.txt").read_text().replace(" lustre rw,", " lustre ro,")
+    path = {"path": KV_PATH, "exists": True, "is_dir": True, "writable": False,
+            "realpath": KV_PATH}  # fmt: skip
+    folder = variant(base, tmp_path / "ro", proc_mounts=mounts, path=path)
+    finding = by_id(doctor(folder))["path.writable"]
+    assert finding.status == "FAIL"
+    assert "read-only mount" in finding.message
+    assert finding.fix.startswith("sudo mount -o remount,rw /mnt/lustre")
+    assert "chown" not in finding.fix

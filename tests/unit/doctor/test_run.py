@@ -268,3 +268,23 @@ def test_merging_real_reports_of_two_snapshots_flags_the_az(tmp_path: Path) -> N
     )
     assert "FAIL on node-b (instance apne2-az3, file system apne2-az1)" in difference.evidence
     assert merged.failed
+
+
+def test_merge_does_not_compare_what_a_run_measured() -> None:
+    """Two runs differ by noise in the probe's MiB/s: that is no difference between nodes."""
+
+    def probe(node: str, measured: str) -> Report:
+        finding = Finding("client.odirect", "client", "PASS", "ok", "probe", measured=measured)
+        return Report("/kv", node, (finding,))
+
+    a = probe("node-a", "write 812 MiB/s, read 1,934 MiB/s")
+    b = probe("node-b", "write 790 MiB/s, read 2,015 MiB/s")
+    assert merge_reports([a, b]).differences == ()
+
+
+def test_merge_notices_the_same_node_twice() -> None:
+    a = node("node-a", ("mount.flock", "PASS", "flock"))
+    merged = merge_reports([a, a, node("node-b", ("mount.flock", "PASS", "flock"))])
+    (twice,) = merged.differences
+    assert (twice.id, twice.status, twice.evidence) == ("merge.nodes", "WARN", "node-a x 2")
+    assert not merged.failed

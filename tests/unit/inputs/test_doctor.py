@@ -82,3 +82,16 @@ def test_the_probe_is_capped_and_must_fit_the_free_space(tmp_path: Path) -> None
         resolve_doctor(str(tmp_path), probe_mib="100000")
     assert resolve_doctor(str(tmp_path), probe_mib="100000", write=False).gather.probe_mib == 100000
     assert resolve_doctor(str(tmp_path), probe_mib="1024").gather.probe_mib == 1024
+
+
+def test_a_snapshot_answers_only_for_the_path_it_recorded(tmp_path: Path) -> None:
+    snapshot = ROOT / "examples" / "doctor-snapshot"
+    assert resolve_doctor(None, snapshot=snapshot).path == "/mnt/lustre/kvcache"  # the default
+    assert resolve_doctor("/mnt/lustre/kvcache/", snapshot=snapshot).path == "/mnt/lustre/kvcache"
+    with pytest.raises(InputError, match="recorded /mnt/lustre/kvcache, not /some/other/path"):
+        resolve_doctor("/some/other/path", snapshot=snapshot)  # used to PASS path.writable
+    (tmp_path / "notes.txt").write_text("not a capture")
+    with pytest.raises(InputError, match="is not a kvtool doctor --capture folder"):
+        resolve_doctor(None, snapshot=tmp_path)  # used to report 15 SKIPs and exit 0
+    with pytest.raises(InputError, match="doctor checks one PATH"):
+        resolve_doctor(None)

@@ -447,3 +447,14 @@ def test_a_failed_security_group_call_is_the_reason_given(tmp_path: Path) -> Non
     facts = gather(SnapshotHost(folder), KV_PATH)
     assert facts.aws.security_groups is None
     assert facts.aws.errors["security_groups"] == "AccessDenied"
+
+
+def test_off_ec2_without_a_region_asks_no_aws_api_and_says_why(tmp_path: Path) -> None:
+    """It used to call the FSx API with no region and report botocore's NoRegionError."""
+    folder = example_variant(
+        tmp_path, imds_az_id=None, imds_region=None, imds_instance_type=None, aws_fsx=None
+    )
+    recorder = Recording(folder)
+    facts = gather(recorder, KV_PATH)
+    assert facts.aws.errors["fsx"] == "not on EC2 (no instance metadata) and no AWS_REGION set"
+    assert not [c for c in recorder.calls if c[0] == "aws"]
