@@ -146,6 +146,29 @@ def parse_bytes(text: str, *, what: str = "--fsx-capacity") -> int:
     return int(value)
 
 
+_FIO_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def parse_transfer_size(text: str, *, what: str = "--transfer-size") -> int:
+    """A transfer (block) size as fio and dd read it: ``4M`` or ``4m`` = 4 MiB, ``64k`` = 64
+    KiB; ``4MiB`` as everywhere. ``4MB`` is refused: fio reads it as 4 MiB where kvtool's
+    other sizes read 4,000,000 B, so it says which is meant."""
+    match = _BYTES_RE.match(text)
+    unit = match.group(2).lower() if match else ""
+    if match and unit in _FIO_UNITS:
+        value = float(match.group(1)) * _FIO_UNITS[unit]
+        if value < 1:
+            raise InputError(f"{what} must be positive, got {text!r}")
+        return int(value)
+    if match and unit in ("kb", "mb", "gb"):
+        raise InputError(
+            f"{what} {text!r} is ambiguous: fio reads it as {match.group(1)}"
+            f" {unit[0].upper()}iB, kvtool's other sizes as decimal",
+            f"write {match.group(1)}{unit[0].upper()} or {match.group(1)}{unit[0].upper()}iB",
+        )
+    return parse_bytes(text, what=what)
+
+
 def parse_fraction(text: str, *, what: str) -> float:
     """Parse a number in (0, 1], such as ``0.9`` or ``40%``; InputError names ``what``."""
     raw = text.strip()

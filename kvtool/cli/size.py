@@ -49,7 +49,7 @@ def size(
         typer.Option(
             "--block-size",
             metavar="TOKENS",
-            help="Override the engine's KV block/page size in tokens.",
+            help="Tokens per KV block (page), a plain number; vLLM takes multiples of 16.",
         ),
     ] = None,
     hardware: Annotated[

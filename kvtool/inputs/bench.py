@@ -37,7 +37,12 @@ def resolve_bench(
     from kvtool.bench.s3 import parse_s3_url
     from kvtool.bench.t3 import T3Options, parse_hosts
     from kvtool.inputs.shape import parse_chunk_tokens, resolve_shape
-    from kvtool.units import format_bytes_binary, parse_bytes, parse_count
+    from kvtool.units import (
+        format_bytes_binary,
+        parse_bytes,
+        parse_count,
+        parse_transfer_size,
+    )
 
     names = [t.strip().lower() for t in tier.split(",") if t.strip()]
     tiers = TIERS if names == ["all"] else tuple(dict.fromkeys(names))
@@ -63,7 +68,8 @@ def resolve_bench(
             f" {shape.spec.name} ({shape.fmt.name}, tp {shape.tp}, one rank's share)"
         )
     elif transfer_size is not None:
-        block = parse_bytes(transfer_size, what="--transfer-size")
+        block = parse_transfer_size(transfer_size)
+        notes.append(f"transfer size {format_bytes_binary(block)} ({block:,} B)")
     else:
         block = DEFAULT_TRANSFER
         if "t3" in tiers or "t4" in tiers:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvtool.model.engines import get_engine
+from kvtool.errors import InputError
+from kvtool.model.engines import check_block_size, get_engine
 from kvtool.model.formats import resolve_format
 from kvtool.model.shape import KvShape
 from kvtool.profiles.resolve import resolve_model
@@ -27,12 +28,16 @@ def resolve_shape(
     at ``tp`` (None: 1, marked not given so a planner may choose)."""
     resolved = resolve_model(model) if isinstance(model, str) else model
     spec = resolved.spec
+    rules = get_engine(engine)
+    block = _block_tokens(block_size)
+    if block is not None:
+        check_block_size(rules, block)
     return KvShape(
         spec=spec,
-        rules=get_engine(engine),
+        rules=rules,
         fmt=resolve_format(kv_dtype, spec.dtype),
         tp=_count(tp, "--tp") or 1,
-        block_size=_count(block_size, "--block-size"),
+        block_size=block,
         tp_given=tp is not None,
     )
 
@@ -41,6 +46,19 @@ def _count(value: str | int | None, what: str) -> int | None:
     if value is None or isinstance(value, int):
         return value
     return parse_count(value, what=what)
+
+
+def _block_tokens(value: str | int | None) -> int | None:
+    """``--block-size``: tokens per KV block, a plain number (``4M`` is not a block size)."""
+    if value is None or isinstance(value, int):
+        return value
+    text = value.strip().replace(",", "").replace("_", "")
+    if not text.isdigit():
+        raise InputError(
+            f"--block-size {value!r} is not a number of tokens",
+            "give the tokens per block as a plain number, e.g. 16 or 32",
+        )
+    return int(text)
 
 
 def parse_chunk_tokens(text: str | int) -> int:

@@ -66,6 +66,11 @@ class EngineRules(NamedTuple):
     # its layout of the hybrid and state-space families (model/families.py VLLM_ONLY) was
     # checked against its code; engines without it are refused for those families
     sizes_hybrids: bool = False
+    # what a --block-size must be a multiple of (vLLM 0.33.0's CUDA attention backends:
+    # FlashAttention and Triton take MultipleOf(16), v1/attention/backends/flash_attn.py:367,
+    # triton_attn.py:340, checked by AttentionBackend.supports_block_size, backend.py:122);
+    # None: the engine does not page KV and a block size has no effect
+    block_size_multiple: int | None = None
 
 
 ENGINES: dict[str, EngineRules] = {
@@ -106,6 +111,7 @@ ENGINES: dict[str, EngineRules] = {
             fp32_runs_as="bf16",
             admission_in_flight=2,
             sizes_hybrids=True,
+            block_size_multiple=16,
         ),
         EngineRules(
             name="sglang",
@@ -124,6 +130,7 @@ ENGINES: dict[str, EngineRules] = {
             mla_quantized_scales=frozenset({"none", "per_tensor"}),
             query_heads_divide_tp=True,
             offload_stack="sglang",
+            block_size_multiple=1,  # --page-size: any number of tokens
         ),
         EngineRules(
             name="hf",
@@ -205,3 +212,22 @@ def default_batched_tokens(
     if hbm_gib >= 70 and "a100" not in accelerator.lower():
         return default, f"vllm serve's default on {accelerator} ({hbm_gib:g} GiB, >= 70 GiB)"
     return 2048, f"vllm serve's default on {accelerator} ({hbm_gib:g} GiB)"
+
+
+def check_block_size(rules: EngineRules, requested: int) -> None:
+    """InputError for a ``--block-size`` (tokens) ``rules``' engine would not run, or that has
+    no effect because the engine does not page its KV."""
+    multiple = rules.block_size_multiple
+    if multiple is None:
+        raise InputError(
+            f"--block-size has no effect with --engine {rules.name}: {rules.source} does not"
+            " page its KV",
+            "drop --block-size, or use --engine vllm or sglang",
+        )
+    if requested < 1 or requested % multiple:
+        below = requested // multiple * multiple
+        raise InputError(
+            f"--block-size {requested} tokens is not one {rules.source} takes: its attention"
+            f" kernels need a multiple of {multiple} tokens",
+            f"use {below} or {below + multiple}" if below else f"use {multiple}",
+        )

@@ -421,7 +421,7 @@ def _block_size(
     notes: list[str],
 ) -> int:
     if requested is not None and requested < 1:
-        raise InputError(f"--block-size must be at least 1, got {requested}")
+        raise InputError(f"--block-size must be at least 1 token, got {requested}")
     bs = requested or (rules.mla_block_size if spec.is_mla else rules.block_size)
     state = [item for item in priced if isinstance(item.group, StateLayers)]
     align = rules.hybrid_block_alignment

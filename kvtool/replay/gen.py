@@ -5,8 +5,8 @@ Sessions arrive as a Poisson process (``arrival_rate`` per second). Each session
 ``rag_preambles`` shared retrieved documents; then it runs a number of turns (geometric, mean
 ``turns``). Each turn sends the whole conversation so far plus a new user message (lognormal
 lengths around ``user_tokens``) and gets an answer (around ``output_tokens``); the next turn
-follows after a think time (exponential, mean ``think_s``). A session whose context would pass
-``max_context`` ends.
+follows after a think time (exponential, mean ``think_s``). ``max_context`` caps every request:
+a message is cut to the room left under it, and a session with no room left ends.
 
 Block ids follow the prefix semantics of Mooncake's traces: a block's id stands for its tokens
 and everything before them, so the shared system prompt and RAG preamble give every session the
@@ -56,6 +56,14 @@ class Workload(NamedTuple):
         for name, value in options.items():
             if value < 1:
                 raise InputError(f"{name} must be at least 1, got {value}")
+        shared = self.system_tokens + (self.rag_tokens if self.rag_share > 0 else 0)
+        if shared >= self.max_context:
+            raise InputError(
+                f"--system-tokens {self.system_tokens:,}"
+                + (f" + --rag-tokens {self.rag_tokens:,}" if self.rag_share > 0 else "")
+                + f" leave no room for a message under --max-context {self.max_context:,}",
+                "raise --max-context or shorten the shared prefixes",
+            )
         if not 0 <= self.rag_share <= 1:  # NaN fails this too
             raise InputError(f"--rag-share must be between 0 and 1, got {self.rag_share}")
         for name, positive in (
@@ -112,12 +120,13 @@ def generate(w: Workload) -> Iterator[dict[str, Any]]:
             turns = 1 + int(rng.expovariate(1 / max(w.turns - 1, 1e-9))) if w.turns > 1 else 1
             sessions += 1
             session = _Session(sessions, segments, turns)
-            session.segments.append((f"s{sessions}-u", _lognormal(rng, w.user_tokens)))
+            name = f"s{sessions}-u"
         else:
             now, _, session = heapq.heappop(events)
-            turn = len(session.segments)
-            name = f"s{session.number}-{turn}u"
-            session.segments.append((name, _lognormal(rng, w.user_tokens)))
+            name = f"s{session.number}-{len(session.segments)}u"
+        # --max-context caps every request: the new message is cut to the room that is left
+        room = w.max_context - sum(n for _, n in session.segments)
+        session.segments.append((name, max(1, min(_lognormal(rng, w.user_tokens), room))))
         session.tokens = sum(n for _, n in session.segments)
         blocks = _block_ids(session, w.block_tokens, ids)
         output = _lognormal(rng, w.output_tokens)
@@ -130,7 +139,7 @@ def generate(w: Workload) -> Iterator[dict[str, Any]]:
         emitted += 1
         session.left -= 1
         session.segments.append((f"s{session.number}-{len(session.segments)}a", output))
-        if session.left > 0 and session.tokens + output + w.user_tokens < w.max_context:
+        if session.left > 0 and session.tokens + output < w.max_context:  # room for a turn
             order += 1
             heapq.heappush(events, (now + rng.expovariate(1 / w.think_s), order, session))
 

@@ -57,10 +57,19 @@ def test_t3_options_and_what_has_no_effect() -> None:
         ("t4", {}, "--tier t4 needs an S3 prefix"),
         ("t4", {"t4_url": "http://x"}, "--t4-url 'http://x' is not s3://bucket/prefix"),
         ("t1", {"model": "llama-3.1-8b", "transfer_size": "1MiB"}, "give one"),
-        ("t1", {"transfer_size": "1M"}, "--transfer-size '1M' is not a size"),
+        ("t1", {"transfer_size": "1MB"}, "--transfer-size '1MB' is ambiguous"),
+        ("t1", {"transfer_size": "lots"}, "--transfer-size 'lots' is not a size"),
         ("t3", {"t3_dir": "/x", "duration": "0"}, "--duration '0' is not 1 to 3600 seconds"),
     ],
 )
 def test_each_mistake_names_its_option(tier: str, options: dict[str, str], message: str) -> None:
     with pytest.raises(InputError, match=message):
         resolve_bench(tier, **options)  # type: ignore[arg-type]
+
+
+def test_a_transfer_size_reads_as_fio_reads_it_and_says_the_bytes() -> None:
+    """fio and dd read 4M as 4 MiB; it used to be refused, and 4MB meant 4,000,000 B here."""
+    options, notes = resolve_bench("t1", transfer_size="4M")
+    assert options.block_bytes == 4 * 2**20
+    assert "transfer size 4.00 MiB (4,194,304 B)" in notes
+    assert resolve_bench("t1", transfer_size="64k")[0].block_bytes == 64 * 1024

@@ -261,3 +261,19 @@ def test_the_first_option_out_of_range_is_the_one_named() -> None:
     bad = Workload(system_prompts=0, arrival_rate=0.0, rag_share=3.0)
     with pytest.raises(InputError, match=r"^--system-prompts must be at least 1, got 0$"):
         bad.checked()
+
+
+def test_max_context_caps_every_request() -> None:
+    """--max-context 100 used to give 8,204-token inputs."""
+    w = Workload(requests=300, system_tokens=40, rag_share=0.0, user_tokens=300, max_context=100)
+    lengths = [r["input_length"] for r in generate(w.checked()) if "input_length" in r]
+    assert len(lengths) == 300
+    assert max(lengths) <= 100
+    assert max(lengths) == 100  # messages are cut to the room left, not dropped
+
+
+def test_shared_prefixes_past_the_cap_are_refused() -> None:
+    with pytest.raises(InputError, match="leave no room for a message under --max-context 100"):
+        Workload(max_context=100).checked()
+    with pytest.raises(InputError, match=r"--system-tokens 50 \+ --rag-tokens 60"):
+        Workload(max_context=100, system_tokens=50, rag_tokens=60, rag_share=0.5).checked()
