@@ -252,6 +252,10 @@ def size(
         )
     elif as_json:
         raise InputError("--emit prints an engine configuration, not JSON", "drop --json or --emit")
+    else:
+        from kvtool.plan.emit import check_emit_target
+
+        check_emit_target(emit.strip().lower(), engine.strip().lower())
     resolved = resolve_model(model)
     shape = resolve_shape(resolved, engine=engine, kv_dtype=kv_dtype, tp=tp, block_size=block_size)
     if hardware is None:
@@ -305,6 +309,8 @@ def size(
             kvtool_version=__version__,
         )
         sys.stdout.write(emit_config(emit.strip().lower(), inputs))
+        for note in planned.format_notes:  # the configuration cannot carry them: stderr
+            _ignored(note)
         return None
     return _render(resolved, planned.sizes, planned.plans, as_json, planned.batched.source)
 

@@ -71,6 +71,12 @@ class EngineRules(NamedTuple):
     # triton_attn.py:340, checked by AttentionBackend.supports_block_size, backend.py:122);
     # None: the engine does not page KV and a block size has no effect
     block_size_multiple: int | None = None
+    # compute-capability families (major x 10) whose kernels run an NVFP4 KV cache: fully,
+    # and only plain nvfp4 with limits (vLLM 0.33.0 v1/attention/backends/flashinfer.py:114
+    # and 654-685: TRT-LLM kernels on sm100; FlashInfer's FA2 path on sm80/90/120, not at
+    # head_size 64 nor with attention sinks); both empty: not modelled for this engine
+    nvfp4_kv_families: frozenset[int] = frozenset()
+    nvfp4_kv_limited_families: frozenset[int] = frozenset()
 
 
 ENGINES: dict[str, EngineRules] = {
@@ -112,6 +118,8 @@ ENGINES: dict[str, EngineRules] = {
             admission_in_flight=2,
             sizes_hybrids=True,
             block_size_multiple=16,
+            nvfp4_kv_families=frozenset({100}),
+            nvfp4_kv_limited_families=frozenset({80, 90, 120}),
         ),
         EngineRules(
             name="sglang",

@@ -214,9 +214,50 @@ def _room_for_kv(node: NodeProfile, weights_per_node: int, utilization: float) -
     return kv_space_per_node(probe) > 0
 
 
+# the CUDA compute capability family (major x 10) of the accelerators the node profiles name
+CAPABILITY_FAMILY = {"A100": 80, "A10G": 80, "L4": 80, "L40S": 80, "H100": 90, "H200": 90,
+                     "B200": 100, "B300": 100, "GB200": 100}  # fmt: skip
+
+
+def capability_family(node: NodeProfile) -> int | None:
+    """The accelerator's compute-capability family (90 for an H200); None when not NVIDIA or
+    not known."""
+    name = node.accelerator.upper()
+    return next((f for key, f in CAPABILITY_FAMILY.items() if key in name.split()), None)
+
+
+def kv_format_notes(shape: KvShape, node: NodeProfile) -> list[str]:
+    """Whether ``node``'s accelerators run ``shape``'s KV format under its engine: InputError
+    when they cannot, a note when they can only with limits."""
+    if not shape.fmt.name.startswith("nvfp4"):
+        return []
+    rules = shape.rules
+    if not (rules.nvfp4_kv_families or rules.nvfp4_kv_limited_families):
+        return [f"kvtool has not checked which GPUs run an NVFP4 KV cache under {rules.source}"]
+    family = capability_family(node)
+    if family in rules.nvfp4_kv_families:
+        return []
+    if family in rules.nvfp4_kv_limited_families:
+        return [
+            f"{node.accelerator} runs an NVFP4 KV cache under {rules.source} only through"
+            " FlashInfer's FA2 path: plain nvfp4, not at head_size 64, not with attention sinks"
+        ]
+    raise InputError(
+        f"{node.accelerator} cannot run an NVFP4 KV cache under {rules.source}",
+        "use --kv-dtype fp8, or Blackwell nodes (p6-b200, p6-b300, p6e-gb200)",
+    )
+
+
+def client_path(hardware: Hardware) -> str:
+    """The path the nodes really take to T3: the one asked for when the node and the file
+    system both offer it, else the best they do (no EFA on PERSISTENT_1 or SCRATCH, no GDS on
+    Trainium)."""
+    return t3_client_gbps(hardware.node, hardware.t3, hardware.t3_path)[0]
+
+
 def uses_gds(hardware: Hardware) -> bool:
-    """The nodes read T3 over EFA with GPUDirect Storage."""
-    return hardware.t3_path == "efa_gds" and hardware.node.gds
+    """The nodes read T3 over EFA with GPUDirect Storage (the path they really take)."""
+    return client_path(hardware) == "efa_gds" and hardware.node.gds
 
 
 def offload_divisors(offload: OffloadLayout, *, is_mla: bool, tp: int) -> dict[str, int]:
@@ -349,6 +390,19 @@ def plan_deployment(
     if hardware.measured:
         paths = apply_measured(paths, hardware.measured, t3_share_bytes_per_s=share)
     notes = list(_t3_notes(hardware, fs, share))
+    taken = client_path(hardware)
+    if taken != hardware.t3_path:
+        names = {"ena": "ENA/TCP", "efa": "EFA", "efa_gds": "EFA with GDS"}
+        why = (
+            f"{hardware.t3.name} cannot be EFA-enabled (EFA needs PERSISTENT_2)"
+            if hardware.t3.client_efa_gbps <= 0
+            else f"{node.name} has no {'GDS' if taken == 'efa' else 'EFA'}"
+        )
+        notes.insert(
+            0,
+            f"--t3-path {hardware.t3_path.replace('_', '-')} is not available: {why}; T3"
+            f" reads go over {names[taken]}",
+        )
     measured_tiers = [p.tier for p in paths if p.bandwidth_source == "measured"]
     if measured_tiers:
         notes.append(
@@ -423,6 +477,7 @@ class ContextPlans:
     sizes: tuple[SizeResult, ...]
     plans: tuple[DeploymentPlan, ...]
     batched: BatchedTokens
+    format_notes: tuple[str, ...] = ()  # what the accelerators make of the KV format
 
 
 def serve(
@@ -470,6 +525,7 @@ def plan_contexts(
         narrow = serving.weights_dtype in ("fp8", "mxfp4", "nvfp4")
         a = replace(a, use_fp8_compute=narrow and hardware.node.fp8_tflops_per_chip > 0)
     batched = node_batched_tokens(shape, hardware, max_num_batched_tokens)
+    format_notes = kv_format_notes(shape, hardware.node)
     sizes = tuple(
         priced.size(tokens, sessions, max_num_batched_tokens=batched.value) for tokens in contexts
     )
@@ -488,7 +544,15 @@ def plan_contexts(
         )
         for size in sizes
     )
-    return ContextPlans(serving=serving, sizes=sizes, plans=plans, batched=batched)
+    if format_notes:
+        plans = tuple(replace(p, notes=(*format_notes, *p.notes)) for p in plans)
+    return ContextPlans(
+        serving=serving,
+        sizes=sizes,
+        plans=plans,
+        batched=batched,
+        format_notes=tuple(format_notes),
+    )
 
 
 def node_batched_tokens(

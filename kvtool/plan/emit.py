@@ -29,11 +29,29 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from kvtool.errors import InputError
 from kvtool.plan.offload import GDS_BUFFER_MIB
+from kvtool.plan.reload import t3_client_gbps
 
 if TYPE_CHECKING:
     from kvtool.plan.deployment import DeploymentPlan
 
 EMIT_TARGETS = ("lmcache", "vllm", "sglang", "dynamo")
+# the serving engine each configuration runs in: a plan sized by another engine's rules
+# would put that engine's numbers into this one's flags (LMCache and KVBM as vLLM connectors)
+EMIT_ENGINE = {"lmcache": "vllm", "vllm": "vllm", "sglang": "sglang", "dynamo": "vllm"}
+
+
+def check_emit_target(target: str, engine: str) -> None:
+    """InputError when ``target``'s configuration is for another engine than the one whose
+    rules sized the plan (``size --engine sglang --emit vllm``)."""
+    wanted = EMIT_ENGINE.get(target)
+    if wanted is None:
+        raise InputError(f"unknown --emit {target!r}", "choose one of " + ", ".join(EMIT_TARGETS))
+    if wanted != engine:
+        raise InputError(
+            f"--emit {target} configures {wanted}, but the plan is sized by --engine {engine}'s"
+            " rules",
+            f"add --engine {wanted} (or emit the {engine} configuration)",
+        )
 GIB = 2**30
 
 # kvtool --kv-dtype -> each engine's own name (vLLM CacheDType, SGLang --kv-cache-dtype choices)
@@ -121,7 +139,9 @@ def emit_inputs(
         t2_bytes_per_node=(tiers["T2"].capacity_bytes or 0) // hardware.nodes,
         t3_bytes_per_node=-(-t3_used // hardware.nodes),
         t3_dir=t3_dir,
-        use_gds=hardware.t3_path == "efa_gds" and hardware.node.gds,
+        # the path the nodes really take (no EFA on SCRATCH or PERSISTENT_1, no GDS on Trainium)
+        use_gds=t3_client_gbps(hardware.node, hardware.t3, hardware.t3_path)[0] == "efa_gds"
+        and hardware.node.gds,
         eager=eager,
         kvtool_version=kvtool_version,
     )
@@ -191,8 +211,10 @@ def lmcache_yaml(e: EmitInputs) -> str:
         lines += [
             f"# T3: LMCache enforces no size on {e.t3_dir} and evicts nothing there; the plan"
             f" needs {e.t3_bytes_per_node / 1e9:,.0f} GB per node.",
-            f"# Remove old chunks yourself, e.g. a cron job: find {shlex.quote(e.t3_dir)} -type f"
-            " -mmin +1440 -delete",
+            f"# Remove chunks nobody read for a day yourself, e.g. a cron job: find"
+            f" {shlex.quote(e.t3_dir)} -type f -amin +1440 -delete",
+            "# (last access: relatime records it at most once a day; on a noatime mount it"
+            " never moves, and this deletes by age, chunks still being read included)",
         ]
         if e.use_gds:
             lines += [

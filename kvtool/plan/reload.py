@@ -163,13 +163,17 @@ def tier_paths(
     )
     t4_latency = t4.latency_us * 1e-6
     ena = _gbps(node.ena_gbps)
-    requests = a.s3_connections * t4.per_connection_mbytes_per_s * 1e6 or ena
+    # each EC2 instance of an UltraServer runs its own engine with its own S3 connections
+    connections = a.s3_connections * max(node.instances, 1)
+    requests = connections * t4.per_connection_mbytes_per_s * 1e6 or ena
     t4_bw = min(ena, requests)
+    per = f"{a.s3_connections} x {node.instances} instances" if node.instances > 1 else ""
     limit = (
         f"the node's ENA {node.ena_gbps:,.0f} Gbps"
         if ena <= requests
-        else f"{a.s3_connections} connections x {t4.per_connection_mbytes_per_s:,.0f} MB/s"
-        f" = {requests / 1e9:,.1f} GB/s (ENA {node.ena_gbps:,.0f} Gbps)"
+        else f"{connections:,} connections{f' ({per})' if per else ''} x"
+        f" {t4.per_connection_mbytes_per_s:,.0f} MB/s = {requests / 1e9:,.1f} GB/s (ENA"
+        f" {node.ena_gbps:,.0f} Gbps)"
     )
     paths.append(
         TierPath(
@@ -178,7 +182,7 @@ def tier_paths(
             t4_latency,
             t4_bw,
             op_s=t4_latency,
-            io_threads=a.s3_connections,
+            io_threads=connections,
         )
     )
     return paths

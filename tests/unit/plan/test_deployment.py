@@ -132,3 +132,45 @@ def test_default_tp_divides_the_attention_heads() -> None:
     serving = choose_serving(spec, params, load_node_profile("p5en"), tp=None)
     assert (serving.tp, serving.instances) == (1, 8)
     assert "divides 71 attention heads" in serving.notes[0]
+
+
+def test_a_scratch_file_system_read_over_efa_gds_says_it_goes_over_ena() -> None:
+    """SCRATCH_2 cannot be EFA-enabled: the plan used ENA/TCP silently and still pinned the
+    GDS buffer."""
+    spec, _ = model("llama-3.1-70b")
+    scratch = load_storage_profile("fsx-lustre-scratch2")
+    asked = make_hardware(load_node_profile("p5en"), scratch, S3, t3_path="efa_gds")
+    plan = plan_contexts(shape(spec), contexts=[131_072], sessions=500, hardware=asked).plans[0]
+    assert plan.notes[0].startswith("--t3-path efa-gds is not available: fsx-lustre-scratch2")
+    assert "T3 reads go over ENA/TCP" in plan.notes[0]
+    assert not any("GDS path pins" in note for note in plan.notes)
+    plain = make_hardware(load_node_profile("p5en"), scratch, S3, t3_path="ena")
+    same = plan_contexts(shape(spec), contexts=[131_072], sessions=500, hardware=plain).plans[0]
+    assert plan.tiers.kv_space_bytes_per_node == same.tiers.kv_space_bytes_per_node
+
+
+def test_nvfp4_kv_by_gpu_generation() -> None:
+    """vLLM 0.33.0: TRT-LLM kernels on Blackwell; FlashInfer's FA2 path with limits on sm80/90;
+    nothing on Trainium."""
+    spec, _ = model("llama-3.1-70b")
+    fp4 = shape(spec, kv_dtype="nvfp4")
+    h200 = plan_contexts(fp4, contexts=[8192], sessions=1, hardware=hardware("p5en"))
+    (note,) = h200.format_notes
+    assert note.startswith("NVIDIA H200 runs an NVFP4 KV cache under vLLM 0.33.0")
+    assert note in h200.plans[0].notes
+    b200 = plan_contexts(fp4, contexts=[8192], sessions=1, hardware=hardware("p6-b200"))
+    assert b200.format_notes == ()
+    with pytest.raises(InputError, match="AWS Trainium2 cannot run an NVFP4 KV cache"):
+        plan_contexts(fp4, contexts=[8192], sessions=1, hardware=hardware("trn2"))
+
+
+def test_s3_connections_belong_to_each_instance_of_an_ultraserver() -> None:
+    """64 connections for a whole GB200 NVL72 held T4 to 5.4 GB/s; each of its 18 instances
+    runs its own engine and connections, capped by the node's 1,800 Gbps of ENA."""
+    spec, _ = model("llama-3.1-70b")
+    nvl72 = hardware("u-p6e-gb200x72")
+    plan = plan_contexts(shape(spec), contexts=[131_072], sessions=100, hardware=nvl72).plans[0]
+    (t4,) = [p for p in plan.paths if p.tier == "T4"]
+    assert t4.io_threads == 64 * 18
+    assert t4.node_bytes_per_s == pytest.approx(64 * 18 * 85e6)  # under 225 GB/s of ENA
+    assert "1,152 connections (64 x 18 instances)" in t4.description

@@ -91,7 +91,8 @@ def test_lmcache_yaml_uses_known_keys_and_gib(use_gds: bool, is_mla: bool) -> No
 def test_lmcache_says_it_enforces_no_t3_size() -> None:
     text = emit("lmcache", inputs())
     assert "LMCache enforces no size on /fsx/kv cache and evicts nothing" in text
-    assert "find '/fsx/kv cache' -type f -mmin +1440 -delete" in text
+    assert "find '/fsx/kv cache' -type f -amin +1440 -delete" in text  # last access
+    assert "noatime" in text  # and when the mount does not record it
 
 
 @pytest.mark.parametrize("is_mla", [False, True])
@@ -186,3 +187,17 @@ def test_sglang_refuses_a_dtype_it_lacks() -> None:
 def test_unknown_target() -> None:
     with pytest.raises(InputError, match="unknown --emit 'trtllm'"):
         emit("trtllm", inputs())
+
+
+def test_an_engine_configuration_needs_a_plan_sized_by_that_engine() -> None:
+    """size --engine sglang --emit vllm wrote a vLLM command from SGLang's numbers."""
+    from kvtool.errors import InputError
+    from kvtool.plan.emit import check_emit_target
+
+    check_emit_target("vllm", "vllm")
+    check_emit_target("lmcache", "vllm")
+    check_emit_target("sglang", "sglang")
+    with pytest.raises(InputError, match="--emit vllm configures vllm, but the plan is sized"):
+        check_emit_target("vllm", "sglang")
+    with pytest.raises(InputError, match="add --engine sglang"):
+        check_emit_target("sglang", "vllm")
