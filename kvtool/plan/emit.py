@@ -52,6 +52,8 @@ def check_emit_target(target: str, engine: str) -> None:
             " rules",
             f"add --engine {wanted} (or emit the {engine} configuration)",
         )
+
+
 GIB = 2**30
 
 # kvtool --kv-dtype -> each engine's own name (vLLM CacheDType, SGLang --kv-cache-dtype choices)
