@@ -218,6 +218,13 @@ def size(
     t3 = merge(t3, old_t3, old="--t3", new="--t3-storage")
     t4 = merge(t4, old_t4, old="--t4", new="--t4-storage")
     contexts = parse_count_list(ctx, what="--ctx")
+    too_long = [c for c in contexts if c > MAX_CONTEXT_TOKENS]
+    if too_long:  # an engine's positions are 32-bit: no model runs past 2^31 tokens
+        raise InputError(
+            f"--ctx {too_long[0]:,} tokens is past any engine's context (at most"
+            f" {MAX_CONTEXT_TOKENS:,} tokens: positions are 32-bit integers)",
+            "give a context in tokens, e.g. 128K or 1m",
+        )
     count = parse_count(sessions, what="--sessions")
     batched = (
         None
@@ -313,6 +320,9 @@ def size(
             _ignored(note)
         return None
     return _render(resolved, planned.sizes, planned.plans, as_json, planned.batched.source)
+
+
+MAX_CONTEXT_TOKENS = 2**31 - 1
 
 
 def _ignored(note: str) -> None:

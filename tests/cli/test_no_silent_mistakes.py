@@ -36,7 +36,7 @@ def test_context_past_the_models_limit_gets_a_note(
 ) -> None:
     text = kvtool("size", model, "--ctx", ctx).stdout
     assert f"past the model's limit of {limit}" in text
-    data = json.loads(kvtool("size", model, "--ctx", ctx, "--json").stdout)
+    [data] = json.loads(kvtool("size", model, "--ctx", ctx, "--json").stdout)
     assert any(f"limit of {limit}" in note for note in data["notes"])
     assert data["max_context_tokens"] == int(limit.replace(",", ""))
 
@@ -183,7 +183,7 @@ def test_a_folder_or_a_bare_config_json_is_named_after_its_folder(
     (folder / "config.json").write_text(json.dumps(bundled_config("llama-3.1-8b")))
     monkeypatch.chdir(folder)
     for ref in (".", "config.json"):
-        assert json.loads(kvtool("size", ref, "--json").stdout)["model"] == "my-finetune"
+        assert json.loads(kvtool("size", ref, "--json").stdout)[0]["model"] == "my-finetune"
 
 
 def test_version(kvtool: Run) -> None:

@@ -38,9 +38,10 @@ def test_size_table_for_the_brief_example(kvtool: Run) -> None:
     assert "vLLM 0.33.0" in result.stdout
 
 
-def test_size_json_single_context_is_one_object(kvtool: Run) -> None:
+def test_size_json_is_a_list_even_for_one_context(kvtool: Run) -> None:
+    """One shape: a list of one object per context (it was a bare object for one)."""
     result = kvtool("size", "DeepSeek-R1", "--ctx", "200k", "--sessions", "100", "--json")
-    data = json.loads(result.stdout)
+    [data] = json.loads(result.stdout)
     assert data.keys() >= REQUIRED_KEYS
     assert data["ctx_tokens"] == 200_000
     assert data["kv_bytes_per_token"] == 70_272
@@ -66,11 +67,11 @@ def test_size_json_several_contexts_is_a_list(kvtool: Run) -> None:
 
 
 def test_size_accepts_hf_ids_any_case_and_config_paths(kvtool: Run, tmp_path: Path) -> None:
-    by_id = json.loads(kvtool("size", "deepseek-ai/deepseek-r1", "--json").stdout)
+    [by_id] = json.loads(kvtool("size", "deepseek-ai/deepseek-r1", "--json").stdout)
     config = Path(__file__).parents[2] / "profiles/models/deepseek-r1/config.json"
     (tmp_path / "config.json").write_bytes(config.read_bytes())
-    by_folder = json.loads(kvtool("size", str(tmp_path), "--json").stdout)
-    by_file = json.loads(kvtool("size", str(tmp_path / "config.json"), "--json").stdout)
+    [by_folder] = json.loads(kvtool("size", str(tmp_path), "--json").stdout)
+    [by_file] = json.loads(kvtool("size", str(tmp_path / "config.json"), "--json").stdout)
     assert by_id["kv_bytes_per_session"] == by_folder["kv_bytes_per_session"]
     assert by_file["kv_bytes_per_session"] == by_folder["kv_bytes_per_session"]
 
@@ -154,7 +155,7 @@ def run_module(*args: str) -> subprocess.CompletedProcess[str]:
 def test_python_m_kvtool_runs_and_exits_2_on_bad_input() -> None:
     good = run_module("size", "deepseek-r1", "--ctx", "200k", "--sessions", "100", "--json")
     assert good.returncode == 0, good.stderr
-    assert json.loads(good.stdout)["kv_bytes_total"] == 1_405_440_000_000
+    assert json.loads(good.stdout)[0]["kv_bytes_total"] == 1_405_440_000_000
     bad = run_module("size", "deepseek-r1", "--ctx", "zero")
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1
@@ -196,7 +197,7 @@ def test_hybrid_config_sizes_with_the_admission_figure(kvtool: Callable[..., Cli
     config = str(Path(__file__).parents[1] / "fixtures" / "models" / "jamba-v0.1.json")
     done = kvtool("size", config, "--ctx", "128K", "--json")
     assert done.exit_code == 0, done.stderr
-    data = json.loads(done.stdout)
+    [data] = json.loads(done.stdout)
     kinds = {g["kind"]: g["layers"] for g in data["layer_groups"]}
     assert kinds == {"full": 4, "mamba1": 28}
     assert data["admission_bytes_per_session"] > data["kv_bytes_per_session"]
@@ -228,3 +229,32 @@ def test_batched_tokens_without_vllm_has_no_effect_and_says_so(
     done = kvtool("size", "llama-3.1-8b", "--engine", "sglang", "--max-num-batched-tokens", "4096")
     assert done.exit_code == 0
     assert "--max-num-batched-tokens has no effect with --engine sglang" in done.stderr
+
+
+def test_a_windowed_models_mean_bytes_per_token_is_never_zero(kvtool: Run) -> None:
+    """Phi-3's layers are all sliding: the marginal figure was '0 B' beside an 812 MB
+    session. The table now shows the session's bytes over its tokens."""
+    done = kvtool("size", "phi-3-mini-4k", "--ctx", "4k")
+    row = next(line for line in done.stdout.splitlines() if line.startswith("4,000 tokens"))
+    assert row.split()[2:4] == ["202,899", "B"]  # 811,597,824 B / 4,000 tokens
+    assert "B/token at ctx" not in done.stdout
+
+
+def test_at_tp_8_the_one_rank_figure_is_shown(kvtool: Run) -> None:
+    """R1's latent is replicated on every rank: its familiar 70,272 B/token is one rank's."""
+    done = kvtool("size", "deepseek-r1", "--tp", "8", "--ctx", "128K")
+    mla = next(line for line in done.stdout.splitlines() if line.startswith("mla"))
+    assert "562,176 B" in mla
+    assert "70,272 B" in mla
+
+
+def test_a_context_no_engine_can_hold_is_refused(kvtool: Run) -> None:
+    done = kvtool("size", "llama-3.1-8b", "--ctx", "99999999999999999999")
+    assert done.exit_code == 2
+    assert "is past any engine's context" in done.stderr
+
+
+def test_slow_fan_in_keeps_its_digits() -> None:
+    from kvtool.cli.render.plan import _rate
+
+    assert (_rate(0.0123), _rate(4.567), _rate(1234.5)) == ("0.0123", "4.57", "1,234")

@@ -165,7 +165,12 @@ def print_plans(plans: tuple[DeploymentPlan, ...]) -> None:
                 f.path,
                 f"{f.link_gbps:,.0f} Gbps",
                 f"{f.bytes_per_s / 1e9:,.1f}",
-                f"{f.sessions_per_s:,.1f}",
+                _rate(f.sessions_per_s),
                 seconds(f.seconds_per_session),
             )
         echo(table.render())
+
+
+def _rate(per_s: float) -> str:
+    """Three significant figures, so a slow path reads 0.0123, never 0.0."""
+    return f"{per_s:,.3g}" if per_s < 100 else f"{per_s:,.0f}"

@@ -34,9 +34,9 @@ def size_json(
     results: Sequence[SizeResult],
     plans: tuple[DeploymentPlan, ...] = (),
     batched_why: str = "",
-) -> dict[str, Any] | list[dict[str, Any]]:
-    """One object per context (a list when several were asked for), with the tier plan when
-    ``--hardware`` was given."""
+) -> list[dict[str, Any]]:
+    """A list with one object per context (one shape, however many were asked for), each
+    with its tier plan when ``--hardware`` was given."""
     from kvtool.cli.render.plan import plan_json
 
     objects = [
@@ -67,7 +67,7 @@ def size_json(
     ]
     for obj, plan in zip(objects, plans, strict=False):
         obj.update(plan_json(plan))
-    return objects[0] if len(objects) == 1 else objects
+    return objects
 
 
 def _admission_differs(results: Sequence[SizeResult]) -> bool:
@@ -91,26 +91,45 @@ def print_size(
         + (f"  tp {first.tp}" if first.tp > 1 else "")
     )
     echo()
-    groups = Table("layer group", "layers", "window", "bytes/token", "state/session")
+    ranks = first.tp > 1
+    heads = ["layer group", "layers", "window", "bytes/token"]
+    if ranks:  # the figure a model card quotes is one rank's for a replicated MLA latent
+        heads = [*heads[:3], f"bytes/token, {first.tp} ranks", "bytes/token, one rank"]
+    groups = Table(*heads, "state/session")
+
+    def rank_per_token(g: Any) -> str:
+        if not g.bytes_per_token or not g.tokens_held:
+            return "-"
+        return f"{g.bytes_per_rank_per_session // g.tokens_held:,} B"
+
     for g in first.groups:
-        groups.add_row(
+        cells = [
             g.kind,
             str(g.num_layers),
             f"{g.window:,}" if g.window else "-",
             f"{g.bytes_per_token:,} B" if g.bytes_per_token else "-",
-            format_bytes(g.fixed_bytes_per_session) if g.fixed_bytes_per_session else "-",
-        )
-    groups.add_row(
+        ]
+        if ranks:
+            cells.append(rank_per_token(g))
+        cells.append(format_bytes(g.fixed_bytes_per_session) if g.fixed_bytes_per_session else "-")
+        groups.add_row(*cells)
+    total = [
         "all layers",
         str(sum(g.num_layers for g in first.groups)),
         "",
         f"{first.kv_bytes_per_token_unbounded:,} B"
         f" ({format_bytes_decimal(first.kv_bytes_per_token_unbounded)})",
-        format_bytes(first.fixed_bytes_per_session) if first.fixed_bytes_per_session else "-",
+    ]
+    if ranks:  # the same share of the whole as a session's one-rank bytes
+        share = first.kv_bytes_per_rank_per_session / max(first.kv_bytes_per_session, 1)
+        total.append(f"{round(first.kv_bytes_per_token_unbounded * share):,} B")
+    total.append(
+        format_bytes(first.fixed_bytes_per_session) if first.fixed_bytes_per_session else "-"
     )
+    groups.add_row(*total)
     echo(groups.render())
     echo()
-    columns = ["context", "B/token at ctx", "per session"]
+    columns = ["context", "mean B/token", "per session"]
     if first.tp > 1:
         columns.append("per session, one rank")
     columns.append(f"total ({plural(first.sessions, 'session')})")
@@ -120,7 +139,9 @@ def print_size(
     for r in results:
         row = [
             f"{r.ctx_tokens:,} tokens",
-            f"{r.kv_bytes_per_token:,} B",
+            # the session's bytes over its tokens: what a token costs on average at this
+            # context (windows, state and block rounding in), never 0 for a windowed model
+            f"{round(r.kv_bytes_per_session / r.ctx_tokens):,} B",
             format_bytes(r.kv_bytes_per_session),
         ]
         if first.tp > 1:
