@@ -205,3 +205,9 @@ def parse_tier_size(text: str, *, what: str) -> TierSize:
             f"{what} {text!r} is not a size",
             "give tokens (3M, 3000000), bytes with a unit (80GiB, 2TB), 0 (off) or inf",
         ) from None
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 node``, ``2 nodes``, ``1 bad line``: the count with thousands separators and the
+    noun in the number it takes (``nouns`` for an irregular plural)."""
+    return f"{count:,} {noun if count == 1 else (nouns or noun + 's')}"

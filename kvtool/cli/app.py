@@ -146,6 +146,30 @@ def __getattr__(name: str) -> Any:
 
 def main() -> None:
     """Console-script entry point: builds only the command asked for (root help and unknown
-    names get the whole app, so its listing and its error messages are typer's own)."""
+    names get the whole app, so its listing is typer's own). A usage mistake (an unknown
+    option, a missing argument) is one line and exit 2, in the same style as every other
+    error, not a framed box."""
+    # typer re-exports click's errors (its own vendored copy in 0.2x): found by name on the
+    # class it exports, so this works whichever click typer carries
+    errors = {c.__name__: c for c in typer.BadParameter.__mro__}
+    usage_error: type[Exception] = errors["UsageError"]
+
     first = sys.argv[1] if len(sys.argv) > 1 else ""
-    build_app([first] if first in COMMANDS else tuple(COMMANDS))(prog_name="kvtool")
+    app = build_app([first] if first in COMMANDS else tuple(COMMANDS))
+    try:
+        code = app(prog_name="kvtool", standalone_mode=False)
+    except usage_error as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a bare command: its help, as before
+            from typer import rich_utils
+
+            rich_utils.rich_format_error(exc)  # type: ignore[arg-type]
+            sys.exit(getattr(exc, "exit_code", status.USAGE))
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "kvtool"
+        message = exc.format_message()  # type: ignore[attr-defined]
+        print(f"kvtool: error: {message} (see {where} --help)", file=sys.stderr)
+        sys.exit(status.USAGE)
+    except typer.Abort:
+        print("kvtool: interrupted", file=sys.stderr)
+        sys.exit(status.INTERRUPTED)
+    sys.exit(code if isinstance(code, int) else status.OK)

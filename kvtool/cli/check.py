@@ -25,9 +25,9 @@ def check(
 
     Examples:
 
-      kvtool check examples/plan-pass.yaml
+      kvtool check examples/check/plan-pass.yaml
 
-      kvtool check examples/plan-fail.yaml --junit kvtool-check.xml
+      kvtool check examples/check/plan-fail.yaml --junit kvtool-check.xml
     """
     from kvtool.cli.render import doctor as render
     from kvtool.cli.render.text import print_json

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from kvtool.model.shape import KvShape
 from kvtool.plan.deployment import Hardware, Serving, WorkloadPlan, plan_workload
 from kvtool.plan.workload import Workload
-from kvtool.units import format_bytes
+from kvtool.units import format_bytes, plural
 
 SHARED_PREFIX_THRESHOLD = 0.30
 IDLE_THRESHOLD_S = 30.0
@@ -112,8 +112,8 @@ def advise(workload: Workload, capacity: Capacity) -> Advice:
         Criterion(
             "GPUs added to hold KV",
             workload.gpus_added_for_kv,
-            f"{'yes' if workload.gpus_added_for_kv else 'no'} ({nodes_for_peak:,} nodes would"
-            f" hold the peak in HBM; {capacity.nodes:,} run)",
+            f"{'yes' if workload.gpus_added_for_kv else 'no'} ({plural(nodes_for_peak, 'node')}"
+            f" would hold the peak in HBM; {capacity.nodes:,} run)",
             "yes",
             "nodes bought for memory, not for decode throughput (your call)",
         ),

@@ -42,7 +42,7 @@ from kvtool.plan.measured import MeasuredTier
 from kvtool.plan.offload import LAYOUTS
 from kvtool.plan.reload import t3_client_gbps
 from kvtool.plan.workload import FsxSettings, PlanFile
-from kvtool.units import format_bytes
+from kvtool.units import format_bytes, plural
 
 MIN_IO_THREADS = 32  # the brief's checklist: 32 or more I/O threads per node
 
@@ -272,7 +272,8 @@ def _fsx_checklist(
     if fsx.stripe_count is None:
         out.append(_f("fsx.stripe", "SKIP", "stripe_count of the KV folder not declared"))
     elif fsx.stripe_count == -1 or fsx.stripe_count >= nodes:
-        out.append(_f("fsx.stripe", "PASS", f"stripe count {fsx.stripe_count} for {nodes} nodes"))
+        stripes = f"stripe count {fsx.stripe_count} for {plural(nodes, 'node')}"
+        out.append(_f("fsx.stripe", "PASS", stripes))
     else:
         out.append(
             _f(

@@ -110,7 +110,13 @@ def _load(
     import difflib
 
     names = [name for profile in bundled for name in profile.names()]
-    close = difflib.get_close_matches(wanted, names, n=3, cutoff=0.4)
+    # an accelerator's name (h100, b200, trainium2) names the profiles that carry it
+    carriers = [
+        profile.names()[0]
+        for profile in bundled
+        if wanted and wanted in str(getattr(profile, "accelerator", "")).lower().split()
+    ]
+    close = carriers[:4] or difflib.get_close_matches(wanted, names, n=3, cutoff=0.4)
     hint = ("did you mean " + ", ".join(close) + "? ") if close else ""
     raise InputError(
         f"unknown {what} {ref!r}", f"{hint}kvtool hardware lists them; or pass a .toml"

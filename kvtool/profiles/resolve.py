@@ -49,6 +49,8 @@ def resolve_model(ref: str) -> ResolvedModel:
         name = file.resolve().parent.name or file.stem
         spec = spec_from_config(config, name=name, source=str(file))
         return ResolvedModel(spec, "file", str(file), config)
+    if ref.endswith(".json") or ref.startswith(("/", "./", "../", "~")):
+        raise InputError(f"{ref}: no such file", "pass the path of a config.json, or its folder")
     if _looks_like_repo_id(ref):
         config = load_hub_config(ref)
         return ResolvedModel(spec_from_config(config, name=ref, source=ref), "hub", ref, config)

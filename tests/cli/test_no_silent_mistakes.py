@@ -249,3 +249,47 @@ def test_root_help_promises_only_commands_that_exist(kvtool: Run) -> None:
     panel = text.split("Commands")[1]
     listed = {m.group(1) for m in re.finditer(r"^│ (\w+)\s", panel, re.MULTILINE)}
     assert listed == registered
+
+
+def test_a_usage_mistake_is_one_line_like_every_other_error() -> None:
+    """No framed box for an unknown option or a missing value: one line, exit 2."""
+    import subprocess
+    import sys
+
+    for argv in (["size", "llama-3.1-8b", "--nope"], ["size", "llama-3.1-8b", "--ctx"],
+                 ["nosuch"]):  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "kvtool", *argv], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("kvtool: error: "), done.stderr
+        assert done.stderr.count("\n") == 1
+        assert "╭" not in done.stderr
+
+
+def test_names_resolve_as_users_type_them(kvtool: Run) -> None:
+    [data] = json.loads(kvtool("size", "meta-llama/Llama-3.1-8B-Instruct", "--json").stdout)
+    assert data["model"] == "llama-3.1-8b"  # offline: the published Instruct id is bundled
+    h100 = kvtool("size", "llama-3.1-8b", "--hardware", "h100")
+    assert "did you mean p5.48xlarge?" in h100.stderr
+    missing = kvtool("size", "./no/such/config.json")
+    assert missing.stderr.startswith("kvtool: error: ./no/such/config.json: no such file")
+
+
+def test_every_help_example_names_a_file_that_exists() -> None:
+    import re
+
+    from kvtool.cli.check import check
+
+    for path in re.findall(r"kvtool check (\S+\.yaml)", check.__doc__ or ""):
+        assert (ROOT / path).is_file(), path
+
+
+def test_one_of_a_thing_is_singular_in_advice_and_replays(kvtool: Run, tmp_path: Path) -> None:
+    advice = kvtool("advise", "--model", "llama-3.1-8b", "--hardware", "p5en", "--sessions", "1")
+    assert "(1 node would hold" in advice.stdout
+    trace = tmp_path / "trace.jsonl"
+    good = '{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1]}'
+    trace.write_text(good + "\nnot json\n")
+    replayed = kvtool("engine", "replay", str(trace), "--skip-bad")
+    assert "1 bad line skipped" in replayed.stdout

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvtool.cli.render.text import Table, echo, print_notes, seconds
+from kvtool.cli.render.text import Table, echo, plural, print_notes, seconds
 from kvtool.errors import InputError
 from kvtool.units import format_bytes_binary
 
@@ -34,7 +34,7 @@ def _amount(value: float | None, unit: str) -> str:
 
 def print_replay(result: ReplayResult, trace: Trace, notes: list[str], *, chart: bool) -> None:
     """The replay's summary, one row per tier, the TTFT estimate and an occupancy chart."""
-    skipped = f", {trace.skipped:,} bad lines skipped" if trace.skipped else ""
+    skipped = f", {plural(trace.skipped, 'bad line')} skipped" if trace.skipped else ""
     blocks = f"{trace.block_tokens}-token blocks"
     echo(f"kvtool engine replay {trace.source} ({trace.format}, {blocks}{skipped})")
     echo(

@@ -10,6 +10,8 @@ import json
 import sys
 from typing import Any
 
+from kvtool.units import plural as plural  # re-exported: renderers say counts one way
+
 
 def echo(text: str = "") -> None:
     """One line on stdout."""
@@ -28,11 +30,6 @@ def print_notes(notes: list[str] | tuple[str, ...], *, blank_line: bool = True) 
         echo()
     for note in unique:
         echo(f"note: {note}")
-
-
-def plural(count: int, noun: str) -> str:
-    """``1 session``, ``2 sessions``, with thousands separators."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def seconds(value: float) -> str:
