@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -100,6 +99,8 @@ def remove_tree(path: Path) -> None:
 
 def unique_name(prefix: str) -> str:
     """``<prefix><pid>-<random>``: no two runs, on one node or many, share a scratch name."""
+    import secrets  # here, not at the top: every command imports this module at start-up
+
     return f"{prefix}{os.getpid()}-{secrets.token_hex(3)}"
 
 
