@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from kvtool.engine.chunkfile import CorruptChunk
+from kvtool.engine.chunkfile import CorruptChunk, check_key
 from kvtool.engine.manager import SHARED_TIERS, TIERS, Manager, Move
 from kvtool.engine.mediums import Medium, MediumError
 
@@ -63,7 +63,10 @@ class Engine:
 
     def lookup(self, keys: Sequence[str]) -> Hit:
         """The longest cached prefix of ``keys``, brought into T1 and checked. Chunks another
-        node wrote to a shared tier are found there and indexed first."""
+        node wrote to a shared tier are found there and indexed first. A key that is not a
+        chunk key is a ValueError."""
+        for key in keys:
+            check_key(key)
         self._adopt_shared(keys)
         found = self.manager.lookup(keys)
         if found.recompute:
@@ -83,7 +86,9 @@ class Engine:
         return out
 
     def insert(self, key: str, data: bytes, tokens: int, *, shared: bool = False) -> None:
-        """A chunk just computed (prefill), as bytes; ``shared`` chunks get the TTL."""
+        """A chunk just computed (prefill), as bytes; ``shared`` chunks get the TTL. A key that
+        is not a chunk key is a ValueError before the index changes."""
+        check_key(key)
         self.execute(self.manager.insert(key, len(data), tokens, shared=shared), {key: data})
 
     def tick(self) -> None:

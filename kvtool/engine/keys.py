@@ -14,12 +14,12 @@ import struct
 from collections.abc import Sequence
 
 KEY_HEX = 64
-_KEY = re.compile(r"^[0-9a-f]{64}$")
+_KEY = re.compile(r"[0-9a-f]{64}")  # the whole text (fullmatch): "$" lets a newline through
 
 
 def is_key(text: str) -> bool:
     """True for a 64-digit lowercase hex digest, the only shape a chunk key has."""
-    return bool(_KEY.match(text))
+    return bool(_KEY.fullmatch(text))
 
 
 def model_fingerprint(model: str, kv_dtype: str, layout: str) -> str:

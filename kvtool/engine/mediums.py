@@ -22,6 +22,7 @@ import errno
 import mmap
 import os
 import secrets
+import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,10 +38,16 @@ from kvtool.engine.chunkfile import (
     decode,
     header,
     relative_path,
+    stored_length,
 )
 from kvtool.errors import InputError
 
 DEFAULT_IO_THREADS = 32  # the brief's FSx checklist: 32 or more I/O threads per node
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+class _DirectRefused(Exception):
+    """This file system refused an O_DIRECT open or read: read the file buffered."""
 
 
 class MediumError(Exception):
@@ -157,8 +164,43 @@ class FolderMedium:
             buffer = self._local.buffer = mmap.mmap(-1, max(aligned(size), ALIGN))
         return buffer
 
+    def _folder(self, parts: Sequence[str], *, create: bool) -> int:
+        """A descriptor of ``root/parts...``, walked one name at a time without following a
+        link below ``root`` (a link there could send chunks outside it). FileNotFoundError
+        when a part is missing and ``create`` is False; MediumError for a link or a file where
+        a folder should be."""
+        if create:
+            self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for part in parts:
+                try:
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, 0o755, dir_fd=fd)
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = child
+        except OSError as exc:
+            os.close(fd)
+            if isinstance(exc, FileNotFoundError):
+                raise
+            raise MediumError(
+                f"{self.tier}: {self.root}/{'/'.join(parts)} is not a folder of kvtool's (a link"
+                f" or a file there?): {exc.strerror or exc}"
+            ) from None
+        return fd
+
+    @staticmethod
+    def _parts(key: str) -> tuple[tuple[str, ...], str]:
+        folder_a, folder_b, name = relative_path(key).split("/")
+        return ("chunks", folder_a, folder_b), name
+
     def put(self, key: str, data: bytes | memoryview) -> None:
-        final = self.path(key)
+        parts, name = self._parts(key)
         head = header(key, data)
         end = HEADER_BYTES + len(data)
         size = HEADER_BYTES + aligned(len(data))
@@ -166,29 +208,40 @@ class FolderMedium:
         buffer[:HEADER_BYTES] = head
         buffer[HEADER_BYTES:end] = data
         buffer[end:size] = bytes(size - end)  # the padding is zero, as readers check
-        tmp = final.with_name(f".{key}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        tmp = f".{key}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         try:
-            final.parent.mkdir(parents=True, exist_ok=True)
-            self._write(tmp, buffer, size)
-            os.rename(tmp, final)  # atomic: readers see the old file, the new, or none
+            folder = self._folder(parts, create=True)
         except OSError as exc:
-            _unlink(tmp)
-            raise MediumError(f"{self.tier} write to {final}: {exc.strerror or exc}") from None
+            raise MediumError(f"{self.tier} write of {name}: {exc.strerror or exc}") from None
+        try:
+            self._write(folder, tmp, buffer, size)
+            # atomic: readers see the old file, the new, or none
+            os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=folder)
+            raise MediumError(
+                f"{self.tier} write to {self.path(key)}: {exc.strerror or exc}"
+            ) from None
+        finally:
+            os.close(folder)
 
-    def _write(self, tmp: Path, buffer: mmap.mmap, size: int) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    def _write(self, folder: int, tmp: str, buffer: mmap.mmap, size: int) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
         fd = None
         if self.direct is not False:
             try:
-                fd = os.open(tmp, flags | os.O_DIRECT, 0o644)
+                fd = os.open(tmp, flags | os.O_DIRECT, 0o644, dir_fd=folder)
                 self.direct = True
             except OSError as exc:
                 if exc.errno != errno.EINVAL:
                     raise
-                _unlink(tmp)  # some file systems create the file, then refuse O_DIRECT
+                # some file systems create the file, then refuse O_DIRECT
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=folder)
                 self.direct = False
         if fd is None:
-            fd = os.open(tmp, flags, 0o644)
+            fd = os.open(tmp, flags, 0o644, dir_fd=folder)
         try:
             written = 0
             while written < size:  # views are temporaries: none outlives a failed call
@@ -198,48 +251,145 @@ class FolderMedium:
             os.close(fd)
 
     def get(self, key: str) -> bytes | None:
-        path = self.path(key)
+        """The chunk's checked bytes, or None when it is not there. Anything at its name that
+        is not a valid chunk of this key (damaged, truncated, extended, a link, a folder) is
+        moved to ``quarantine/`` and raises CorruptChunk; the read is bounded by the header's
+        length, so a huge file is judged from its first 4 KiB."""
+        parts, name = self._parts(key)
         try:
-            fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if self.direct else 0))
+            folder = self._folder(parts, create=False)
+        except FileNotFoundError:
+            return None
+        try:
+            return self._get(key, folder, name)
+        finally:
+            os.close(folder)
+
+    def _get(self, key: str, folder: int, name: str) -> bytes | None:
+        try:
+            found = os.stat(name, dir_fd=folder, follow_symlinks=False)
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise MediumError(f"{self.tier} read of {path}: {exc.strerror or exc}") from exc
+            raise MediumError(f"{self.tier} read of {name}: {exc.strerror or exc}") from None
+        ident = (found.st_dev, found.st_ino)
+        if not stat.S_ISREG(found.st_mode):
+            self._quarantine(folder, name, ident)
+            raise CorruptChunk("not a regular file (a link or a folder at the chunk's name)")
         corrupt = ""
         try:
-            size = os.fstat(fd).st_size
-            buffer = self._buffer(size)
-            got = 0
-            while got < size:
-                n = os.readv(fd, [memoryview(buffer)[got:size]])
-                if n == 0:
-                    break
-                got += n
-            try:
-                data = bytes(decode(key, memoryview(buffer)[:got]))  # checked, one copy out
-            except CorruptChunk as exc:
-                corrupt = str(exc)  # the exception (and its views) end with this block
-        finally:
-            os.close(fd)
+            data = self._read(key, folder, name, ident, direct=bool(self.direct))
+        except _DirectRefused:
+            data = self._read(key, folder, name, ident, direct=False)
+        except CorruptChunk as exc:
+            corrupt = str(exc)
+        except FileNotFoundError:
+            return None  # removed since the stat: absent
+        except OSError as exc:
+            raise MediumError(f"{self.tier} read of {name}: {exc.strerror or exc}") from None
         if corrupt:
-            self._quarantine(path)
+            self._quarantine(folder, name, ident)
             raise CorruptChunk(corrupt)
         return data
 
-    def _quarantine(self, path: Path) -> None:
-        target = self.root / "quarantine" / f"{path.name}.{time.time_ns()}"
+    def _read(
+        self, key: str, folder: int, name: str, ident: tuple[int, int], *, direct: bool
+    ) -> bytes | None:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECT if direct else 0)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(path, target)
+            fd = os.open(name, flags, dir_fd=folder)
+        except OSError as exc:
+            if direct and exc.errno == errno.EINVAL:
+                raise _DirectRefused from None
+            raise
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != ident:
+                raise FileNotFoundError(name)  # replaced since the stat: read it next time
+            size = st.st_size
+            if size < HEADER_BYTES:
+                raise CorruptChunk(f"{size} bytes: shorter than the header")
+            buffer = self._buffer(HEADER_BYTES)
+            self._fill(fd, buffer, 0, HEADER_BYTES, direct)
+            whole = stored_length(key, memoryview(buffer)[:HEADER_BYTES])
+            if size != aligned(whole):
+                raise CorruptChunk(
+                    f"{size:,} bytes on disk; the header says {aligned(whole):,}"
+                    " (truncated or extended)"
+                )
+            buffer = self._buffer(size)
+            self._fill(fd, buffer, 0, size, direct)
+            try:
+                return bytes(decode(key, memoryview(buffer)[:size]))  # checked, one copy
+            except CorruptChunk as exc:
+                raise CorruptChunk(str(exc)) from None  # no view of the buffer outlives this
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _fill(fd: int, buffer: mmap.mmap, start: int, end: int, direct: bool) -> None:
+        """Read ``[start, end)`` of the file into ``buffer``; a short file is CorruptChunk."""
+        got = start
+        while got < end:
+            try:
+                n = os.preadv(fd, [memoryview(buffer)[got:end]], got)
+            except OSError as exc:
+                if direct and exc.errno == errno.EINVAL:
+                    raise _DirectRefused from None
+                raise
+            if n == 0:
+                raise CorruptChunk(f"ends at {got:,} bytes of {end:,}")
+            got += n
+
+    def _quarantine(self, folder: int, name: str, ident: tuple[int, int]) -> None:
+        """Move aside what was judged, and only that: another process may have renamed a good
+        chunk into place since (its inode differs), and that one stays."""
+        try:
+            now = os.stat(name, dir_fd=folder, follow_symlinks=False)
         except OSError:
-            _unlink(path)
+            return
+        if (now.st_dev, now.st_ino) != ident:
+            return
+        try:
+            target = self._folder(("quarantine",), create=True)
+        except (OSError, MediumError):
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=folder)
+            return
+        try:
+            os.rename(name, f"{name}.{time.time_ns()}", src_dir_fd=folder, dst_dir_fd=target)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=folder)
+        finally:
+            os.close(target)
         self.quarantined += 1
 
     def delete(self, key: str) -> None:
-        _unlink(self.path(key))
+        parts, name = self._parts(key)
+        try:
+            folder = self._folder(parts, create=False)
+        except (FileNotFoundError, MediumError):
+            return
+        try:
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=folder)
+        finally:
+            os.close(folder)
 
     def contains(self, key: str) -> bool:
-        return self.path(key).is_file()
+        parts, name = self._parts(key)
+        try:
+            folder = self._folder(parts, create=False)
+        except (FileNotFoundError, MediumError):
+            return False
+        try:
+            found = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        except OSError:
+            return False
+        finally:
+            os.close(folder)
+        return stat.S_ISREG(found.st_mode)
 
     def put_many(self, items: Sequence[tuple[str, bytes | memoryview]]) -> list[Exception | None]:
         """Write chunks on the I/O threads; one outcome per item (None: written)."""

@@ -32,7 +32,7 @@ def all_files_whole(root: Path) -> int:
 class FullFolder(FolderMedium):
     """T3 at the medium boundary when the file system is full: every write fails ENOSPC."""
 
-    def _write(self, tmp: Path, buffer: object, size: int) -> None:
+    def _write(self, folder: int, tmp: str, buffer: object, size: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 

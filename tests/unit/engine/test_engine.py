@@ -73,3 +73,12 @@ def test_s3_stopping_mid_run_is_retried_then_the_chunk_stays_in_t3(
     engine.drop_local()
     hit = engine.lookup(keys)
     assert hit.data == [payload(k) for k in keys]
+
+
+def test_a_bad_key_is_refused_before_the_index_changes(tmp_path: Path) -> None:
+    engine = small_engine(FolderMedium("T3", tmp_path))
+    with pytest.raises(ValueError, match="not a chunk key"):
+        engine.insert(KEYS[0] + "\n", payload(KEYS[0]), 4)
+    assert engine.manager.chunks == {}  # it used to claim T1 and T3 held the chunk
+    with pytest.raises(ValueError, match="not a chunk key"):
+        engine.lookup(["../../etc/passwd"])

@@ -42,3 +42,11 @@ def test_the_fingerprint_separates_models_dtypes_and_layouts() -> None:
 
 def test_a_partial_last_chunk_has_no_key() -> None:
     assert len(chain_keys(list(range(10)), 4, FP)) == 2
+
+
+def test_a_key_with_a_trailing_newline_is_not_a_key() -> None:
+    """``^...$`` matched "<64 hex>\\n": a newline could reach a path."""
+    key = chain_keys(list(range(4)), 4, FP)[0]
+    assert is_key(key)
+    assert not is_key(key + "\n")
+    assert not is_key("\n" + key)
