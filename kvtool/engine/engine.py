@@ -11,7 +11,7 @@ a miss (the caller recomputes it), counted, and never returned.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 from kvtool.engine.chunkfile import CorruptChunk, check_key
@@ -27,6 +27,35 @@ class Hit(NamedTuple):
     data: list[bytes]
     tiers: list[str]
     recompute: bool
+
+
+class Faults:
+    """What went wrong, summarised: a count per kind and the first few messages, so a failing
+    tier costs constant memory however long it fails."""
+
+    KEEP = 20
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.examples: list[str] = []
+
+    def add(self, kind: str, message: str) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        if len(self.examples) < self.KEEP:
+            self.examples.append(message)
+
+    def __len__(self) -> int:
+        return sum(self.counts.values())
+
+    def __bool__(self) -> bool:
+        return bool(self.counts)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.examples)
+
+    def summary(self) -> list[str]:
+        """One line per kind with its count, then the first messages."""
+        return [f"{kind}: {n:,}" for kind, n in self.counts.items()] + self.examples
 
 
 class TierIO:
@@ -57,7 +86,7 @@ class Engine:
         self.chunk_tokens = chunk_tokens
         self.timer = timer
         self.io = {tier: TierIO() for tier in TIERS}
-        self.faults: list[str] = []
+        self.faults = Faults()
 
     # --- the API -------------------------------------------------------------------------------
 
@@ -111,26 +140,60 @@ class Engine:
     # --- carrying out moves --------------------------------------------------------------------
 
     def execute(self, moves: Sequence[Move], payloads: dict[str, bytes] | None = None) -> set[str]:
-        """Do each move in order; returns the keys whose move failed (reverted, recorded)."""
+        """Do each move in order; returns the keys whose move failed. A failed move is reverted
+        together with the later moves planned for the same chunk (undone last first, so the
+        index goes back to where the bytes are: a T2 -> T3 -> T4 demotion whose T3 write fails
+        leaves the chunk in T2, not claimed by T3). A tier that refused a write is passed over
+        for a while, and the tiers then over their limit make room again without it, so
+        capacities hold under faults."""
         failed: set[str] = set()
-        for move in moves:
+        refused: set[str] = set()
+        for index, move in enumerate(moves):
+            if move.key in failed:
+                continue  # reverted with the move that failed before it
             try:
                 self._do(move, payloads or {})
             except CorruptChunk as exc:
-                self.manager.revert(move, fault=False)  # counted as corrupt instead
+                self._revert_from(moves, index, fault=False)  # counted as corrupt instead
                 assert move.src is not None
                 self.manager.corrupt(move.key, move.src)
-                self.faults.append(f"{move.src} {move.key[:12]}: corrupt ({exc}), quarantined")
+                self.faults.add(
+                    "corrupt", f"{move.src} {move.key[:12]}: corrupt ({exc}), quarantined"
+                )
                 failed.add(move.key)
             except (MediumError, KeyError) as exc:
-                self.manager.revert(move)
-                self.faults.append(f"{move.kind} {move.src}->{move.dst} {move.key[:12]}: {exc}")
+                self._revert_from(moves, index, fault=True)
+                self.faults.add(
+                    f"{move.kind} {move.src}->{move.dst}",
+                    f"{move.kind} {move.src}->{move.dst} {move.key[:12]}: {exc}",
+                )
                 failed.add(move.key)
+                if move.kind in ("move", "copy", "put") and move.dst is not None:
+                    refused.add(move.dst)
+        if refused:
+            for tier in refused:
+                self.manager.mark_unavailable(tier)
+            for _ in range(len(TIERS)):  # each round passes over one more refusing tier
+                again = self.manager.settle()
+                if not again:
+                    break
+                failed |= self.execute(again)
         return failed
+
+    def _revert_from(self, moves: Sequence[Move], index: int, *, fault: bool) -> None:
+        """Undo ``moves[index]`` and every later move for the same chunk, last first."""
+        key = moves[index].key
+        later = [m for m in moves[index + 1 :] if m.key == key]
+        for move in reversed(later):
+            self.manager.revert(move, fault=False)  # never ran
+        self.manager.revert(moves[index], fault=fault)
 
     def _do(self, move: Move, payloads: dict[str, bytes]) -> None:
         if move.kind == "drop":
             assert move.src is not None
+            if move.dst is not None and not self._contains(move.dst, move.key):
+                # the copy this drop leans on is not there: never delete the last one
+                raise MediumError(f"{move.dst} does not hold the copy; the {move.src} one stays")
             medium = self.mediums.get(move.src)
             if medium is not None:
                 medium.delete(move.key)
@@ -182,5 +245,5 @@ class Engine:
         try:
             return self.mediums[tier].contains(key)
         except MediumError as exc:
-            self.faults.append(f"{tier} lookup of {key[:12]}: {exc}")
+            self.faults.add(f"{tier} lookup", f"{tier} lookup of {key[:12]}: {exc}")
             return False

@@ -159,6 +159,7 @@ class Manager:
             if config.enabled(lower)
         ]
         self._next_due = float("-inf")  # when tick next has something to look at
+        self._unavailable: dict[str, float] = {}  # tier -> until when writes pass it over
         self._idle_of = {"T2": config.t2_idle_s, "T3": config.t3_idle_s}
         self._ttl = config.shared_ttl_s
         self._hits_key = {t: f"hits_{t}" for t in TIERS}
@@ -383,6 +384,10 @@ class Manager:
         moves: list[Move] = []
         next_due = float("inf")
         for tier, idle, lower in self._idle_rules:
+            blocked = self._unavailable.get(lower, -1.0)
+            if blocked > now:  # the tier below refused writes: try again when it may take them
+                next_due = min(next_due, blocked)
+                continue
             ages = self.by_age[tier]
             why = f"idle {idle:g} s"
             while ages:
@@ -430,6 +435,14 @@ class Manager:
         """``move`` failed at its medium: the index goes back to where the bytes are."""
         self.counters["faults"] += fault
         chunk = self.chunks.get(move.key)
+        if move.kind == "drop":  # the drop did not happen: the copy is still at src
+            if chunk is None:
+                chunk = self.chunks[move.key] = Chunk(move.key, move.nbytes, 0, self.clock())
+            if move.dst is not None and move.dst in chunk.tiers:
+                self._remove(chunk, move.dst)  # it leaned on a copy that is not there
+            if move.src is not None and move.src not in chunk.tiers:
+                self._add(chunk, move.src)
+            return
         if chunk is None:
             return
         if move.dst is not None and move.dst in chunk.tiers:
@@ -444,6 +457,23 @@ class Manager:
 
     # --- the rules -----------------------------------------------------------------------------
 
+    UNAVAILABLE_S = 30.0  # how long a tier that refused a write is passed over
+
+    def mark_unavailable(self, tier: str) -> None:
+        """``tier`` refused a write (full, read-only, down): chunks leaving the tier above it
+        go past it for ``UNAVAILABLE_S`` of the manager's clock."""
+        self._unavailable[tier] = self.clock() + self.UNAVAILABLE_S
+
+    def _lower_of(self, tier: str) -> str | None:
+        """The next enabled tier below ``tier`` that is taking writes now."""
+        lower = self._lower[tier]
+        if not self._unavailable:
+            return lower
+        now = self.clock()
+        while lower is not None and self._unavailable.get(lower, -1.0) > now:
+            lower = self._lower[lower]
+        return lower
+
     def _make_room(self, tier: str) -> list[Move]:
         """Chunks leave ``tier`` (policy order, unpinned in T1) until it is under its limit."""
         limit = self._limits[tier]
@@ -451,7 +481,7 @@ class Manager:
             return []
         moves: list[Move] = []
         policy = self.policies[tier]
-        lower = self._lower[tier]
+        lower = self._lower_of(tier)
         chunks = self.chunks
         can_evict = (lambda k: chunks[k].pins == 0) if tier == "T1" else (lambda k: True)
         while self.used[tier] > limit:
@@ -472,8 +502,8 @@ class Manager:
     def _down(self, chunk: Chunk, tier: str, lower: str, *, why: str) -> Move:
         """``chunk`` leaves ``tier`` for ``lower``; a copy already there means no write."""
         self._remove(chunk, tier)
-        if lower in chunk.tiers:
-            return Move("drop", chunk.key, tier, None, chunk.nbytes, why)
+        if lower in chunk.tiers:  # dst names the copy the drop leans on (checked before)
+            return Move("drop", chunk.key, tier, lower, chunk.nbytes, why)
         self._add(chunk, lower)
         self.counters[self._read_key[tier]] += chunk.nbytes
         self.counters[self._written_key[lower]] += chunk.nbytes

@@ -473,7 +473,7 @@ def run_smoke(
         s.steps,
         dict(s.engine.manager.counters),
         {tier: medium.description for tier, medium in mediums.items()},
-        list(s.engine.faults),
+        s.engine.faults.summary(),
     )
 
 

@@ -27,13 +27,21 @@ from kvtool.scratch import Scratch
 
 class RealStats(NamedTuple):
     """What moving real bytes found: per tier bytes and seconds, the blocks checked, any that
-    differed, and the mediums' faults."""
+    differed, the mediums' faults (their count and the first messages), and, checked at the
+    end, every (block, tier) the index claims that the tier's medium does not hold."""
 
     io: dict[str, dict[str, float]]
     checked: int
     mismatched: int
     faults: list[str]
     mediums: dict[str, str]
+    fault_count: int = 0
+    index_mismatches: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """Every hit read back equal and the index agrees with the media."""
+        return self.mismatched == 0 and self.index_mismatches == 0
 
 
 def hex_key(block: str) -> str:
@@ -56,13 +64,17 @@ def real_replay(
     state: dict[str, Engine] = {}
     checked = mismatched = 0
 
-    def carry(moves: list[Move], hit_tiers: list[str], blocks: tuple[str, ...]) -> None:
-        nonlocal checked, mismatched
+    def engine_now() -> Engine:
         engine = state.get("engine")
         if engine is None:
             engine = state["engine"] = Engine(
                 managers[0], mediums, chunk_bytes=block_bytes, chunk_tokens=block_tokens
             )
+        return engine
+
+    def carry(moves: list[Move], hit_tiers: list[str], blocks: tuple[str, ...]) -> None:
+        nonlocal checked, mismatched
+        engine = engine_now()
         puts = {m.key: payload(m.key, block_bytes) for m in moves if m.kind == "put"}
         failed = engine.execute(moves, puts)
         for key in blocks[: len(hit_tiers)]:
@@ -77,7 +89,13 @@ def real_replay(
     engine = state.get("engine")
     io: dict[str, dict[str, float]] = {}
     faults: list[str] = []
+    fault_count = disagree = 0
     if engine is not None:
+        for chunk in list(engine.manager.chunks.values()):
+            for tier in chunk.tiers:
+                medium = mediums.get(tier)
+                if medium is None or not medium.contains(chunk.key):
+                    disagree += 1
         for tier, t in engine.io.items():
             if t.read_bytes or t.write_bytes:
                 spent = t.read_s + t.write_s
@@ -87,10 +105,13 @@ def real_replay(
                     "seconds": spent,
                     "bytes_per_s": (t.read_bytes + t.write_bytes) / spent if spent else 0.0,
                 }
-        faults = list(engine.faults)
+        faults = engine.faults.summary()
+        fault_count = len(engine.faults)
         engine.close()
     described = {tier: m.description for tier, m in mediums.items()}
-    return result, RealStats(io, checked, mismatched, faults, described)
+    return result, RealStats(
+        io, checked, mismatched, faults, described, fault_count, index_mismatches=disagree
+    )
 
 
 def replay_in_folder(

@@ -152,7 +152,9 @@ def replay(
     saved = 0.0
     for index, request in enumerate(requests):
         clock[0] = request.t_s
-        manager.tick()
+        due = manager.tick()
+        if carry is not None and due:  # --real carries out the idle demotions too
+            carry(due, [], ())
         blocks = request.blocks
         n = request.input_tokens
         count = len(blocks)

@@ -98,7 +98,8 @@ def replay(
         extra["real"] = stats._asdict()
         notes.append(
             f"--real: {stats.checked:,} hit blocks read back from T1 and compared,"
-            f" {stats.mismatched} differed; {len(stats.faults)} medium fault(s)"
+            f" {stats.mismatched} differed; {stats.fault_count:,} medium fault(s);"
+            f" {stats.index_mismatches:,} index entries the media do not hold"
         )
     else:
         from kvtool.replay.run import replay as run_replay
@@ -106,7 +107,9 @@ def replay(
         result = run_replay(loaded.requests, loaded.block_tokens, setup.config, ttft=setup.ttft)
     if plot is not None:
         notes.append(render.plot_occupancy(result, plot))
-    bad = bool(extra) and extra["real"]["mismatched"] > 0
+    bad = bool(extra) and not (
+        extra["real"]["mismatched"] == 0 and extra["real"]["index_mismatches"] == 0
+    )
     if as_json:
         from kvtool.cli.render.text import print_json
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kvtool.engine.engine import Engine
 from kvtool.engine.mediums import FolderMedium, S3Medium
 from tests.unit.engine.helpers import KEYS, FullFolder, payload, s3_client, small_engine
 
@@ -82,3 +83,75 @@ def test_a_bad_key_is_refused_before_the_index_changes(tmp_path: Path) -> None:
     assert engine.manager.chunks == {}  # it used to claim T1 and T3 held the chunk
     with pytest.raises(ValueError, match="not a chunk key"):
         engine.lookup(["../../etc/passwd"])
+
+
+def _faulty_engine(tmp_path: Path, *, t3: FolderMedium) -> tuple[Engine, list[float]]:
+    from kvtool.engine.manager import EngineConfig, Manager
+    from kvtool.engine.mediums import MemoryMedium
+
+    config = EngineConfig(
+        capacity_bytes={"T1": 8 * 65536, "T2": 16 * 65536, "T3": None, "T4": None},
+        posture="lazy",
+        t2_idle_s=10.0,
+        t3_idle_s=20.0,
+    )
+    clock = [0.0]
+    mediums = {"T1": MemoryMedium("T1"), "T2": MemoryMedium("T2"), "T3": t3,
+               "T4": FolderMedium("T4", tmp_path / "t4")}  # fmt: skip
+    manager = Manager(config, lambda: clock[0])
+    return Engine(manager, mediums, chunk_bytes=65536, chunk_tokens=4), clock
+
+
+def test_a_failed_t3_write_during_idle_demotion_loses_no_chunk_with_t4_up(tmp_path: Path) -> None:
+    """The failed T2 -> T3 move was reverted alone; the T3 -> T4 move planned with it then
+    marked the chunk as held by T3, and the next tick dropped the only copy from T2."""
+    from kvtool.engine.keys import chain_keys, model_fingerprint
+
+    engine, clock = _faulty_engine(tmp_path, t3=FullFolder("T3", tmp_path / "t3"))
+    keys = chain_keys(list(range(4 * 120)), 4, model_fingerprint("m", "bf16", "lost"))
+    for key in keys:
+        engine.insert(key, payload(key), 4)
+    for step in range(1, 12):  # past both idle thresholds, ticking as a server would
+        clock[0] = 15.0 * step
+        engine.tick()
+    lost = []
+    for key in keys:
+        where = engine.manager.where(key)
+        data = engine.mediums[where].get(key) if where else None
+        if data != payload(key):
+            lost.append(key)
+    assert lost == []
+    assert engine.faults  # the refusals are recorded ...
+    assert len(engine.faults.examples) <= engine.faults.KEEP  # ... summarised, not kept each
+
+
+def test_a_full_t3_does_not_let_t2_grow_past_its_capacity(tmp_path: Path) -> None:
+    """T2 held 2,987 chunks against a capacity of 64 while T3 refused every write."""
+    from kvtool.engine.keys import chain_keys, model_fingerprint
+
+    engine, _clock = _faulty_engine(tmp_path, t3=FullFolder("T3", tmp_path / "t3"))
+    keys = chain_keys(list(range(4 * 300)), 4, model_fingerprint("m", "bf16", "grow"))
+    for key in keys:
+        engine.insert(key, payload(key), 4)
+        assert engine.manager.used["T2"] <= 16 * 65536
+    assert engine.manager.used["T4"] > 0  # what T3 refused went on to T4
+    assert all(engine.manager.where(k) is not None for k in keys)  # T4 is unbounded: all kept
+    assert engine.faults.counts  # one kind, counted
+    assert len(engine.faults.examples) <= engine.faults.KEEP
+
+
+def test_a_drop_never_removes_the_last_copy(tmp_path: Path) -> None:
+    """A drop leans on the copy the index says a lower tier holds: when that copy is gone,
+    the drop is refused and the upper copy stays."""
+    from kvtool.engine.manager import Move
+
+    engine, _clock = _faulty_engine(tmp_path, t3=FolderMedium("T3", tmp_path / "t3"))
+    key = KEYS[5]
+    engine.insert(key, payload(key), 4)
+    manager = engine.manager
+    manager.adopt(key, 65536, 4, "T3")  # the index believes T3 has it; T3 does not
+    manager._remove(manager.chunks[key], "T1")  # as the manager does when it plans the drop
+    failed = engine.execute([Move("drop", key, "T1", "T3", 65536, "idle")])
+    assert failed == {key}
+    assert engine.mediums["T1"].get(key) == payload(key)  # not deleted
+    assert manager.chunks[key].tiers == {"T1"}  # and the index says where it really is

@@ -249,7 +249,8 @@ def test_without_a_t3_dir_a_temporary_folder_is_made_used_and_removed(tmpdir_her
     assert report.counters["corrupt"] == 1
     assert report.counters["expired"] == 1
     assert report.counters["hits_T4"] > 0
-    (fault,) = report.faults  # the flipped bit, and nothing else
+    counted, fault = report.faults  # the flipped bit, and nothing else: its count, its message
+    assert counted == "corrupt: 1"
     assert re.fullmatch(r"T3 [0-9a-f]{12}: corrupt \(payload checksum mismatch\), quarantined",
                         fault)  # fmt: skip
 
