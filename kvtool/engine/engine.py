@@ -242,8 +242,11 @@ class Engine:
             self.manager.adopt(key, self.chunk_bytes, self.chunk_tokens, tier)
 
     def _contains(self, tier: str, key: str) -> bool:
+        if not self.manager.available(tier):
+            return False  # it just failed: not asked again for a while (S3 down costs seconds)
         try:
             return self.mediums[tier].contains(key)
         except MediumError as exc:
             self.faults.add(f"{tier} lookup", f"{tier} lookup of {key[:12]}: {exc}")
+            self.manager.mark_unavailable(tier)
             return False

@@ -464,6 +464,10 @@ class Manager:
         go past it for ``UNAVAILABLE_S`` of the manager's clock."""
         self._unavailable[tier] = self.clock() + self.UNAVAILABLE_S
 
+    def available(self, tier: str) -> bool:
+        """``tier`` has not refused an operation within the last ``UNAVAILABLE_S``."""
+        return self._unavailable.get(tier, -1.0) <= self.clock()
+
     def _lower_of(self, tier: str) -> str | None:
         """The next enabled tier below ``tier`` that is taking writes now."""
         lower = self._lower[tier]

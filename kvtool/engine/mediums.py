@@ -434,6 +434,7 @@ class S3Medium:
         client_factory: Callable[[], Any],
         attempts: int = 3,
         backoff_s: float = 0.2,
+        deadline_s: float = 30.0,
     ) -> None:
         if not url.startswith("s3://") or not url[5:].split("/")[0]:
             raise ValueError(f"not an s3://bucket/prefix URL: {url!r}")
@@ -443,6 +444,7 @@ class S3Medium:
         self.description = f"S3 objects under {url} (boto3)"
         self.attempts = attempts
         self.backoff_s = backoff_s
+        self.deadline_s = deadline_s  # one operation's whole time, retries included
         self._factory = client_factory
         self._client: Any = None
         self.deleted_corrupt = 0
@@ -452,19 +454,26 @@ class S3Medium:
         return "/".join(p for p in (self.prefix, relative_path(key)) if p)
 
     def _call(self, operation: str, **params: Any) -> Any:
-        """One S3 operation, retried ``attempts`` times with backoff, then MediumError."""
+        """One S3 operation, retried up to ``attempts`` times with backoff but never past
+        ``deadline_s`` in all, then MediumError."""
         if self._client is None:
             self._client = self._factory()
         last: Exception | None = None
+        deadline = time.monotonic() + self.deadline_s
+        tried = 0
         for attempt in range(self.attempts):
+            tried += 1
             try:
                 return getattr(self._client, operation)(**params)
             except Exception as exc:  # botocore's errors, connection failures
                 if _not_found(exc):
                     raise
                 last = exc
-                time.sleep(self.backoff_s * 2**attempt)
-        raise MediumError(f"{self.tier} S3 {operation} failed {self.attempts} times: {last}")
+            pause = self.backoff_s * 2**attempt
+            if attempt + 1 == self.attempts or time.monotonic() + pause >= deadline:
+                break  # no sleep after the last try
+            time.sleep(pause)
+        raise MediumError(f"{self.tier} S3 {operation} failed {tried} times: {last}")
 
     def put(self, key: str, data: bytes | memoryview) -> None:
         body = header(key, data) + bytes(data)

@@ -498,6 +498,7 @@ class SmokeOutcome(NamedTuple):
     folder: Path
     phase: str
     kept: bool
+    cleanup_failures: tuple[str, ...] = ()  # what could not be removed (S3 down), and why
 
 
 SecondNode = Callable[[Path, str], Step]  # (the T3 base folder, the smoke folder's name)
@@ -585,7 +586,7 @@ def smoke_command(
                 progress=progress,
             )
     kept = targets.keep or phase == "write"
-    return SmokeOutcome(report, root, phase, kept)
+    return SmokeOutcome(report, root, phase, kept, tuple(cleanup.failures))
 
 
 def _close_all(mediums: dict[str, Medium]) -> None:

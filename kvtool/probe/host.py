@@ -422,9 +422,12 @@ class CapturingHost:
         return response
 
 
-def s3_client(*, connect_timeout_s: float = 3.0) -> Any:
-    """A boto3 S3 client with short timeouts and one retry, honouring ``AWS_ENDPOINT_URL``,
-    ``AWS_REGION`` and the credential chain; InputError when boto3 is missing."""
+def s3_client(
+    *, connect_timeout_s: float = 3.0, read_timeout_s: float = 30.0, attempts: int = 2
+) -> Any:
+    """A boto3 S3 client with short timeouts and ``attempts`` tries in all (one retry by
+    default), honouring ``AWS_ENDPOINT_URL``, ``AWS_REGION`` and the credential chain;
+    InputError when boto3 is missing."""
     try:
         import boto3
         from botocore.config import Config
@@ -434,10 +437,18 @@ def s3_client(*, connect_timeout_s: float = 3.0) -> Any:
         raise InputError("boto3 is not installed", "pip install 'kvtool[aws]'") from None
     config = Config(
         connect_timeout=connect_timeout_s,
-        read_timeout=max(30.0, connect_timeout_s),
-        retries={"total_max_attempts": 2, "mode": "standard"},  # botocore's max_attempts is retries
+        read_timeout=max(read_timeout_s, connect_timeout_s),
+        # botocore's max_attempts counts retries; total_max_attempts counts them all
+        retries={"total_max_attempts": attempts, "mode": "standard"},
         max_pool_connections=256,
     )
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     # a session of its own: the credential chain is read now, not cached from an earlier client
     return boto3.session.Session().client("s3", region_name=region, config=config)
+
+
+def engine_s3_client() -> Any:
+    """The client the engine's T4 medium uses: one attempt each (``S3Medium`` retries, within
+    its own deadline) and 10 s for a server that stops answering, so a frozen endpoint costs
+    seconds per chunk, not minutes."""
+    return s3_client(connect_timeout_s=3.0, read_timeout_s=10.0, attempts=1)

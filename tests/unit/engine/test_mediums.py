@@ -250,3 +250,49 @@ def test_quarantine_moves_only_the_file_that_was_judged(tmp_path: Path) -> None:
         os.close(folder)
     assert t3.get(key) == payload(key)
     assert t3.quarantined == 0
+
+
+@pytest.mark.server
+def test_a_frozen_s3_costs_one_deadline_not_minutes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that accepts and never answers stalled each read about 4 minutes (30 s read
+    timeout x retries at two levels); the medium's deadline bounds the whole operation."""
+    import socket
+    import threading
+
+    from kvtool.probe.host import s3_client as make_client
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:  # accept and say nothing
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    threading.Thread(target=accept, daemon=True).start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.getsockname()[1]}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    t4 = S3Medium(
+        "T4",
+        "s3://kv/frozen",
+        client_factory=lambda: make_client(connect_timeout_s=0.5, read_timeout_s=0.5, attempts=1),
+        backoff_s=0.05,
+        deadline_s=1.5,
+    )
+    start = time.monotonic()
+    try:
+        with pytest.raises(MediumError, match="T4 S3 get_object failed"):
+            t4.get(KEYS[0])
+    finally:
+        stop.set()
+        for conn in held:
+            conn.close()
+        server.close()
+    assert time.monotonic() - start < 5.0

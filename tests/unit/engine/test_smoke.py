@@ -646,3 +646,31 @@ def test_a_file_t4_url_to_a_missing_folder_is_refused(tmp_path: Path, t3_dir: Pa
     assert caught.value.message == f"--t4-url file://{missing}: {missing} is not a folder"
     assert not missing.exists()
     assert list(t3_dir.iterdir()) == []
+
+
+@pytest.mark.server
+def test_s3_down_for_the_whole_smoke_is_a_report_not_a_traceback(
+    t3_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """delete_prefix raised inside the clean-up: a traceback, no report, T3 left behind."""
+    import socket
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens here: every S3 call is refused at once
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    from kvtool.probe.host import engine_s3_client
+
+    outcome = smoke_command(
+        SMALL,
+        SmokeTargets(t3_dir=t3_dir, t4_url="s3://kv/down", io_threads=2),
+        torch=None,
+        s3_client=engine_s3_client,
+    )
+    assert not outcome.report.passed  # T4's steps fail, and say so
+    assert outcome.report.faults
+    assert outcome.cleanup_failures  # the prefix could not be listed: said, not raised
+    assert list(t3_dir.iterdir()) == []  # T3 removed all the same
