@@ -25,3 +25,11 @@ class InputError(KvtoolError):
 
 class ConfigError(InputError):
     """A model config that cannot be read or lacks a field its architecture needs."""
+
+
+def redact(text: str) -> str:
+    """``text`` with any URL's user:password replaced by ``***`` (an AWS_ENDPOINT_URL may
+    carry credentials, and error messages quote the URL)."""
+    import re
+
+    return re.sub(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@", r"\1***@", text)

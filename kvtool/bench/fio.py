@@ -43,6 +43,25 @@ def aligned(block_bytes: int) -> int:
     return max(ALIGN, -(-block_bytes // ALIGN) * ALIGN)
 
 
+def fio_path(path: str) -> str:
+    """``path`` as a fio job file value: ':' escaped as fio documents for ``directory``
+    (``\\:``); InputError for what fio would read as syntax: a line break or another control
+    character (a new option, even ``exec_prerun``), ``;`` or ``#`` (a comment), ``${`` (an
+    environment variable)."""
+    bad = [c for c in path if ord(c) < 32 or ord(c) == 127]
+    found = (
+        "a control character"
+        if bad
+        else next((f"'{m}'" for m in (";", "#", "${") if m in path), "")
+    )
+    if found:
+        raise InputError(
+            f"the T3 folder {path!r} holds {found}, which fio's job files read as syntax",
+            "benchmark a folder whose path has none (a link to it will do)",
+        )
+    return path.replace(":", "\\:")
+
+
 def job_file(job: FioJob) -> str:
     """The fio job file for ``job``: time-based, group reporting, one section per op named
     after it, each after the first waiting for the one before (``stonewall``). Every op uses
@@ -57,7 +76,7 @@ def job_file(job: FioJob) -> str:
     return "\n".join(
         [
             "[global]",
-            f"directory={job.directory}",
+            f"directory={fio_path(job.directory)}",
             f"ioengine={job.ioengine}",
             f"direct={1 if job.direct else 0}",
             f"bs={job.block_bytes}",

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kvtool.bench.result import BenchResult, latency_of
-from kvtool.errors import InputError
+from kvtool.errors import InputError, redact
 from kvtool.scratch import Scratch, signals_held
 
 
@@ -143,5 +143,5 @@ def _reason(exc: Exception) -> str:
     error = (getattr(exc, "response", None) or {}).get("Error") or {}
     if error.get("Code"):
         return f"{error['Code']}: {error.get('Message') or 'no message'}"
-    text = str(exc).strip().splitlines()
+    text = redact(str(exc)).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

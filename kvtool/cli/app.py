@@ -42,8 +42,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def error_line(exc: KvtoolError) -> str:
-    """``kvtool: error: <what is wrong> (<how to fix it>)``."""
-    return f"kvtool: error: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
+    """``kvtool: error: <what is wrong> (<how to fix it>)``, credentials in URLs redacted."""
+    from kvtool.errors import redact
+
+    return redact(f"kvtool: error: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
 
 
 def reports_errors(command: F) -> F:

@@ -17,6 +17,7 @@ from typing import NamedTuple
 from kvtool.engine.chunkfile import CorruptChunk, check_key
 from kvtool.engine.manager import SHARED_TIERS, TIERS, Manager, Move
 from kvtool.engine.mediums import Medium, MediumError
+from kvtool.errors import redact
 
 
 class Hit(NamedTuple):
@@ -42,7 +43,7 @@ class Faults:
     def add(self, kind: str, message: str) -> None:
         self.counts[kind] = self.counts.get(kind, 0) + 1
         if len(self.examples) < self.KEEP:
-            self.examples.append(message)
+            self.examples.append(redact(message))
 
     def __len__(self) -> int:
         return sum(self.counts.values())

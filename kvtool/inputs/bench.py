@@ -33,6 +33,7 @@ def resolve_bench(
 ) -> tuple[BenchOptions, list[str]]:
     """``kvtool bench``'s options, parsed and checked; the notes say what was assumed or has
     no effect."""
+    from kvtool.bench.fio import fio_path
     from kvtool.bench.run import DEFAULT_T4_CONNECTIONS, TIERS, BenchOptions
     from kvtool.bench.s3 import parse_s3_url
     from kvtool.bench.t3 import T3Options, parse_hosts
@@ -56,6 +57,8 @@ def resolve_bench(
         raise InputError("--tier t4 needs an S3 prefix", "add --t4-url s3://bucket/prefix")
     if t4_url is not None:
         parse_s3_url(t4_url)
+    if t3_dir is not None:
+        fio_path(t3_dir)  # what fio would read as syntax, refused before any work
     notes: list[str] = []
     if model is not None and transfer_size is not None:
         raise InputError("--model and --transfer-size both set the transfer size", "give one")

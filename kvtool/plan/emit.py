@@ -128,6 +128,8 @@ def emit_inputs(
     hardware = plan.hardware
     tiers = {t.name: t for t in plan.tiers.tiers}
     t3_used = tiers["T3"].used_bytes + tiers["T4"].used_bytes
+    _plain(t3_dir, "--t3-dir")
+    _plain(model_id, "the model id")
     return EmitInputs(
         model_id=model_id,
         node_name=hardware.node.name,
@@ -147,6 +149,22 @@ def emit_inputs(
         eager=eager,
         kvtool_version=kvtool_version,
     )
+
+
+def _yaml_str(text: str) -> str:
+    """A YAML string scalar for ``text``, quoted and escaped (a JSON string is one)."""
+    return json.dumps(text)
+
+
+def _plain(text: str, what: str) -> str:
+    """``text`` for a configuration line; InputError for a control character, which could
+    start a line of its own (a YAML key, a shell command) in what kvtool emits."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise InputError(
+            f"{what} {text!r} holds a control character (a line break?)",
+            "give a path or name without one",
+        )
+    return text
 
 
 def emit(target: str, e: EmitInputs) -> str:
@@ -221,7 +239,7 @@ def lmcache_yaml(e: EmitInputs) -> str:
         if e.use_gds:
             lines += [
                 "# T3 through GPUDirect Storage (cuFile) on FSx for Lustre",
-                f"gds_path: {e.t3_dir}",
+                f"gds_path: {_yaml_str(e.t3_dir)}",
                 f"gds_buffer_size: {GDS_BUFFER_MIB}  # MiB of GPU memory per worker; the plan"
                 " takes it from the KV space",
             ]
@@ -231,7 +249,7 @@ def lmcache_yaml(e: EmitInputs) -> str:
                 'remote_storage_plugins: ["fs"]',
             ]
             extra = [
-                f"  remote_storage_plugin.fs.base_path: {e.t3_dir}",
+                f"  remote_storage_plugin.fs.base_path: {_yaml_str(e.t3_dir)}",
                 "  save_chunk_meta: false  # O_DIRECT is turned off while chunk metadata is saved",
                 "  fs_connector_use_odirect: true",
                 *extra,

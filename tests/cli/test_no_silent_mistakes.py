@@ -113,6 +113,18 @@ def test_emit_uses_the_longest_context_and_the_given_tp(kvtool: Run) -> None:
     assert words[words.index("--tensor-parallel-size") + 1] == "4"
 
 
+def test_a_t3_dir_cannot_inject_keys_into_the_emitted_config(kvtool: Run) -> None:
+    """--t3-dir with a line break wrote 'remote_url: "lm://evil:1"' into LMCache's config."""
+    result = kvtool(
+        "size", "llama-3.1-8b", "--hardware", "p5en", "--emit", "lmcache",
+        "--t3-dir", '/fsx/kv\nremote_url: "lm://evil:1"',
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "--t3-dir '/fsx/kv\\nremote_url" in result.stderr
+    assert "holds a control character" in result.stderr
+    assert "remote_url" not in result.stdout
+
+
 def test_emit_with_json_is_refused_clearly(kvtool: Run) -> None:
     result = kvtool("size", "llama-3.1-8b", "--hardware", "p5en", "--emit", "vllm", "--json")
     assert result.exit_code == 2

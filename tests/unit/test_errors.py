@@ -53,3 +53,14 @@ def test_str_is_the_message_then_any_hint(message: str, hint: str) -> None:
         error = cls(message, hint)
         assert str(error) == (f"{message} ({hint})" if hint else message)
         assert (error.message, error.hint) == (message, hint)
+
+
+def test_credentials_in_urls_are_redacted() -> None:
+    from kvtool.errors import redact
+
+    assert redact('could not reach "http://admin:s3cret@10.0.0.1:9000/b"') == (
+        'could not reach "http://***@10.0.0.1:9000/b"'
+    )
+    assert (
+        redact("s3://bucket/prefix and https://host/x") == "s3://bucket/prefix and https://host/x"
+    )

@@ -190,3 +190,21 @@ def test_engines_are_the_listed_names_not_the_error_lines() -> None:
     assert "libcufile" not in engines  # named only in "fio: engine libcufile not loadable"
     assert "libcufile" in text
     assert "libcufile" in parse_engines("Available IO engines:\n\tlibaio\n\tlibcufile\n")
+
+
+def test_a_folder_path_cannot_inject_fio_options(tmp_path: Path) -> None:
+    """A newline in --t3-dir wrote a new fio option (exec_prerun runs a shell command); ':'
+    split the directory list; ';' and '#' started comments."""
+    from kvtool.bench.fio import FioJob, fio_path, job_file
+    from kvtool.errors import InputError
+
+    assert fio_path("/fsx/a:b") == "/fsx/a\\:b"  # fio's escape for its directory separator
+    for bad in ("/fsx/a\nexec_prerun=touch /tmp/pwned", "/fsx/a;b", "/fsx/a#b", "/fsx/${HOME}",
+                "/fsx/a\rb", "/fsx/\x00"):  # fmt: skip
+        with pytest.raises(InputError, match="fio's job files read as syntax"):
+            fio_path(bad)
+    job = FioJob(ops=("seq_read",), directory="/fsx/x:y", block_bytes=4096, numjobs=1,
+                 iodepth=1, file_bytes=4096, runtime_s=1, direct=True)  # fmt: skip
+    text = job_file(job)
+    assert "directory=/fsx/x\\:y\n" in text
+    assert text.count("\n[") == 1  # one section: nothing injected

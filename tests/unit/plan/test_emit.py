@@ -201,3 +201,11 @@ def test_an_engine_configuration_needs_a_plan_sized_by_that_engine() -> None:
         check_emit_target("vllm", "sglang")
     with pytest.raises(InputError, match="add --engine sglang"):
         check_emit_target("sglang", "vllm")
+
+
+def test_a_path_in_the_emitted_yaml_is_quoted() -> None:
+    """A --t3-dir holding '"' or ': ' stays one YAML string, not a new key."""
+    quoted = emit("lmcache", inputs()._replace(t3_dir='/fsx/kv "x": y'))
+    assert yaml.safe_load(quoted)["extra_config"]["remote_storage_plugin.fs.base_path"] == (
+        '/fsx/kv "x": y'
+    )
