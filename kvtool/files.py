@@ -14,15 +14,14 @@ from typing import Any
 
 from kvtool.errors import InputError
 
+MAX_INPUT_BYTES = 64 * 1024**2  # far past any config, plan or report; short of a MemoryError
 
-def read_text(path: Path, *, what: str = "file") -> str:
-    """The file's text as UTF-8; a missing, unreadable or binary file raises InputError."""
-    try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise InputError(f"{path} is a directory, not a {what}") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+def read_text(path: Path, *, what: str = "file", limit: int = MAX_INPUT_BYTES) -> str:
+    """The file's text as UTF-8. InputError for a missing, unreadable or binary file, for
+    anything but a regular file (a FIFO would block, ``/dev/zero`` never ends) and for a
+    file over ``limit`` bytes."""
+    data = read_bytes(path, what=what, limit=limit)
     if b"\x00" in data:
         raise InputError(f"{path} is a binary file, not a {what}", "pass the text file itself")
     try:
@@ -32,6 +31,58 @@ def read_text(path: Path, *, what: str = "file") -> str:
             f"{path} is not UTF-8 text (byte {exc.start}), not a {what}",
             "pass the text file itself",
         ) from None
+
+
+def read_bytes(path: Path, *, what: str = "file", limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The file's bytes, read only from a regular file of at most ``limit`` bytes (a FIFO
+    would block, ``/dev/zero`` never ends); InputError naming ``path`` otherwise."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens, unread
+    except IsADirectoryError:
+        raise InputError(f"{path} is a directory, not a {what}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise InputError(f"{path} is a directory, not a {what}")
+        if not stat.S_ISREG(mode):
+            raise InputError(
+                f"{path} is a {_kind(mode)}, not a {what}: kvtool reads regular files only",
+                "save the input to a file first",
+            )
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if len(data) > limit:
+        raise InputError(
+            f"{path} is larger than {limit // 1024**2} MiB, the most kvtool reads as a {what}",
+            "pass the file itself, not a log or an archive",
+        )
+    return data
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular one is, in words."""
+    import stat
+
+    for test, name in (
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+    ):
+        if test(mode):
+            return name
+    return "special file"
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -52,6 +103,8 @@ def read_json_object(path: Path, *, what: str = "JSON object") -> dict[str, Any]
     text = read_text(path, what="JSON file")
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to be a {what}") from None
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
@@ -82,6 +135,8 @@ def read_yaml_mapping(
     text = read_text(path, what=what)
     try:
         data = yaml.load(text, Loader=Loader)
+    except RecursionError:
+        raise InputError(f"{path}: YAML nested too deeply to be a {what}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

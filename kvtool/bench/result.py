@@ -88,31 +88,105 @@ def latency_of(samples_s: Sequence[float]) -> Latency:
 
 def results_from_json(data: Any) -> list[BenchResult]:
     """Read back ``kvtool bench --json`` (for ``kvtool size --bench`` and ``kvtool check``);
-    objects that are not measurements are ignored."""
+    objects that are not measurements are ignored. A field of the wrong type, or a figure
+    that is negative, NaN or infinite, raises ValueError naming it (``results[2].iops``):
+    these files travel between teams, and a NaN bandwidth once planned "reload wins"."""
+    results = data.get("results") if isinstance(data, dict) else None
+    if results is None:
+        return []
+    if not isinstance(results, list):
+        raise ValueError(f"results must be a list, got {_shown(results)}")
     out = []
-    for item in (data or {}).get("results") or []:
+    for index, item in enumerate(results):
         if not isinstance(item, dict) or "tier" not in item or "op" not in item:
             continue
+        field = _Fields(item, f"results[{index}]")
         latency = item.get("latency_us")
         out.append(
             BenchResult(
-                tier=str(item["tier"]),
-                op=str(item["op"]),
-                status=str(item.get("status", "ok")),
-                tool=str(item.get("tool", "")),
-                block_bytes=int(item.get("block_bytes") or 0),
-                threads=int(item.get("threads") or 0),
-                direct=item.get("direct"),
-                clients=int(item.get("clients") or 1),
-                variant=str(item.get("variant", "")),
-                filesystem=str(item.get("filesystem", "")),
-                bytes_per_s=item.get("bytes_per_s"),
-                iops=item.get("iops"),
-                latency_us=Latency(**latency) if isinstance(latency, dict) else None,
-                spec_bytes_per_s=item.get("spec_bytes_per_s"),
-                limit=str(item.get("limit", "")),
-                note=str(item.get("note", "")),
-                reason=str(item.get("reason", "")),
+                tier=field.text("tier"),
+                op=field.text("op"),
+                status=field.text("status", "ok"),
+                tool=field.text("tool"),
+                block_bytes=field.whole("block_bytes", 0),
+                threads=field.whole("threads", 0),
+                direct=field.flag("direct"),
+                clients=field.whole("clients", 1) or 1,
+                variant=field.text("variant"),
+                filesystem=field.text("filesystem"),
+                bytes_per_s=field.figure("bytes_per_s"),
+                iops=field.figure("iops"),
+                latency_us=None if latency is None else _latency(latency, field.where),
+                spec_bytes_per_s=field.figure("spec_bytes_per_s"),
+                limit=field.text("limit"),
+                note=field.text("note"),
+                reason=field.text("reason"),
             )
         )
     return out
+
+
+def _shown(value: Any) -> str:
+    return (
+        repr(value) if len(repr(value)) <= 40 else f"{type(value).__name__} {repr(value)[:30]}..."
+    )
+
+
+class _Fields:
+    """Typed reads of one measurement's fields; ValueError names the field."""
+
+    def __init__(self, item: dict[str, Any], where: str) -> None:
+        self.item, self.where = item, where
+
+    def _bad(self, name: str, wanted: str) -> ValueError:
+        return ValueError(f"{self.where}.{name} must be {wanted}, got {_shown(self.item[name])}")
+
+    def text(self, name: str, default: str = "") -> str:
+        value = self.item.get(name)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise self._bad(name, "a string")
+        return value
+
+    def whole(self, name: str, default: int) -> int:
+        value = self.item.get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+            raise self._bad(name, "a whole number >= 0")
+        return value
+
+    def flag(self, name: str) -> bool | None:
+        value = self.item.get(name)
+        if value is not None and not isinstance(value, bool):
+            raise self._bad(name, "true, false or null")
+        return value
+
+    def figure(self, name: str) -> float | None:
+        value = self.item.get(name)
+        if value is None:
+            return None
+        if not _finite_figure(value):
+            raise self._bad(name, "a finite number >= 0 or null")
+        return float(value)
+
+
+def _finite_figure(value: Any) -> bool:
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value) and value >= 0
+    except OverflowError:  # an int past any float
+        return False
+
+
+def _latency(value: Any, where: str) -> Latency:
+    names = Latency._fields
+    if not isinstance(value, dict) or not all(_finite_figure(value.get(n)) for n in names):
+        raise ValueError(
+            f"{where}.latency_us must be {{p50, p99, p999}} in microseconds, got {_shown(value)}"
+        )
+    return Latency(*(float(value[n]) for n in names))

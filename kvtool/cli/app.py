@@ -1,7 +1,8 @@
 """The ``kvtool`` command: global wiring, and the one mapping of outcomes to exit codes.
 
 Commands return nothing (success) or a status from ``kvtool.cli.status``; library errors
-arrive as ``KvtoolError`` and leave as one line on stderr with status 2, never a traceback.
+arrive as ``KvtoolError`` (or an OSError only a path as typed can cause) and leave as one
+line on stderr with status 2, never a traceback.
 """
 
 import functools
@@ -13,7 +14,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from kvtool.cli import status
-from kvtool.errors import KvtoolError
+from kvtool.errors import InputError, KvtoolError
 
 # name -> (module in kvtool.cli, function, shows help when run without arguments). Only the
 # command being run is imported and turned into a click command: typer builds every registered
@@ -48,6 +49,19 @@ def error_line(exc: KvtoolError) -> str:
     return redact(f"kvtool: error: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
 
 
+def path_error_line(exc: OSError) -> str | None:
+    """The error line for an OSError that only a path as typed can cause (longer than the
+    system takes, or a loop of links), wherever a check met it; None for any other."""
+    import errno
+
+    if exc.errno not in (errno.ENAMETOOLONG, errno.ELOOP):
+        return None
+    name = str(exc.filename)
+    shown = name if len(name) <= 80 else f"{name[:40]}...{name[-20:]} ({len(name):,} characters)"
+    hint = "use a shorter path" if exc.errno == errno.ENAMETOOLONG else "fix the links"
+    return error_line(InputError(f"{shown}: {exc.strerror}", hint))
+
+
 def reports_errors(command: F) -> F:
     """Wrap a command: its returned status becomes the exit code; KvtoolError prints one line
     on stderr and exits 2; SIGINT, SIGTERM and SIGHUP run every clean-up (``kvtool.scratch``)
@@ -69,6 +83,12 @@ def reports_errors(command: F) -> F:
         except KeyboardInterrupt:
             print("kvtool: interrupted", file=sys.stderr)
             raise typer.Exit(status.INTERRUPTED) from None
+        except OSError as exc:
+            line = path_error_line(exc)
+            if line is None:
+                raise
+            print(line, file=sys.stderr)
+            raise typer.Exit(status.USAGE) from None
         if outcome:
             raise typer.Exit(int(outcome))
 

@@ -667,8 +667,8 @@ def check_gds(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
             )
         )
     else:
-        props = config.get("properties") or {}
-        lustre = (config.get("fs") or {}).get("lustre") or {}
+        props = _object(config.get("properties"))
+        lustre = _object(_object(config.get("fs")).get("lustre"))
         problems = []
         if props.get("allow_compat_mode", True):
             problems.append("allow_compat_mode is true: cuFile falls back to POSIX I/O silently")
@@ -786,6 +786,11 @@ def check_aws(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
             )
         )
     return out
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """A JSON object of cufile.json (a file on the node, any shape); anything else as empty."""
+    return value if isinstance(value, dict) else {}
 
 
 def _lifecycle(fs: dict[str, Any]) -> Finding:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from kvtool.errors import InputError
 from kvtool.files import read_json_object
 
 if TYPE_CHECKING:
@@ -34,7 +35,12 @@ def read_bench(path: Path) -> BenchReport:
     from kvtool.bench.result import results_from_json
 
     data = read_json_object(path, what="kvtool bench --json report")
-    return BenchReport(str(path), tuple(results_from_json(data)))
+    try:
+        return BenchReport(str(path), tuple(results_from_json(data)))
+    except ValueError as exc:
+        raise InputError(
+            f"{path}: not a kvtool bench --json report: {exc}", "pass the file bench wrote"
+        ) from None
 
 
 def read_doctor_report(path: Path) -> Report:

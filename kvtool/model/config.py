@@ -165,12 +165,38 @@ class ConfigFields:
         return self.positive_int(names[0], value)
 
     def positive_int(self, name: str, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < MAX_FIELD:
             raise ConfigError(
-                f"{self.source}: field {name!r} must be a positive integer, got {value!r}",
+                f"{self.source}: field {name!r} must be a positive integer, got {value!r:.40}",
                 "fix the value in the config",
             )
         return value
+
+    def number(self, name: str, default: float) -> float:
+        """A positive factor (``expand``, 2 or 1.5); ConfigError for anything else."""
+        value = self.get(name, default=default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e6:
+            raise ConfigError(
+                f"{self.source}: field {name!r} must be a positive number, got {value!r:.40}",
+                "fix the value in the config",
+            )
+        return float(value)
+
+    def whole(self, *names: str, default: int) -> int:
+        """A count that may be 0 (experts, shared experts, dense layers first), or
+        ``default`` when the config has none; ConfigError for anything but a whole number."""
+        value = self.get(*names, default=default)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_FIELD:
+            raise ConfigError(
+                f"{self.source}: field {names[0]!r} must be a whole number, got {value!r:.40}",
+                "fix the value in the config",
+            )
+        return value
+
+
+MAX_FIELD = 2**40  # past any real width, layer or expert count: a typo or a hostile config
 
 
 def text_config_of(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -219,7 +245,7 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
     if any(kind in ATTENTION_KINDS for kind in layer_types):
         num_heads = fields.require_int("num_attention_heads", "n_head", "num_heads")
     else:  # attention-free (Mamba): heads only matter for attention layers
-        num_heads = int(fields.get("num_attention_heads", "n_head", "num_heads", default=0) or 0)
+        num_heads = fields.whole("num_attention_heads", "n_head", "num_heads", default=0)
     hidden_size = fields.require_int("hidden_size", "n_embd", "d_model")
     dtype = normalize_dtype(fields.get("torch_dtype", "dtype"))
     if dtype is None:
@@ -308,33 +334,38 @@ def max_context_of(fields: ConfigFields) -> int | None:
 def _feed_forward(fields: ConfigFields, layer_types: list[str], hidden_size: int) -> FeedForward:
     """The MLP facts parameter counts need; see ``FeedForward``."""
     raw = fields.get("intermediate_size", "ffn_hidden_size", default=4 * hidden_size)
-    if isinstance(raw, list):  # per-layer widths (Gemma-3n): their mean, for parameter counts
-        raw = sum(raw) // max(len(raw), 1)
-    intermediate = int(raw)
-    expert = int(fields.get("moe_intermediate_size", default=intermediate))
-    experts = int(fields.get("n_routed_experts", "num_experts", "num_local_experts", default=0))
-    shared = fields.get("shared_expert_intermediate_size")
+    if isinstance(raw, list) and raw:  # per-layer widths (Gemma-3n): their mean, for parameters
+        widths = [fields.positive_int("intermediate_size", w) for w in raw]
+        raw = sum(widths) // len(widths)
+    intermediate = fields.positive_int("intermediate_size", raw)
+    expert = fields.whole("moe_intermediate_size", default=intermediate)
+    experts = fields.whole("n_routed_experts", "num_experts", "num_local_experts", default=0)
+    shared = (
+        None
+        if fields.get("shared_expert_intermediate_size") is None
+        else fields.whole("shared_expert_intermediate_size", default=0)
+    )
     if shared is None:
-        n_shared = int(fields.get("n_shared_experts", "num_shared_experts", default=0))
+        n_shared = fields.whole("n_shared_experts", "num_shared_experts", default=0)
         if fields.model_type.startswith("llama4"):
             n_shared = 1
         shared = n_shared * expert
-    first_dense = int(fields.get("first_k_dense_replace", default=0))
+    first_dense = fields.whole("first_k_dense_replace", default=0)
     dense_only = set(fields.get("mlp_only_layers") or [])
-    step = int(fields.get("interleave_moe_layer_step", "decoder_sparse_step", default=1)) or 1
+    step = fields.whole("interleave_moe_layer_step", "decoder_sparse_step", default=1) or 1
     moe = tuple(
         bool(experts) and i >= first_dense and i not in dense_only and (i + 1) % step == 0
         for i in range(len(layer_types))
     )
     return FeedForward(
         intermediate_size=intermediate,
-        dense_intermediate_size=int(fields.get("intermediate_size_mlp", default=intermediate)),
+        dense_intermediate_size=fields.whole("intermediate_size_mlp", default=intermediate),
         expert_intermediate_size=expert,
         routed_experts=experts,
-        experts_per_token=int(
-            fields.get("num_experts_per_tok", "experts_per_token", "moe_topk", default=0)
+        experts_per_token=fields.whole(
+            "num_experts_per_tok", "experts_per_token", "moe_topk", default=0
         ),
-        shared_intermediate_size=int(shared),
+        shared_intermediate_size=shared,
         gated=fields.model_type not in FALCON_TYPES and fields.model_type != "nemotron_h",
         moe_layers=moe,
     )
@@ -377,7 +408,7 @@ def _layer_types(fields: ConfigFields, notes: list[str]) -> list[str]:
                     f"{fields.source}: layer_types has unknown entry {value!r}",
                     "kvtool knows " + ", ".join(sorted(_LAYER_TYPE_KIND)),
                 )
-        shared = int(fields.get("num_kv_shared_layers", default=0) or 0)
+        shared = fields.whole("num_kv_shared_layers", default=0)
         if shared:
             # Gemma-3n: the last layers read an earlier layer's cache and own none
             # (vllm models/gemma3n.py, kv_sharing_target_layer_name)
@@ -420,7 +451,7 @@ def _layer_types(fields: ConfigFields, notes: list[str]) -> list[str]:
     if model_type == "falcon_h1":  # every layer runs attention and Mamba2 in parallel
         return ["parallel"] * num_layers
     if model_type == "plamo2":  # vLLM 0.26.0 models/plamo2.py is_mamba()
-        step = int(fields.get("mamba_step", default=2))
+        step = fields.whole("mamba_step", default=2)
         if num_layers <= step // 2:
             return ["linear"] * (num_layers - 1) + ["full"]
         return ["full" if i % step == step // 2 else "linear" for i in range(num_layers)]
@@ -428,8 +459,8 @@ def _layer_types(fields: ConfigFields, notes: list[str]) -> list[str]:
         attention = set(fields.get("attn_layer_indices") or [])
         return ["full" if i in attention else "linear" for i in range(num_layers)]
     if model_type == "jamba":  # transformers' JambaConfig.layers_block_type, 0-based
-        period = int(fields.get("attn_layer_period", default=8))
-        offset = int(fields.get("attn_layer_offset", default=4))
+        period = fields.whole("attn_layer_period", default=8)
+        offset = fields.whole("attn_layer_offset", default=4)
         return ["full" if i % period == offset else "linear" for i in range(num_layers)]
     if model_type in MINIMAX_LINEAR_TYPES:  # attn_type_list: 0 lightning, 1 softmax
         types = fields.get("attn_type_list", "decoder_attention_types")
@@ -491,7 +522,7 @@ def _kv_heads(fields: ConfigFields, num_heads: int, notes: list[str]) -> int:
         if fields.get("multi_query", default=True):
             notes.append("Falcon multi_query: one KV head shared by all query heads")
             return 1
-        return int(fields.get("num_kv_heads", default=num_heads))
+        return fields.whole("num_kv_heads", default=num_heads)
     heads = fields.get("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
     if heads is None:
         return num_heads
@@ -500,7 +531,7 @@ def _kv_heads(fields: ConfigFields, num_heads: int, notes: list[str]) -> int:
 
 def _head_dim(fields: ConfigFields, num_heads: int, hidden_size: int, notes: list[str]) -> int:
     if fields.model_type == "zamba2":  # transformers: attention_head_dim = 2 x hidden / heads
-        return int(fields.get("attention_head_dim", default=2 * hidden_size // num_heads))
+        return fields.whole("attention_head_dim", default=2 * hidden_size // num_heads)
     if fields.model_type in HIDDEN_OVER_HEADS_TYPES:  # vllm bamba/granitemoehybrid: no head_dim
         return hidden_size // num_heads
     if fields.model_type == "plamo2":
@@ -580,7 +611,7 @@ def _mla_groups(
             IndexerLayers(
                 num_layers=indexed,
                 index_head_dim=fields.require_int("index_head_dim"),
-                num_heads=int(fields.get("index_n_heads", default=64)),
+                num_heads=fields.whole("index_n_heads", default=64),
             )
         )
         notes.append("DeepSeek sparse attention: an indexer key cache beside the MLA latent")
@@ -600,8 +631,8 @@ def _indexer_layer_count(fields: ConfigFields, num_layers: int) -> int:
     if types is None and isinstance(fields.get("index_topk_pattern"), str):
         types = ["full" if c == "F" else "shared" for c in fields.get("index_topk_pattern")]
     if types is None and fields.get("index_topk_freq") is not None:
-        freq = max(int(fields.get("index_topk_freq")), 1)
-        offset = int(fields.get("index_skip_topk_offset", default=2))
+        freq = max(fields.whole("index_topk_freq", default=1), 1)
+        offset = fields.whole("index_skip_topk_offset", default=2)
         types = [
             "full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(num_layers)
         ]
@@ -625,15 +656,15 @@ def _state_groups(
         # I = intermediate_size (Mamba, FalconMamba: the JSON's, over expand x hidden) or
         # mamba_expand x hidden (Jamba, whose intermediate_size is the MLP's)
         if model_type == "jamba":
-            inner = int(fields.get("mamba_expand", default=2)) * hidden_size
-            d_state = int(fields.get("mamba_d_state", default=16))
-            d_conv = int(fields.get("mamba_d_conv", default=4))
+            inner = fields.whole("mamba_expand", default=2) * hidden_size
+            d_state = fields.whole("mamba_d_state", default=16)
+            d_conv = fields.whole("mamba_d_conv", default=4)
         else:
-            inner = int(fields.get("intermediate_size", default=0)) or int(
-                fields.get("expand", default=2) * hidden_size
+            inner = fields.whole("intermediate_size", default=0) or int(
+                fields.number("expand", default=2) * hidden_size
             )
-            d_state = int(fields.get("state_size", default=16))
-            d_conv = int(fields.get("conv_kernel", default=4))
+            d_state = fields.whole("state_size", default=16)
+            d_conv = fields.whole("conv_kernel", default=4)
         return [
             StateLayers(
                 kind="mamba1",
@@ -650,7 +681,7 @@ def _state_groups(
         # lightning attention: one (heads, head_dim, head_dim) state in the KV cache dtype,
         # no conv (vllm mamba_utils.linear_attention_state_shape / _state_dtype)
         heads = fields.require_int("num_attention_heads")
-        head_dim = int(fields.get("head_dim", default=0)) or hidden_size // heads
+        head_dim = fields.whole("head_dim", default=0) or hidden_size // heads
         return [
             StateLayers(
                 kind="lightning",
@@ -800,10 +831,10 @@ def _mamba2_group(
         inner = (
             int(raw)
             if raw is not None
-            else (int(fields.get("mamba_expand", default=2)) * hidden_size if present else 1024)
+            else (fields.whole("mamba_expand", default=2) * hidden_size if present else 1024)
         )
     else:
-        inner = int(fields.get(inner_rule, default=defaults.get(inner_rule, 2))) * hidden_size
+        inner = fields.whole(inner_rule, default=defaults.get(inner_rule, 2)) * hidden_size
     head_dim = fields.get(head_dim_key)
     if head_dim in (None, "auto"):
         head_dim = inner // heads

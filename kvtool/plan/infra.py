@@ -20,15 +20,27 @@ from kvtool.errors import InputError
 from kvtool.plan.workload import FsxSettings
 
 
-def _int(value: Any) -> int | None:
-    """An integer property; CloudFormation also takes numbers written as strings ("2400")."""
+def _int(value: Any, what: str, source: str) -> int | None:
+    """An integer property; CloudFormation also takes numbers written as strings ("2400").
+    InputError for one past any real file system (a typo, or a hostile file)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 15:
+        value = int(value.strip())
+    if not isinstance(value, int):
+        return None
+    if not 0 <= value < 10**12:
+        raise InputError(f"{source}: {what} {str(value)[:20]} is not a real value", "fix the plan")
+    return value
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """A JSON object where one is expected; anything else reads as empty (undeclared)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _bool(value: Any) -> bool | None:
@@ -45,7 +57,7 @@ def _text(value: Any) -> str | None:
 
 def _modules(module: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
     yield module
-    for child in module.get("child_modules") or []:
+    for child in _list(module.get("child_modules")):
         if isinstance(child, Mapping):
             yield from _modules(child)
 
@@ -57,11 +69,11 @@ def fsx_from_terraform(
 
     Raises InputError when there is none, or several and no ``name``.
     """
-    root = (plan.get("planned_values") or {}).get("root_module") or {}
+    root = _mapping(_mapping(plan.get("planned_values")).get("root_module"))
     found = [
         r
         for module in _modules(root)
-        for r in module.get("resources") or []
+        for r in _list(module.get("resources"))
         if isinstance(r, Mapping) and r.get("type") == "aws_fsx_lustre_file_system"
     ]
     if name:
@@ -74,18 +86,20 @@ def fsx_from_terraform(
     if len(found) > 1:
         names = ", ".join(str(r.get("address")) for r in found)
         raise InputError(f"{source}: several FSx file systems ({names})", "keep one in the plan")
-    values = found[0].get("values") or {}
+    values = _mapping(found[0].get("values"))
     associations = any(
         r.get("type") == "aws_fsx_data_repository_association"
         for module in _modules(root)
-        for r in module.get("resources") or []
+        for r in _list(module.get("resources"))
         if isinstance(r, Mapping)
     )
     return FsxSettings(
         deployment_type=_text(values.get("deployment_type")),
         storage_type=_text(values.get("storage_type")) or "SSD",
-        storage_capacity_gib=_int(values.get("storage_capacity")),
-        per_unit_storage_throughput=_int(values.get("per_unit_storage_throughput")),
+        storage_capacity_gib=_int(values.get("storage_capacity"), "storage_capacity", source),
+        per_unit_storage_throughput=_int(
+            values.get("per_unit_storage_throughput"), "per_unit_storage_throughput", source
+        ),
         efa_enabled=bool(_bool(values.get("efa_enabled"))),  # absent = false, AWS's default
         data_compression_type=_text(values.get("data_compression_type")) or "NONE",
         s3_association=associations or None,
@@ -95,13 +109,13 @@ def fsx_from_terraform(
 
 def fsx_from_cloudformation(template: Mapping[str, Any], *, source: str) -> FsxSettings:
     """The one Lustre ``AWS::FSx::FileSystem`` of a CloudFormation template."""
-    resources = template.get("Resources") or {}
+    resources = _mapping(template.get("Resources"))
     found = [
         (key, r)
         for key, r in resources.items()
         if isinstance(r, Mapping)
         and r.get("Type") == "AWS::FSx::FileSystem"
-        and (r.get("Properties") or {}).get("FileSystemType") == "LUSTRE"
+        and _mapping(r.get("Properties")).get("FileSystemType") == "LUSTRE"
     ]
     if not found:
         raise InputError(f"{source}: no AWS::FSx::FileSystem of type LUSTRE in Resources")
@@ -110,8 +124,8 @@ def fsx_from_cloudformation(template: Mapping[str, Any], *, source: str) -> FsxS
             f"{source}: several Lustre file systems ({', '.join(k for k, _ in found)})"
         )
     key, resource = found[0]
-    props = resource.get("Properties") or {}
-    lustre = props.get("LustreConfiguration") or {}
+    props = _mapping(resource.get("Properties"))
+    lustre = _mapping(props.get("LustreConfiguration"))
     associations = any(
         isinstance(r, Mapping) and r.get("Type") == "AWS::FSx::DataRepositoryAssociation"
         for r in resources.values()
@@ -119,8 +133,10 @@ def fsx_from_cloudformation(template: Mapping[str, Any], *, source: str) -> FsxS
     return FsxSettings(
         deployment_type=_text(lustre.get("DeploymentType")),
         storage_type=_text(props.get("StorageType")) or "SSD",
-        storage_capacity_gib=_int(props.get("StorageCapacity")),
-        per_unit_storage_throughput=_int(lustre.get("PerUnitStorageThroughput")),
+        storage_capacity_gib=_int(props.get("StorageCapacity"), "StorageCapacity", source),
+        per_unit_storage_throughput=_int(
+            lustre.get("PerUnitStorageThroughput"), "PerUnitStorageThroughput", source
+        ),
         efa_enabled=bool(_bool(lustre.get("EfaEnabled"))),  # absent = false, AWS's default
         data_compression_type=_text(lustre.get("DataCompressionType")) or "NONE",
         s3_association=associations or None,

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from kvtool.errors import InputError
 from kvtool.files import write_text
 from kvtool.scratch import signals_held
 
@@ -320,20 +321,36 @@ class SnapshotHost:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
 
-    def _text(self, key: str) -> str | None:
-        path = self.folder / f"{key}.txt"
-        try:
-            return path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+    def _bytes(self, name: str) -> bytes | None:
+        """A recorded file's bytes, None when it was not captured. A snapshot comes from
+        elsewhere: a FIFO, a device or a huge file in it is refused (InputError), not read."""
+        from kvtool.files import read_bytes
+
+        path = self.folder / name
+        if not os.path.lexists(path):
             return None
+        return read_bytes(path, what="recorded observation")
+
+    def _text(self, key: str) -> str | None:
+        data = self._bytes(f"{key}.txt")
+        return None if data is None else data.decode("utf-8", errors="replace")
 
     def _json(self, key: str) -> dict[str, Any] | None:
-        path = self.folder / f"{key}.json"
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        """``<key>.json`` in the shape the live host gives it (``probe.recorded``); InputError
+        naming the file and the field for anything else, so no check meets a wrong type."""
+        from kvtool.probe.recorded import check_recorded
+
+        data = self._bytes(f"{key}.json")
+        if data is None:
             return None
-        return data if isinstance(data, dict) else None
+        source = str(self.folder / f"{key}.json")
+        try:
+            parsed = json.loads(data.decode("utf-8"))
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            raise InputError(
+                f"{source} is not JSON", "capture the snapshot again with kvtool doctor --capture"
+            ) from None
+        return check_recorded(key, parsed, source=source)
 
     def read(self, key: str, path: str) -> str | None:
         return self._text(key)

@@ -119,7 +119,7 @@ def _chain(first: tuple[int, str], rest: Iterator[tuple[int, str]]) -> Iterator[
 def _header(line: str) -> dict[str, Any] | None:
     try:
         data = json.loads(line)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     if not isinstance(data, dict) or "kvtool_trace" not in data:
         return None
@@ -134,11 +134,14 @@ def _request(line: str, block_tokens: int, *, mooncake: bool) -> Request:
         record = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to be a request") from None
     if not isinstance(record, dict):
         raise ValueError("not a JSON object")
     t_ms = record.get("timestamp")
-    if isinstance(t_ms, bool) or not isinstance(t_ms, int | float) or t_ms < 0:
-        raise ValueError(f"timestamp must be milliseconds >= 0, got {t_ms!r}")
+    if isinstance(t_ms, bool) or not isinstance(t_ms, int | float) or not 0 <= t_ms < 1e300:
+        # NaN and Infinity are JSON to Python: NaN passed every order check after it
+        raise ValueError(f"timestamp must be milliseconds >= 0, got {t_ms!r:.40}")
     input_tokens = _int(record, "input_length")
     output_tokens = _int(record, "output_length")
     blocks = record.get("hash_ids")

@@ -9,6 +9,7 @@ import pytest
 
 from kvtool.doctor.checks import DoctorOptions
 from kvtool.doctor.run import merge_reports, run_doctor
+from kvtool.errors import InputError
 from kvtool.findings import Finding, Report
 from kvtool.probe.gather import GatherOptions
 from kvtool.probe.host import SnapshotHost
@@ -89,15 +90,22 @@ def test_missing_captures_skip_never_pass(tmp_path: Path) -> None:
     assert {f.status for f in report.findings} == {"SKIP"}
 
 
-def test_garbled_snapshot_files_are_not_captured_not_a_crash(base: Path, tmp_path: Path) -> None:
+def test_garbled_snapshot_output_is_not_captured_and_garbled_json_is_refused(
+    base: Path, tmp_path: Path
+) -> None:
+    """A command's output in words that do not parse reads as not observed (SKIP); a JSON
+    observation that is not the live host's shape is refused by name, never graded."""
     folder = broken("no_flock", base, tmp_path / "g")
-    (folder / "path.json").write_text("{not json")
-    (folder / "aws_fsx.json").write_bytes(b"\x00\xff garbage")
     (folder / "lfs_df.txt").write_text("complete nonsense\n")
-    report = doctor(folder)
-    ids = by_id(report)
-    assert ids["path.writable"].status == "SKIP"
-    assert ids["aws.file_system"].status == "SKIP"
+    assert by_id(doctor(folder))["mount.flock"].status == "FAIL"  # the rest still graded
+    (folder / "aws_fsx.json").write_bytes(b"\x00\xff garbage")
+    with pytest.raises(InputError, match=r"aws_fsx\.json is not JSON"):
+        doctor(folder)
+    (folder / "aws_fsx.json").write_text(
+        '{"FileSystems": [{"FileSystemId": "fs-1", "SubnetIds": 7}]}'
+    )
+    with pytest.raises(InputError, match=r"FileSystems\[0\]\.SubnetIds must be a JSON list, got 7"):
+        doctor(folder)
 
 
 def test_merge_flags_nodes_that_differ(base: Path, tmp_path: Path) -> None:

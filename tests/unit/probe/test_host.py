@@ -9,6 +9,7 @@ import errno
 import http.server
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -498,15 +499,36 @@ def test_snapshot_host_says_what_was_not_captured(tmp_path: Path) -> None:
     }
 
 
-@pytest.mark.parametrize("content", [b"{not json", b"[1, 2]", b"\xff\xfe garbage", b'"text"'])
-def test_a_garbled_or_non_object_json_file_is_not_captured(tmp_path: Path, content: bytes) -> None:
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{not json", "is not JSON"),
+        (b"\xff\xfe garbage", "is not JSON"),
+        (b"[" * 100_000, "is not JSON"),  # RecursionError in json.loads
+        (b"[1, 2]", "the file must be a JSON object, got"),
+        (b'"text"', "the file must be a JSON object, got 'text'"),
+    ],
+)
+def test_a_garbled_or_non_object_json_file_is_refused_by_name(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    """A snapshot comes from a customer: a damaged file is named, not read as 'not captured'
+    (which the checks would report as SKIP, as if nothing were wrong)."""
     (tmp_path / "path.json").write_bytes(content)
-    (tmp_path / "aws_fsx.json").write_bytes(content)
     host = SnapshotHost(tmp_path)
-    assert host.path_info("path", "/x") == {"path": "/x", "captured": False}
-    assert host.aws("aws_fsx", "fsx", "describe_file_systems", {}) == {
-        "error": "aws_fsx was not captured in the snapshot"
-    }
+    with pytest.raises(InputError, match=f"path.json.*{re.escape(message)}"):
+        host.path_info("path", "/x")
+
+
+def test_a_snapshot_file_that_is_a_fifo_or_a_device_is_refused_not_read(tmp_path: Path) -> None:
+    """A FIFO hung the doctor; a link to /dev/zero read until memory ran out."""
+    os.mkfifo(tmp_path / "proc_mounts.txt")
+    (tmp_path / "proc_meminfo.txt").symlink_to("/dev/zero")
+    host = SnapshotHost(tmp_path)
+    with pytest.raises(InputError, match=r"proc_mounts\.txt is a FIFO"):
+        host.read("proc_mounts", "/proc/self/mounts")
+    with pytest.raises(InputError, match=r"proc_meminfo\.txt is a character device"):
+        host.read("proc_meminfo", "/proc/meminfo")
 
 
 # --- CapturingHost ------------------------------------------------------------------------------
