@@ -25,6 +25,18 @@ _TOKEN_SUFFIX = {
     "T": 1024**4,
 }
 _TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)\s*$")
+MAX_DIGITS = 24  # far past any real count or size (10**24 B is a yottabyte), short of a hang
+
+
+def _check_digits(number: str, text: str, what: str) -> None:
+    """A number of more than MAX_DIGITS digits is a typo or an attack: one clear line, not
+    Python's 4,300-digit ValueError or a float overflow."""
+    if len(number) > MAX_DIGITS:
+        raise InputError(
+            f"{what} {text[:30]!r}{'...' if len(text) > 30 else ''} has {len(number):,}"
+            " digits: too large to mean anything",
+            "give a real count or size",
+        )
 
 
 def parse_count(text: str, *, what: str = "--ctx") -> int:
@@ -41,6 +53,7 @@ def parse_count(text: str, *, what: str = "--ctx") -> int:
             "use a positive number, optionally with k/m/g/t (x1000) or K/M/G/T (x1024), e.g. 200k",
         )
     number, suffix = str(match.group(1)), str(match.group(2))
+    _check_digits(number, text, what)
     multiplier: int = _TOKEN_SUFFIX[suffix]
     if "." in number and (suffix == "" or suffix.isupper()):
         raise InputError(
@@ -140,6 +153,7 @@ def parse_bytes(text: str, *, what: str = "--fsx-capacity") -> int:
             f"{what} {text!r} is not a size",
             "use a number with a unit: B, kB, MB, GB, TB, PB or KiB, MiB, GiB, TiB, PiB",
         )
+    _check_digits(match.group(1), text, what)
     value = float(match.group(1)) * _BYTE_UNITS[unit]
     if value < 1:
         raise InputError(f"{what} must be positive, got {text!r}")
@@ -156,6 +170,7 @@ def parse_transfer_size(text: str, *, what: str = "--transfer-size") -> int:
     match = _BYTES_RE.match(text)
     unit = match.group(2).lower() if match else ""
     if match and unit in _FIO_UNITS:
+        _check_digits(match.group(1), text, what)
         value = float(match.group(1)) * _FIO_UNITS[unit]
         if value < 1:
             raise InputError(f"{what} must be positive, got {text!r}")

@@ -101,7 +101,7 @@ def doctor(
       kvtool doctor --merge node-a.json node-b.json
     """
     from kvtool.cli.render import doctor as render
-    from kvtool.cli.render.text import print_json
+    from kvtool.cli.render.text import print_json, print_notes
     from kvtool.files import output_file, write_text
     from kvtool.findings import junit_xml
 
@@ -157,7 +157,8 @@ def doctor(
             junit, junit_xml(f"kvtool doctor {report.path}", report.findings, hostname=report.node)
         )
     if as_json:
-        print_json(report.to_json())
+        print_json({**report.to_json(), **({"notes": list(inputs.notes)} if inputs.notes else {})})
     else:
         render.print_report(report, verbose=verbose)
+        print_notes(inputs.notes)
     return status.PROBLEMS if report.failed else status.OK

@@ -25,6 +25,7 @@ The rules (docs/engine.md), each a field of ``EngineConfig``:
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -68,8 +69,12 @@ class EngineConfig:
             raise InputError(f"{negative[0]} capacity must not be negative", "0 turns a tier off")
         if not 0 < self.pressure <= 1:
             raise InputError(f"pressure must be in (0, 1], got {self.pressure:g}")
-        if self.t2_idle_s <= 0 or self.t3_idle_s <= 0:
-            raise InputError("--t2-idle and --t3-idle must be positive seconds")
+        for name, idle in (("--t2-idle", self.t2_idle_s), ("--t3-idle", self.t3_idle_s)):
+            if not 0 < idle < math.inf:  # NaN fails both comparisons
+                raise InputError(
+                    f"{name} must be a positive number of seconds, got {idle:g}",
+                    "give e.g. 30, or 1e9 to never demote",
+                )
         if self.shared_ttl_s is not None and self.shared_ttl_s <= 0:
             raise InputError("the shared TTL must be positive seconds (None: no TTL)")
 

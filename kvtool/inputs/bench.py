@@ -70,15 +70,22 @@ def resolve_bench(
             f"transfer size {format_bytes_binary(block)}: one {tokens}-token chunk of"
             f" {shape.spec.name} ({shape.fmt.name}, tp {shape.tp}, one rank's share)"
         )
-    elif transfer_size is not None:
-        block = parse_transfer_size(transfer_size)
-        notes.append(f"transfer size {format_bytes_binary(block)} ({block:,} B)")
     else:
-        block = DEFAULT_TRANSFER
-        if "t3" in tiers or "t4" in tiers:
-            notes.append(
-                "no --model or --transfer-size: 1 MiB transfers (give --model for KV-sized I/O)"
-            )
+        from kvtool.inputs.shape import unused_shape_options
+
+        notes += unused_shape_options(
+            engine=engine, kv_dtype=kv_dtype, tp=tp, chunk_tokens=chunk_tokens,
+            why="they size transfers from a model's chunk",
+        )  # fmt: skip
+        if transfer_size is not None:
+            block = parse_transfer_size(transfer_size)
+            notes.append(f"transfer size {format_bytes_binary(block)} ({block:,} B)")
+        else:
+            block = DEFAULT_TRANSFER
+            if "t3" in tiers or "t4" in tiers:
+                notes.append(
+                    "no --model or --transfer-size: 1 MiB transfers (give --model for KV-sized I/O)"
+                )
     seconds = 10.0 if duration is None else _seconds(duration)
     thread_count = None if threads is None else parse_count(threads, what="--threads")
     io_depth = 1 if iodepth is None else parse_count(iodepth, what="--iodepth")

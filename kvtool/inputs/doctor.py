@@ -68,6 +68,7 @@ class DoctorInputs(NamedTuple):
     path: str
     gather: GatherOptions
     options: DoctorOptions
+    notes: tuple[str, ...] = ()  # options given that have no effect
 
 
 def read_reports(paths: list[str]) -> list[Report]:
@@ -111,7 +112,7 @@ def resolve_doctor(
         raise InputError(f"unknown --gds {gds!r}", "choose required, optional or off")
     node_count = parse_count(nodes, what="--nodes")
     mib = parse_count(probe_mib, what="--probe-mib")
-    chunk_bytes, planned = _chunks(model, engine, tp, kv_dtype, chunk_tokens, sessions, ctx)
+    chunk_bytes, planned, notes = _chunks(model, engine, tp, kv_dtype, chunk_tokens, sessions, ctx)
     if snapshot is not None:
         if not snapshot.is_dir():
             raise InputError(
@@ -151,6 +152,7 @@ def resolve_doctor(
             gds=cast("GdsMode", gds),  # checked above
             probe_mib=mib,
         ),
+        tuple(notes),
     )
 
 
@@ -162,12 +164,18 @@ def _chunks(
     chunk_tokens: str,
     sessions: str | None,
     ctx: str | None,
-) -> tuple[int | None, int | None]:
-    """One rank's chunk file in bytes, and the chunk files the planned sessions write."""
+) -> tuple[int | None, int | None, list[str]]:
+    """One rank's chunk file in bytes, the chunk files the planned sessions write, and notes
+    for shape options given without a model."""
     if model is None:
         if sessions is not None or ctx is not None:
             raise InputError("--sessions and --ctx need --model", "add --model NAME")
-        return None, None
+        from kvtool.inputs.shape import unused_shape_options
+
+        return None, None, unused_shape_options(
+            engine=engine, kv_dtype=kv_dtype, tp=tp, chunk_tokens=chunk_tokens,
+            why="the chunk checks need a model's chunk size",
+        )  # fmt: skip
     from kvtool.inputs.shape import parse_chunk_tokens, resolve_shape
     from kvtool.units import parse_count
 
@@ -175,8 +183,8 @@ def _chunks(
     tokens = parse_chunk_tokens(chunk_tokens)
     chunk = shape.chunk_bytes(tokens)
     if sessions is None:
-        return chunk, None
+        return chunk, None, []
     context = parse_count(ctx or "8k", what="--ctx")
     writers = 1 if shape.spec.is_mla else shape.tp  # LMCache saves an MLA model from one rank
     files = parse_count(sessions, what="--sessions") * -(-context // tokens) * writers
-    return chunk, files
+    return chunk, files, []

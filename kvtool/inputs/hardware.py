@@ -47,7 +47,11 @@ def resolve_hardware(
                 f"--fsx-throughput {fsx_throughput!r} is not an FSx option",
                 "give the MB/s per TiB, e.g. 1000",
             ) from None
-    count = nodes if isinstance(nodes, int) else parse_count(nodes or "1", what="--nodes")
+    count = (
+        nodes
+        if isinstance(nodes, int)
+        else parse_count("1" if nodes is None else nodes, what="--nodes")
+    )
     hardware = make_hardware(
         load_node_profile(node),
         load_storage_profile(t3 or DEFAULT_T3),

@@ -57,7 +57,7 @@ def resolve_replay(
     lists = {
         tier: [parse_tier_size(item, what=f"--{tier.lower()}") for item in text.split(",")]
         for tier, text in sizes.items()
-        if text
+        if text is not None
     }
     if not sweep:
         many = [tier for tier, items in lists.items() if len(items) > 1]
@@ -73,11 +73,13 @@ def resolve_replay(
         from kvtool.inputs.shape import resolve_shape
 
         shape = resolve_shape(model, engine=engine, kv_dtype=kv_dtype, tp=tp)
-    ignored = [
-        f"{name} has no effect without --model (blocks are counted in tokens)"
-        for name, given in (("--tp", tp is not None), ("--kv-dtype", kv_dtype != "auto"))
-        if given and model is None
-    ]
+    ignored: list[str] = []
+    if model is None:
+        from kvtool.inputs.shape import unused_shape_options
+
+        ignored = unused_shape_options(
+            engine=engine, kv_dtype=kv_dtype, tp=tp, why="blocks are counted in tokens"
+        )
     node = None
     if hardware is not None:
         from kvtool.inputs.hardware import resolve_hardware

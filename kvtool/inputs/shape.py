@@ -58,9 +58,39 @@ def _block_tokens(value: str | int | None) -> int | None:
             f"--block-size {value!r} is not a number of tokens",
             "give the tokens per block as a plain number, e.g. 16 or 32",
         )
-    return int(text)
+    return parse_count(text, what="--block-size")
 
 
 def parse_chunk_tokens(text: str | int) -> int:
     """``--chunk-tokens``: tokens per chunk file (LMCache's chunk_size)."""
     return text if isinstance(text, int) else parse_count(text, what="--chunk-tokens")
+
+
+def unused_shape_options(
+    *,
+    engine: str = "vllm",
+    kv_dtype: str = "auto",
+    tp: str | int | None = None,
+    chunk_tokens: str | int | None = None,
+    without: str = "without --model",
+    why: str = "",
+) -> list[str]:
+    """The KV-shape options given where no model reads them: each value still checked (a
+    ``--tp abc`` is a typo, whatever it would have done), and one note for each given,
+    saying it has no effect ``without`` (e.g. "with --phase read"; ``why``: what is used
+    instead)."""
+    from kvtool.model.formats import FORMATS
+
+    get_engine(engine)
+    resolve_format(kv_dtype, next(iter(FORMATS)))
+    _count(tp, "--tp")
+    if chunk_tokens is not None:
+        parse_chunk_tokens(chunk_tokens)
+    given = (
+        ("--tp", tp is not None),
+        ("--kv-dtype", kv_dtype.strip().lower() != "auto"),
+        ("--engine", engine.strip().lower() != "vllm"),
+        ("--chunk-tokens", chunk_tokens is not None and str(chunk_tokens).strip() != "256"),
+    )
+    tail = f" ({why})" if why else ""
+    return [f"{name} has no effect {without}{tail}" for name, on in given if on]

@@ -123,6 +123,16 @@ _NODE_NUMBERS = {
     "instances": int,
 }
 _OPTIONAL_NODE_NUMBERS = {"instances": 1}
+# figures a plan divides by: 0 elsewhere means "not published" (trn3's host links, fp8 on A100)
+_POSITIVE = {
+    "chips",
+    "hbm_gib_per_chip",
+    "hbm_tbytes_per_s_per_chip",
+    "bf16_tflops_per_chip",
+    "host_memory_gib",
+    "ena_gbps",
+    "instances",
+}
 _STORAGE_NUMBERS = {
     "latency_us": float,
     "latency_us_max": float,
@@ -145,8 +155,15 @@ def _number(data: Mapping[str, Any], key: str, kind: type, file: str, required: 
             raise InputError(f"{file}: missing key {key!r}", "see profiles/hardware/*.toml")
         return kind()
     value = data[key]
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise InputError(f"{file}: key {key!r} must be a non-negative number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e15:
+        # NaN and inf are TOML floats; NaN passed a plain "< 0" check
+        raise InputError(
+            f"{file}: key {key!r} must be a non-negative number below 1e15, got {value!r}"
+        )
+    if key in _POSITIVE and value == 0:
+        raise InputError(
+            f"{file}: key {key!r} must be positive, got 0", "kvtool divides by it: give the figure"
+        )
     if kind is int and not isinstance(value, int):
         raise InputError(f"{file}: key {key!r} must be a whole number, got {value!r}")
     return kind(value)
@@ -238,6 +255,11 @@ def storage_profile_from_dict(data: Mapping[str, Any], *, file: str) -> StorageP
     tier = _text(data, "tier", file)
     if tier not in ("t3", "t4"):
         raise InputError(f"{file}: tier must be 't3' or 't4', got {tier!r}")
+    if tier == "t3" and not numbers["default_throughput_mbps_per_tib"]:
+        raise InputError(
+            f"{file}: a t3 profile's default_throughput_mbps_per_tib must be positive",
+            "give the file system's MB/s per TiB",
+        )
     return StorageProfile(
         name=name,
         aliases=aliases,

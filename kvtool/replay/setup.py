@@ -120,8 +120,8 @@ def replay_setup(
 
 def tier_units(trace: Trace, config: ReplayConfig, tier: str, size: TierSize) -> int | None:
     """A size in the replay's units: whole blocks (tokens, or bytes with a model)."""
-    if size.unit == "off":
-        return 0
+    if size.unit == "off" or (size.unit != "unbounded" and size.value == 0):
+        return 0  # 0 in any unit (0, 0GiB) turns the tier off
     if size.unit == "unbounded":
         return None
     if size.unit == "bytes":
@@ -131,6 +131,17 @@ def tier_units(trace: Trace, config: ReplayConfig, tier: str, size: TierSize) ->
                 " --model",
                 "add --model NAME, or give the size in tokens (3M)",
             )
-        return size.value // config.block_units * config.block_units
-    blocks = size.value // trace.block_tokens  # a capacity in tokens holds whole blocks
-    return blocks * config.block_units
+        units = size.value // config.block_units * config.block_units
+        block = format_bytes_binary(config.block_units)
+        shown = format_bytes_binary(size.value)
+    else:
+        blocks = size.value // trace.block_tokens  # a capacity in tokens holds whole blocks
+        units = blocks * config.block_units
+        block = f"{trace.block_tokens:,} tokens"
+        shown = f"{size.value:,} tokens"
+    if units == 0:  # was: the tier silently off
+        raise InputError(
+            f"--{tier.lower()} {shown} holds no whole block ({block} each)",
+            f"give at least one block, or 0 to turn {tier} off",
+        )
+    return units

@@ -94,3 +94,18 @@ def test_parse_fraction_accepts_decimals_and_percentages(value: float) -> None:
 def test_parse_fraction_rejects_out_of_range(text: str) -> None:
     with pytest.raises(InputError, match="--mfu"):
         parse_fraction(text, what="--mfu")
+
+
+@pytest.mark.parametrize("digits", [25, 400, 5000])
+def test_a_number_of_thousands_of_digits_is_refused_in_one_line(digits: int) -> None:
+    """5,000 digits raised Python's int-conversion ValueError (a traceback in size, advise,
+    replay, smoke, bench); 400 digits overflowed a float to inf."""
+    huge = "9" * digits
+    for parse, text in (
+        (parse_count, huge),
+        (parse_count, huge + "k"),
+        (parse_bytes, huge + "GiB"),
+    ):
+        with pytest.raises(InputError, match=f"has {digits:,} digits: too large"):
+            parse(text, what="--x")
+    assert parse_count("9" * 24) == int("9" * 24)  # the bound itself still reads

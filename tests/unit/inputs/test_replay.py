@@ -65,7 +65,9 @@ def test_options_without_a_model_say_they_have_no_effect() -> None:
         ({"sizes": {"T1": "80GiB"}}, r"--t1 80\.0 GiB is in bytes: that needs --model"),
         ({"policy": "clock"}, "unknown --policy 'clock'"),
         ({"posture": "EAGER"}, "unknown --posture 'EAGER'"),
-        ({"t2_idle": 0.0}, "--t2-idle and --t3-idle must be positive"),
+        ({"t2_idle": 0.0}, "--t2-idle must be a positive number of seconds, got 0"),
+        ({"t2_idle": float("nan")}, "--t2-idle must be a positive number of seconds, got nan"),
+        ({"t3_idle": float("inf")}, "--t3-idle must be a positive number of seconds, got inf"),
     ],
 )
 def test_each_mistake_names_its_option(options: dict[str, object], message: str) -> None:

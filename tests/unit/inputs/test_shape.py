@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvtool.errors import InputError
-from kvtool.inputs.shape import parse_chunk_tokens, resolve_shape
+from kvtool.inputs.shape import parse_chunk_tokens, resolve_shape, unused_shape_options
 from kvtool.profiles.resolve import resolve_model
 
 
@@ -57,3 +57,24 @@ def test_chunk_tokens_parse_like_counts() -> None:
     assert parse_chunk_tokens(64) == 64
     with pytest.raises(InputError, match="--chunk-tokens"):
         parse_chunk_tokens("lots")
+
+
+def test_shape_options_without_a_model_are_checked_and_noted() -> None:
+    """``--tp abc`` and ``--chunk-tokens nan`` passed without a model were accepted silently
+    by bench, doctor and replay: a typo is refused whether or not the option has an effect."""
+    for options, message in (
+        ({"tp": "abc"}, "--tp 'abc' is not a count"),
+        ({"chunk_tokens": "nan"}, "--chunk-tokens 'nan' is not a count"),
+        ({"engine": "trtllm"}, "unknown --engine"),
+        ({"kv_dtype": "fp7"}, "unknown --kv-dtype"),
+    ):
+        with pytest.raises(InputError, match=message):
+            unused_shape_options(**options)  # type: ignore[arg-type]
+    assert unused_shape_options() == []
+    assert unused_shape_options(chunk_tokens="256", kv_dtype="AUTO") == []
+    notes = unused_shape_options(tp="2", engine="sglang", chunk_tokens="512", why="no chunks")
+    assert notes == [
+        "--tp has no effect without --model (no chunks)",
+        "--engine has no effect without --model (no chunks)",
+        "--chunk-tokens has no effect without --model (no chunks)",
+    ]

@@ -260,9 +260,13 @@ def test_tier_units_off_and_unbounded() -> None:
         assert tier_units(TRACE, config, "T1", TierSize("unbounded", 0)) is None
 
 
-def test_a_size_below_one_block_holds_nothing() -> None:
-    assert tier_units(TRACE, TOKENS, "T2", TierSize("tokens", 511)) == 0
-    assert tier_units(TRACE, BYTES, "T2", TierSize("bytes", 999)) == 0
+def test_a_size_below_one_block_is_refused_not_turned_off() -> None:
+    """``--t1 100`` used to turn T1 off without a word; only 0 means off."""
+    with pytest.raises(InputError, match=r"^--t2 511 tokens holds no whole block \(512 tokens"):
+        tier_units(TRACE, TOKENS, "T2", TierSize("tokens", 511))
+    with pytest.raises(InputError, match=r"^--t2 999 B holds no whole block"):
+        tier_units(TRACE, BYTES, "T2", TierSize("bytes", 999))
+    assert tier_units(TRACE, BYTES, "T2", TierSize("bytes", 0)) == 0  # 0GiB: off, as 0
 
 
 def test_tier_units_bytes_error_names_the_tier() -> None:
@@ -272,6 +276,7 @@ def test_tier_units_bytes_error_names_the_tier() -> None:
 
 @given(st.integers(0, 10**12), st.integers(1, 2**27))
 def test_tier_units_are_whole_blocks_no_larger_than_the_size(value: int, block: int) -> None:
+    value = max(value, block, 512)  # below one block is refused (tested above)
     config = BYTES._replace(block_units=block)
     in_bytes = tier_units(TRACE, config, "T1", TierSize("bytes", value))
     assert in_bytes is not None
