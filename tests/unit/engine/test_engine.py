@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -155,3 +157,62 @@ def test_a_drop_never_removes_the_last_copy(tmp_path: Path) -> None:
     assert failed == {key}
     assert engine.mediums["T1"].get(key) == payload(key)  # not deleted
     assert manager.chunks[key].tiers == {"T1"}  # and the index says where it really is
+
+
+class _CountingFolder(FolderMedium):
+    """T3 that records how many reads run at once (each read waits a little, so reads on
+    several threads overlap)."""
+
+    def __init__(self, root: Path, io_threads: int) -> None:
+        super().__init__("T3", root, io_threads=io_threads)
+        self.lock = threading.Lock()
+        self.running = self.peak = 0
+
+    def get(self, key: str) -> bytes | None:
+        with self.lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        try:
+            time.sleep(0.02)
+            return super().get(key)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_a_reload_from_t3_reads_on_io_threads_chunks_at_once(tmp_path: Path, threads: int) -> None:
+    """``--io-threads`` had no effect: every T3 read was serial. A session's chunks coming back
+    from T3 are now read ``io_threads`` at a time, bytes and faults as before."""
+    t3 = _CountingFolder(tmp_path, threads)
+    engine = small_engine(t3)
+    keys = KEYS[:8]
+    for key in keys:
+        engine.insert(key, payload(key), 4)
+    engine.drop_local()  # the node is lost: all 8 come back from T3
+    hit = engine.lookup(keys)
+    assert hit.keys == keys
+    assert hit.tiers == ["T3"] * 8
+    assert hit.data == [payload(k) for k in keys]
+    assert t3.peak == threads
+    assert engine.io["T3"].read_bytes == 8 * len(payload(keys[0]))
+    engine.close()
+
+
+def test_a_corrupt_chunk_read_ahead_is_quarantined_and_ends_the_prefix(tmp_path: Path) -> None:
+    t3 = FolderMedium("T3", tmp_path, io_threads=4)
+    engine = small_engine(t3)
+    keys = KEYS[:6]
+    for key in keys:
+        engine.insert(key, payload(key), 4)
+    engine.drop_local()
+    victim = t3.path(keys[3])
+    data = bytearray(victim.read_bytes())
+    data[-1] ^= 1
+    victim.write_bytes(bytes(data))
+    hit = engine.lookup(keys)
+    assert hit.keys == keys[:3]
+    assert hit.data == [payload(k) for k in keys[:3]]
+    assert engine.manager.counters["corrupt"] == 1
+    assert not victim.exists()
+    engine.close()

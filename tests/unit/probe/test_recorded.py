@@ -122,4 +122,7 @@ def test_any_value_anywhere_is_taken_or_refused_in_one_line(data: st.DataObject)
     try:
         check_recorded(key, mutated, source="s")
     except InputError as exc:
-        assert exc.message.startswith("s: ")
+        message = exc.message
+    else:
+        return  # taken: of the live host's shape
+    assert message.startswith("s: ")
