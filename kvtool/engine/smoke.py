@@ -36,6 +36,7 @@ from kvtool.errors import InputError
 from kvtool.files import write_text
 from kvtool.model.shape import KvShape
 from kvtool.scratch import Scratch, remove_tree
+from kvtool.units import format_bytes_binary
 
 SEGMENT = 65536
 MANIFEST = "manifest.json"
@@ -117,6 +118,62 @@ def smoke_options(
         policy=policy,
         io_threads=io_threads,
     )
+
+
+MAX_SMOKE_CHUNKS = 1_000_000  # a smoke test, not a load generator: engine replay is for scale
+CHUNK_OVERHEAD = 4096  # the index's record, the keys and the lists that name one chunk (estimate)
+
+
+class SmokeFootprint(NamedTuple):
+    """What a scenario needs at most (an estimate, from the capacities it sets): host memory
+    for T2 (pinned: each chunk rounded up to a power of two, as torch's caching host allocator
+    does) and T1 when T1 is not on a GPU, plus the index; and disk for T3 (and T4 when it is a
+    folder beside T3): every unique chunk and about as many burst chunks, once per tier."""
+
+    unique_chunks: int
+    memory_bytes: int
+    disk_bytes: int
+
+
+def smoke_footprint(
+    options: SmokeOptions, *, t1_on_gpu: bool, pinned: bool, t4_beside_t3: bool
+) -> SmokeFootprint:
+    """The most the scenario ``options`` describes can hold in memory and on disk."""
+    unique = 1 + options.sessions * (options.chunks_per_session - 1)
+    chunk = options.chunk_bytes
+    held = 1 << max(chunk - 1, 0).bit_length() if pinned else chunk
+    t1 = 0 if t1_on_gpu else chunk * max(2, unique // 2)
+    memory = t1 + held * unique + CHUNK_OVERHEAD * unique * 2
+    disk = 2 * unique * chunk * (2 if t4_beside_t3 else 1)
+    return SmokeFootprint(unique, memory, disk)
+
+
+def check_room(
+    footprint: SmokeFootprint, *, memory_available: int | None, disk_free: int | None, disk: str
+) -> None:
+    """InputError, before anything is written, when the scenario cannot fit: more unique
+    chunks than a smoke needs, more memory than the host has available, more than ``disk``
+    has free. An unknown availability (None) is not checked."""
+    fix = "give fewer --sessions or --chunks, or a smaller --chunk-tokens"
+    if footprint.unique_chunks > MAX_SMOKE_CHUNKS:
+        raise InputError(
+            f"--sessions x --chunks makes {footprint.unique_chunks:,} unique chunks: a smoke"
+            f" test takes at most {MAX_SMOKE_CHUNKS:,}",
+            f"{fix}; kvtool engine replay sizes tiers at scale",
+        )
+    if memory_available is not None and footprint.memory_bytes > memory_available:
+        raise InputError(
+            f"this smoke needs about {format_bytes_binary(footprint.memory_bytes)} of host"
+            f" memory (T1 and T2 hold {footprint.unique_chunks:,} unique chunks); only"
+            f" {format_bytes_binary(memory_available)} is available",
+            fix,
+        )
+    if disk_free is not None and footprint.disk_bytes > disk_free:
+        raise InputError(
+            f"this smoke may write about {format_bytes_binary(footprint.disk_bytes)} to"
+            f" {disk}; only {format_bytes_binary(disk_free)} is free there",
+            f"{fix}, or point --t3-dir at a larger folder",
+        )
 
 
 class Step(NamedTuple):

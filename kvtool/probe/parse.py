@@ -403,6 +403,12 @@ def parse_meminfo_gib(text: str) -> float | None:
     return None if m is None else int(m.group(1)) / 2**20
 
 
+def parse_meminfo_available_bytes(text: str) -> int | None:
+    """``MemAvailable:`` of /proc/meminfo in bytes (what can be allocated without swapping)."""
+    m = re.search(r"^MemAvailable:\s*(\d+)\s*kB", text, re.MULTILINE)
+    return None if m is None else int(m.group(1)) * 1024
+
+
 def parse_cpu_count(text: str) -> int | None:
     """Logical CPUs in /proc/cpuinfo (``processor`` lines)."""
     count = len(re.findall(r"^processor\s*:", text, re.MULTILINE))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -142,6 +143,8 @@ def test_smoke_with_t4_on_s3_leaves_no_object(kvtool: Kvtool, bucket: str) -> No
         (("--t4-url", "ftp://x"), "is not s3://bucket/prefix or file:///path"),
         (("--chunks", "1"), "--chunks must be at least 2"),
         (("--model", "no-such-model"), "no-such-model"),
+        (("--io-threads", "100000"), "--io-threads 100,000 is out of range"),
+        (("--sessions", "100000", "--chunks", "1000000"), "a smoke test takes at most"),
     ],
 )
 def test_bad_usage_is_one_line_and_exit_2(
@@ -171,3 +174,13 @@ def test_t4_as_a_folder_is_used_and_left_clean(kvtool: Kvtool, tmp_path: Path) -
     assert data["mediums"]["T4"].startswith(f"files under {t4}/kvtool-smoke-")
     assert data["counters"]["hits_T4"] > 0
     assert sorted(p.name for p in t4.iterdir()) == ["someone-elses.txt"]
+
+
+def test_a_scenario_bigger_than_memory_is_refused_up_front(kvtool: Kvtool) -> None:
+    """``--sessions 100000`` ran for a minute, then died of MemoryError."""
+    start = time.monotonic()
+    done = kvtool("engine", "smoke", "--sessions", "100000")
+    assert done.exit_code == 2
+    assert "of host memory" in done.stderr
+    assert "give fewer --sessions" in done.stderr
+    assert time.monotonic() - start < 10

@@ -58,7 +58,12 @@ def smoke(
     posture: Annotated[str, POSTURE] = "lazy",
     policy: Annotated[str, POLICY] = "lru",
     io_threads: Annotated[
-        str, typer.Option("--io-threads", metavar="N", help="T3 I/O threads (default 32).")
+        str,
+        typer.Option(
+            "--io-threads",
+            metavar="N",
+            help="Threads reading a T3 or T4 folder in parallel, 1-1024 (default 32).",
+        ),
     ] = "32",
     phase: Annotated[
         str,
@@ -101,36 +106,22 @@ def smoke(
     from kvtool.bench.gpu import torch_or_none
     from kvtool.cli.render import engine as render
     from kvtool.cli.render.text import StatusLine, print_json
-    from kvtool.engine.smoke import (
-        SmokeTargets,
-        second_node_process,
-        smoke_command,
-        smoke_options,
-    )
-    from kvtool.inputs.shape import parse_chunk_tokens, resolve_shape
+    from kvtool.engine.smoke import SmokeTargets, second_node_process, smoke_command
+    from kvtool.inputs.smoke import resolve_smoke
     from kvtool.probe.host import LocalHost, engine_s3_client
-    from kvtool.units import parse_count
 
-    threads = parse_count(io_threads, what="--io-threads")
-    targets = SmokeTargets(
-        t3_dir=merge(t3_dir, old_t3, old="--t3", new="--t3-dir"),
-        t4_url=merge(t4_url, old_t4, old="--t4", new="--t4-url"),
-        phase=phase,
-        keep=keep,
-        folder_name=folder_name,
-        io_threads=threads,
-    )
-    options = None
-    if phase != "read":
-        options = smoke_options(
-            resolve_shape(model, engine=engine, kv_dtype=kv_dtype, tp=tp),
-            chunk_tokens=parse_chunk_tokens(chunk_tokens),
-            sessions=parse_count(sessions, what="--sessions"),
-            chunks_per_session=parse_count(chunks, what="--chunks"),
-            posture=posture,
-            policy=policy,
-            io_threads=threads,
-        )
+    torch = torch_or_none()
+    inputs = resolve_smoke(
+        model=model, engine=engine, kv_dtype=kv_dtype, tp=tp, chunk_tokens=chunk_tokens,
+        sessions=sessions, chunks=chunks, posture=posture, policy=policy,
+        io_threads=io_threads, torch=torch, host=LocalHost(),
+        targets=SmokeTargets(
+            t3_dir=merge(t3_dir, old_t3, old="--t3", new="--t3-dir"),
+            t4_url=merge(t4_url, old_t4, old="--t4", new="--t4-url"),
+            phase=phase, keep=keep, folder_name=folder_name,
+        ),
+    )  # fmt: skip
+    threads = inputs.targets.io_threads
 
     def run(argv: list[str]) -> tuple[int, str, str]:
         done = LocalHost().run("smoke_read", argv, timeout_s=600)
@@ -138,9 +129,9 @@ def smoke(
 
     with StatusLine(not as_json and phase != "read", "kvtool engine smoke") as line:
         outcome = smoke_command(
-            options,
-            targets,
-            torch=torch_or_none(),
+            inputs.options,
+            inputs.targets,
+            torch=torch,
             s3_client=engine_s3_client,
             second_node=second_node_process(io_threads=threads, run=run),
             progress=line.update,
@@ -151,6 +142,8 @@ def smoke(
                     "cleanup_failures": left})  # fmt: skip
     else:
         render.print_smoke(outcome.report, folder=outcome.folder, phase=phase, kept=outcome.kept)
+    for note in inputs.notes:  # after the run: an error in the targets comes first, alone
+        print(f"kvtool: note: {note}", file=sys.stderr)
     for failure in left:  # e.g. S3 went away: say what may be left, never a traceback
         print(f"kvtool: note: could not remove the smoke's scratch: {failure}", file=sys.stderr)
     return status.OK if outcome.report.passed and not left else status.PROBLEMS

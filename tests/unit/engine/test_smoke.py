@@ -674,3 +674,28 @@ def test_s3_down_for_the_whole_smoke_is_a_report_not_a_traceback(
     assert outcome.report.faults
     assert outcome.cleanup_failures  # the prefix could not be listed: said, not raised
     assert list(t3_dir.iterdir()) == []  # T3 removed all the same
+
+
+def test_the_footprint_counts_t1_off_gpu_and_pinned_t2_rounded_up() -> None:
+    """T2 and (off a GPU) T1 are host memory; torch's pinned host allocator rounds each chunk
+    up to a power of two, so a 10 MiB chunk holds 16 MiB of pinned memory."""
+    from kvtool.engine.smoke import CHUNK_OVERHEAD, smoke_footprint
+
+    options = SmokeOptions(chunk_bytes=10 * 2**20, chunk_tokens=256, fingerprint="f" * 16)
+    unique = 1 + 4 * 3
+    index = 2 * CHUNK_OVERHEAD * unique
+    on_cpu = smoke_footprint(options, t1_on_gpu=False, pinned=False, t4_beside_t3=True)
+    assert on_cpu.unique_chunks == unique
+    assert on_cpu.memory_bytes == 10 * 2**20 * (unique // 2 + unique) + index
+    assert on_cpu.disk_bytes == 4 * unique * 10 * 2**20  # T3 and T4, chunks and a burst
+    on_gpu = smoke_footprint(options, t1_on_gpu=True, pinned=True, t4_beside_t3=False)
+    assert on_gpu.memory_bytes == 16 * 2**20 * unique + index
+    assert on_gpu.disk_bytes == 2 * unique * 10 * 2**20
+
+
+def test_check_room_leaves_unknown_availability_unchecked() -> None:
+    from kvtool.engine.smoke import SmokeFootprint, check_room
+
+    check_room(SmokeFootprint(10, 2**60, 2**60), memory_available=None, disk_free=None, disk="x")
+    with pytest.raises(InputError, match="host memory"):
+        check_room(SmokeFootprint(10, 2, 1), memory_available=1, disk_free=None, disk="x")

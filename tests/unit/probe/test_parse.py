@@ -213,3 +213,14 @@ def test_lnetctl_stats_of_a_healthy_client() -> None:
     stats = parse.parse_lnetctl_stats(fixture("lnetctl_stats_show_fsx_client.txt"))
     assert stats["send_count"] == 868_981
     assert all(stats[k] == 0 for k in parse.LNET_TROUBLE)
+
+
+def test_meminfo_available_in_bytes_on_this_machines_proc_meminfo() -> None:
+    text = Path("/proc/meminfo").read_text()
+    available = parse.parse_meminfo_available_bytes(text)
+    total = parse.parse_meminfo_gib(text)
+    assert available is not None
+    assert total is not None
+    assert 0 < available <= total * 2**30
+    assert parse.parse_meminfo_available_bytes("MemAvailable:  2048 kB\n") == 2 * 2**20
+    assert parse.parse_meminfo_available_bytes("MemTotal: 1 kB\n") is None

@@ -1,0 +1,113 @@
+"""``kvtool engine smoke``'s inputs: the scenario from the options, where it runs, and a check,
+before anything is written, that it fits this machine's memory and the T3 folder's disk."""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any, NamedTuple
+
+from kvtool.engine.smoke import (
+    SmokeOptions,
+    SmokeTargets,
+    check_room,
+    smoke_footprint,
+    smoke_options,
+)
+from kvtool.errors import InputError
+from kvtool.inputs.shape import parse_chunk_tokens, resolve_shape, unused_shape_options
+from kvtool.probe.host import Host
+from kvtool.probe.parse import parse_meminfo_available_bytes
+from kvtool.units import parse_count
+
+MAX_IO_THREADS = 1024
+DEFAULT_MODEL, DEFAULT_SESSIONS, DEFAULT_CHUNKS = "llama-3.1-8b", "4", "4"
+
+
+class SmokeInputs(NamedTuple):
+    """The scenario (None for ``--phase read``: the manifest has it), its targets, notes."""
+
+    options: SmokeOptions | None
+    targets: SmokeTargets
+    notes: list[str]
+
+
+def parse_io_threads(text: str) -> int:
+    """``--io-threads``: 1 to 1,024 threads reading T3 and T4 folders in parallel."""
+    threads = parse_count(text, what="--io-threads")
+    if not 1 <= threads <= MAX_IO_THREADS:
+        raise InputError(
+            f"--io-threads {threads:,} is out of range",
+            f"give 1 to {MAX_IO_THREADS:,} (32 is LMCache's and kvtool's default)",
+        )
+    return threads
+
+
+def resolve_smoke(
+    *,
+    model: str,
+    engine: str,
+    kv_dtype: str,
+    tp: str | None,
+    chunk_tokens: str,
+    sessions: str,
+    chunks: str,
+    posture: str,
+    policy: str,
+    io_threads: str,
+    targets: SmokeTargets,
+    torch: Any,
+    host: Host,
+) -> SmokeInputs:
+    """The smoke's options and targets, or InputError naming the option: a bad value, or a
+    scenario bigger than the host memory available or the disk free where T3 goes."""
+    threads = parse_io_threads(io_threads)
+    targets = targets._replace(io_threads=threads)
+    if targets.phase == "read":  # the shape comes from the manifest the write phase left
+        notes = unused_shape_options(
+            engine=engine, kv_dtype=kv_dtype, tp=tp, chunk_tokens=chunk_tokens,
+            without="with --phase read", why="the manifest written by --phase write has the shape",
+        )  # fmt: skip
+        if model != DEFAULT_MODEL:
+            notes.append("--model has no effect with --phase read (the manifest names it)")
+        for name, value, default in (
+            ("--sessions", sessions, DEFAULT_SESSIONS),
+            ("--chunks", chunks, DEFAULT_CHUNKS),
+        ):
+            if value != default:
+                parse_count(value, what=name)
+                notes.append(f"{name} has no effect with --phase read (the manifest has it)")
+        return SmokeInputs(None, targets, notes)
+    options = smoke_options(
+        resolve_shape(model, engine=engine, kv_dtype=kv_dtype, tp=tp),
+        chunk_tokens=parse_chunk_tokens(chunk_tokens),
+        sessions=parse_count(sessions, what="--sessions"),
+        chunks_per_session=parse_count(chunks, what="--chunks"),
+        posture=posture,
+        policy=policy,
+        io_threads=threads,
+    )
+    cuda = torch is not None and bool(torch.cuda.is_available())
+    footprint = smoke_footprint(
+        options, t1_on_gpu=cuda, pinned=cuda, t4_beside_t3=targets.t4_url is None
+    )
+    meminfo = host.read("proc_meminfo", "/proc/meminfo")
+    where = str(targets.t3_dir) if targets.t3_dir is not None else tempfile.gettempdir()
+    free = host.path_info("smoke_disk", where).get("free_bytes")
+    check_room(
+        footprint,
+        memory_available=parse_meminfo_available_bytes(meminfo) if meminfo else None,
+        disk_free=free if isinstance(free, int) else None,
+        disk=where if targets.t3_dir is not None else f"{where} (the temporary folder)",
+    )
+    return SmokeInputs(options, targets, [])
+
+
+__all__ = [
+    "DEFAULT_CHUNKS",
+    "DEFAULT_MODEL",
+    "DEFAULT_SESSIONS",
+    "MAX_IO_THREADS",
+    "SmokeInputs",
+    "parse_io_threads",
+    "resolve_smoke",
+]
