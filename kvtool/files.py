@@ -79,6 +79,7 @@ def _kind(mode: int) -> str:
         (stat.S_ISCHR, "character device"),
         (stat.S_ISBLK, "block device"),
         (stat.S_ISSOCK, "socket"),
+        (stat.S_ISDIR, "folder"),
     ):
         if test(mode):
             return name
@@ -155,12 +156,14 @@ def output_file(path: Path, *, option: str, suffixes: tuple[str, ...] = ()) -> P
     extension names a format kvtool writes. Returns ``path``; InputError naming the option,
     the path and the fix otherwise."""
     import os
-    import stat
 
     if path.is_dir():
         raise InputError(f"{option} {path} is a folder", "name a file, e.g. " + str(path / "out"))
-    if path.exists() and not stat.S_ISREG(path.stat().st_mode):
-        raise InputError(f"{option} {path} is not a regular file", "name a file kvtool may replace")
+    named = path
+    try:
+        path = _final(path)
+    except InputError as exc:
+        raise InputError(f"{option} {exc.message}", exc.hint) from None
     folder = path.parent
     if not folder.is_dir():
         raise InputError(
@@ -179,7 +182,39 @@ def output_file(path: Path, *, option: str, suffixes: tuple[str, ...] = ()) -> P
             f"{option} {path}: {shown} is not a format kvtool writes",
             "name a " + ", ".join(suffixes[:-1]) + f" or {suffixes[-1]} file",
         )
-    return path
+    return named
+
+
+def _final(path: Path) -> Path:
+    """The file a write to ``path`` lands in: ``path`` itself, or the file a symbolic link
+    there names (written through: the link stays a link). InputError for a link that leads
+    nowhere, or to something that is not a regular file (a device, a FIFO, a folder): those
+    are never replaced."""
+    import os
+    import stat
+
+    target = path
+    if path.is_symlink():
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            raise InputError(
+                f"{path} is a link to {os.readlink(path)}, which does not exist",
+                "point the link at a file, or name another path",
+            ) from None
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        return target
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise InputError(
+            f"{path} is {'a link to ' + str(target) + ', ' if target != path else ''}"
+            f"a {_kind(mode)}, not a regular file",
+            "name a file kvtool may replace",
+        )
+    return target
 
 
 def output_folder(path: Path, *, option: str) -> Path:
@@ -244,6 +279,7 @@ def _write_atomic(path: Path, put: Any, *, binary: bool) -> None:
     import os
     import tempfile
 
+    path = _final(path)  # through a link to its file; never over a device, FIFO or folder
     tmp = None
     try:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -64,8 +64,10 @@ def _bad_targets(tmp: Path, read_only: Path | None, option: str) -> dict[str, tu
     targets = {
         "missing folder": (tmp / "no" / "such" / f"out{suffix}", "does not exist"),
         "a folder": (tmp / "a-folder", "is a folder"),
-        "a device": (tmp / f"a-pipe{suffix}", "is not a regular file"),
+        "a device": (tmp / f"a-pipe{suffix}", "is a FIFO, not a regular file"),
+        "a dangling link": (tmp / f"a-link{suffix}", "which does not exist"),
     }
+    (tmp / f"a-link{suffix}").symlink_to(tmp / "gone" / f"out{suffix}")
     if read_only is not None:
         targets["read-only folder"] = (read_only / f"out{suffix}", "read-only mount")
     if option == "--plot":
@@ -75,7 +77,8 @@ def _bad_targets(tmp: Path, read_only: Path | None, option: str) -> dict[str, tu
 
 
 CASES = [(name, bad) for name in WRITERS for bad in (
-    "missing folder", "a folder", "a device", "read-only folder", "unknown extension",
+    "missing folder", "a folder", "a device", "a dangling link", "read-only folder",
+    "unknown extension",
     "no extension",
 ) if WRITERS[name][0] == "--plot" or bad not in ("unknown extension", "no extension")]  # fmt: skip
 
@@ -114,6 +117,22 @@ def test_a_good_target_gets_exactly_the_named_file(
     assert (b"<svg" in head) if option == "--plot" else path.stat().st_size > 0
     if option == "--plot":
         assert f"written to {path}" in done.stdout  # the path printed is the path written
+
+
+@pytest.mark.parametrize("name", list(WRITERS))
+def test_a_link_is_written_through_to_its_file(kvtool: Kvtool, tmp_path: Path, name: str) -> None:
+    """The temporary was renamed over the link, so the file it named never changed."""
+    option, before = WRITERS[name]
+    real = tmp_path / "real" / ("chart.svg" if option == "--plot" else "out.xml")
+    real.parent.mkdir()
+    real.write_text("old")
+    link = tmp_path / real.name
+    link.symlink_to(real)
+    done = kvtool(*before, option, str(link))
+    assert done.exit_code in (0, 1), done.stderr
+    assert link.is_symlink()
+    assert real.read_text() != "old"
+    assert sorted(p.name for p in real.parent.iterdir()) == [real.name]
 
 
 def test_capture_refuses_a_file_a_busy_folder_and_a_missing_parent(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvtool.errors import InputError
-from kvtool.files import read_json_object, read_text, read_toml, read_yaml_mapping, write_text
+from kvtool.files import (
+    output_file,
+    read_json_object,
+    read_text,
+    read_toml,
+    read_yaml_mapping,
+    write_text,
+)
 
 Reader = Callable[[Path], Any]
 READERS: dict[str, tuple[Reader, str]] = {
@@ -333,7 +341,7 @@ def test_a_folder_where_the_file_should_be_is_left_alone(tmp_path: Path) -> None
     path.mkdir()
     (path / "inside").write_text("keep")
     error = _error(lambda: write_text(path, "{}"))
-    assert error.message == f"cannot write {path}: Is a directory"
+    assert error.message == f"{path} is a folder, not a regular file"
     assert path.is_dir()
     assert (path / "inside").read_text() == "keep"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]  # no temporary left
@@ -386,7 +394,7 @@ def test_output_file_checks_the_target_before_any_work(tmp_path: Path) -> None:
     for path, message in (
         (tmp_path, "is a folder"),
         (tmp_path / "none" / "x.xml", "does not exist"),
-        (pipe, "is not a regular file"),
+        (pipe, "is a FIFO, not a regular file"),
     ):
         with pytest.raises(InputError, match=message):
             output_file(path, option="--junit")
@@ -417,3 +425,46 @@ def test_write_bytes_is_whole_or_nothing(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot write"):
         write_bytes(tmp_path / "missing" / "c.png", b"x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chart.png"]
+
+
+# --- what a write may replace -----------------------------------------------------------------
+
+
+def test_a_write_through_a_link_lands_in_its_file_and_the_link_stays(tmp_path: Path) -> None:
+    """``-o link`` replaced the link with a new file; the file it named kept the old text."""
+    real = tmp_path / "real" / "report.xml"
+    real.parent.mkdir()
+    real.write_text("old")
+    link = tmp_path / "report.xml"
+    link.symlink_to(real)
+    assert output_file(link, option="--junit") == link
+    write_text(link, "new")
+    assert link.is_symlink()
+    assert real.read_text() == "new"
+    assert sorted(p.name for p in real.parent.iterdir()) == ["report.xml"]  # no temporary left
+
+
+def test_a_dangling_link_is_refused_not_replaced(tmp_path: Path) -> None:
+    link = tmp_path / "out.yaml"
+    link.symlink_to(tmp_path / "gone" / "out.yaml")
+    with pytest.raises(InputError, match=r"^-o .*out\.yaml is a link to .*gone/out\.yaml, which"):
+        output_file(link, option="-o")
+    with pytest.raises(InputError, match="which does not exist"):
+        write_text(link, "x")
+    assert link.is_symlink()
+
+
+def test_a_fifo_or_a_link_to_one_is_never_replaced(tmp_path: Path) -> None:
+    """As root, ``-o /dev/null`` renamed a temporary over the system's /dev/null. A FIFO here
+    stands in for any special file (never a real device in a test)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    link = tmp_path / "to-pipe"
+    link.symlink_to(fifo)
+    for path in (fifo, link):
+        with pytest.raises(InputError, match="a FIFO, not a regular file"):
+            write_text(path, "x")
+        with pytest.raises(InputError, match="not a regular file"):
+            output_file(path, option="-o")
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "to-pipe"]
