@@ -540,16 +540,41 @@ def local_mediums(torch: Any) -> dict[str, Medium]:
     return {"T1": MemoryMedium("T1", torch=torch), "T2": MemoryMedium("T2", torch=torch)}
 
 
+def check_t4_url(url: str) -> str:
+    """``--t4-url`` as given, checked: ``s3://bucket/prefix`` (a bucket name S3 accepts) or
+    ``file:///path`` (an absolute path to an existing folder); no control characters, which
+    would reach object keys and file names. InputError naming what is wrong otherwise."""
+    import re
+
+    if any(ord(c) < 32 or ord(c) == 127 for c in url):
+        raise InputError(f"--t4-url {url!r} holds a control character", "type the URL again")
+    if url.startswith("file://"):
+        folder = url[len("file://") :]
+        if not folder.startswith("/"):
+            raise InputError(
+                f"--t4-url {url!r} names no absolute folder", "give file:///path/to/folder"
+            )
+        if not Path(folder).is_dir():
+            raise InputError(f"--t4-url {url}: {folder} is not a folder", "create it first")
+        return url
+    if url.startswith("s3://"):
+        bucket = url[5:].split("/")[0]
+        if re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
+            return url
+        if bucket:
+            raise InputError(
+                f"--t4-url {url!r}: {bucket!r} is not an S3 bucket name",
+                "3 to 63 lowercase letters, digits, dots and hyphens",
+            )
+    raise InputError(f"--t4-url {url!r} is not s3://bucket/prefix or file:///path")
+
+
 def t4_medium(
     url: str, name: str, *, io_threads: int, client_factory: Callable[[], Any]
 ) -> FolderMedium | S3Medium:
-    """T4 from ``--t4-url``: ``s3://bucket/prefix`` (objects under ``prefix/name``) or
-    ``file:///path`` (a folder ``name`` inside an existing ``/path``). InputError otherwise."""
+    """T4 from ``--t4-url`` (``check_t4_url``): ``s3://bucket/prefix`` (objects under
+    ``prefix/name``) or ``file:///path`` (a folder ``name`` inside an existing ``/path``)."""
+    check_t4_url(url)
     if url.startswith("file://"):
-        folder = Path(url[len("file://") :])
-        if not folder.is_dir():
-            raise InputError(f"--t4-url {url}: {folder} is not a folder", "create it first")
-        return FolderMedium("T4", folder / name, io_threads=io_threads)
-    if url.startswith("s3://") and url[5:].split("/")[0]:
-        return S3Medium("T4", url.rstrip("/") + "/" + name, client_factory=client_factory)
-    raise InputError(f"--t4-url {url!r} is not s3://bucket/prefix or file:///path")
+        return FolderMedium("T4", Path(url[len("file://") :]) / name, io_threads=io_threads)
+    return S3Medium("T4", url.rstrip("/") + "/" + name, client_factory=client_factory)

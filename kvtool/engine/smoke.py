@@ -588,6 +588,12 @@ def smoke_command(
     name = targets.folder_name or (SMOKE_FOLDER if phase != "all" else _unique())
     if phase == "read":
         shared = targets.t3_dir / name if targets.t3_dir is not None else Path(name)
+        if shared.is_symlink():  # its quarantine and clean-up would act where the link points
+            raise InputError(
+                f"{shared} is a link to {os.readlink(shared)}: the read phase reads only the"
+                " folder --phase write made",
+                "run --phase write with the same --t3-dir first (it replaces the link)",
+            )
         if not (shared / "t3" / MANIFEST).is_file():
             raise InputError(
                 f"no smoke manifest in {shared}", "run --phase write with the same --t3-dir first"

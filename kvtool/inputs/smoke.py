@@ -6,6 +6,7 @@ from __future__ import annotations
 import tempfile
 from typing import Any, NamedTuple
 
+from kvtool.engine.mediums import check_t4_url
 from kvtool.engine.smoke import (
     SmokeOptions,
     SmokeTargets,
@@ -62,6 +63,8 @@ def resolve_smoke(
     scenario bigger than the host memory available or the disk free where T3 goes."""
     threads = parse_io_threads(io_threads)
     targets = targets._replace(io_threads=threads)
+    if targets.t4_url is not None:
+        check_t4_url(targets.t4_url)
     if targets.phase == "read":  # the shape comes from the manifest the write phase left
         notes = unused_shape_options(
             engine=engine, kv_dtype=kv_dtype, tp=tp, chunk_tokens=chunk_tokens,

@@ -5,6 +5,7 @@ round trips and prefix deletion against moto's server on 127.0.0.1."""
 from __future__ import annotations
 
 import multiprocessing
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 from kvtool.engine.chunkfile import CorruptChunk
 from kvtool.engine.mediums import FolderMedium, MediumError, MemoryMedium, S3Medium
+from kvtool.errors import InputError
 from tests.unit.engine.helpers import KEYS, all_files_whole, payload, s3_client
 
 
@@ -296,3 +298,31 @@ def test_a_frozen_s3_costs_one_deadline_not_minutes(monkeypatch: pytest.MonkeyPa
             conn.close()
         server.close()
     assert time.monotonic() - start < 5.0
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("s3://", "is not s3://bucket/prefix or file:///path"),
+        ("s3:///x", "is not s3://bucket/prefix"),
+        ("s3://My_Bucket/kv", "'My_Bucket' is not an S3 bucket name"),
+        ("s3://b/kv", "'b' is not an S3 bucket name"),
+        ("s3://bucket/kv\nx", "holds a control character"),
+        ("file://", "names no absolute folder"),  # was T4 in the current folder, exit 0
+        ("file://relative/dir", "names no absolute folder"),
+        ("file:///no/such/folder", "/no/such/folder is not a folder"),
+        ("ftp://x", "is not s3://bucket/prefix"),
+    ],
+)
+def test_a_t4_url_that_cannot_work_is_refused_by_name(url: str, message: str) -> None:
+    from kvtool.engine.mediums import check_t4_url
+
+    with pytest.raises(InputError, match=re.escape(message)):
+        check_t4_url(url)
+
+
+def test_good_t4_urls_pass(tmp_path: Path) -> None:
+    from kvtool.engine.mediums import check_t4_url
+
+    for url in ("s3://my-bucket.kv/prefix/", "s3://abc", f"file://{tmp_path}"):
+        assert check_t4_url(url) == url

@@ -386,6 +386,24 @@ def test_the_read_phase_with_keep_leaves_the_folder(t3_dir: Path) -> None:
     assert (t3_dir / SMOKE_FOLDER / "t3" / MANIFEST).is_file()
 
 
+def test_a_linked_smoke_folder_is_replaced_by_write_and_refused_by_read(
+    t3_dir: Path, tmp_path: Path
+) -> None:
+    """A ``kvtool-smoke`` link in the shared folder must not send writes, quarantines or the
+    clean-up to where it points."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "theirs.txt").write_text("keep")
+    (t3_dir / SMOKE_FOLDER).symlink_to(outside)
+    with pytest.raises(InputError, match=r"kvtool-smoke is a link to .*outside: the read phase"):
+        _run(SmokeTargets(t3_dir=t3_dir, phase="read"), None)
+    outcome = _run(SmokeTargets(t3_dir=t3_dir, phase="write"))
+    assert _failed(outcome) == []
+    assert not (t3_dir / SMOKE_FOLDER).is_symlink()
+    assert (t3_dir / SMOKE_FOLDER / "t3" / MANIFEST).is_file()
+    assert sorted(p.name for p in outside.iterdir()) == ["theirs.txt"]
+
+
 def test_a_second_write_starts_from_a_fresh_folder(t3_dir: Path) -> None:
     _run(SmokeTargets(t3_dir=t3_dir, phase="write"))
     stale = t3_dir / SMOKE_FOLDER / "t3" / "stale.txt"
@@ -666,7 +684,7 @@ def test_s3_down_for_the_whole_smoke_is_a_report_not_a_traceback(
 
     outcome = smoke_command(
         SMALL,
-        SmokeTargets(t3_dir=t3_dir, t4_url="s3://kv/down", io_threads=2),
+        SmokeTargets(t3_dir=t3_dir, t4_url="s3://kv-down/down", io_threads=2),
         torch=None,
         s3_client=engine_s3_client,
     )

@@ -89,3 +89,10 @@ def test_phase_read_notes_the_options_the_manifest_overrides(tmp_path: Path) -> 
     ]
     with pytest.raises(InputError, match="--sessions"):
         _resolve(targets=SmokeTargets(t3_dir=tmp_path, phase="read"), sessions="nan")
+
+
+def test_a_t4_url_that_cannot_work_is_refused_before_the_smoke_folder(tmp_path: Path) -> None:
+    for url in ("file://", "s3://bucket/a\nb"):
+        with pytest.raises(InputError, match="--t4-url"):
+            _resolve(targets=SmokeTargets(t3_dir=tmp_path, t4_url=url))
+    assert list(tmp_path.iterdir()) == []
