@@ -45,8 +45,9 @@ class RealStats(NamedTuple):
 
 
 def hex_key(block: str) -> str:
-    """The chunk key of a trace's block id."""
-    return hashlib.blake2b(block.encode(), digest_size=32).hexdigest()
+    """The chunk key of a trace's block id (any string JSON can hold: a lone surrogate such
+    as ``"\\udc80"`` is hashed as its code point, not an UnicodeEncodeError)."""
+    return hashlib.blake2b(block.encode("utf-8", "surrogatepass"), digest_size=32).hexdigest()
 
 
 def real_replay(

@@ -6,6 +6,7 @@ written. Memory tiers hold plain bytes here (``torch=None``); blocks are 4 KiB."
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 from collections import namedtuple
@@ -53,6 +54,9 @@ def _real(root: Path, **replace: Medium) -> tuple[ReplayResult, RealStats]:
 def test_a_block_id_becomes_its_blake2b_256_hex_digest() -> None:
     assert hex_key("17") == hashlib.blake2b(b"17", digest_size=32).hexdigest()
     assert re.fullmatch("[0-9a-f]{64}", hex_key("../../etc/passwd"))
+    lone = json.loads('"\\udc80"')  # JSON's "\udc80": a lone surrogate, legal in a trace
+    assert re.fullmatch("[0-9a-f]{64}", hex_key(lone))
+    assert hex_key(lone) != hex_key(json.loads('"\\udc81"'))
     assert len({hex_key(str(i)) for i in range(1000)}) == 1000
 
 
