@@ -100,11 +100,20 @@ def workload_from_mapping(
     if "shared_prefix" in data:
         values["shared_prefix"] = _share(data["shared_prefix"], what("shared_prefix"))
     if "mean_idle_s" in data:
-        values["mean_idle_s"] = _number(data["mean_idle_s"], what("mean_idle_s"))
+        idle = _number(data["mean_idle_s"], what("mean_idle_s"))
+        if idle > MAX_IDLE_S:
+            raise InputError(
+                f"{what('mean_idle_s')} {idle:g} s is over a year",
+                "give the mean seconds a session sits idle between turns, e.g. 120",
+            )
+        values["mean_idle_s"] = idle
     if "peak_to_mean" in data:
         ratio = _number(data["peak_to_mean"], what("peak_to_mean"))
-        if ratio < 1:
-            raise InputError(f"{what('peak_to_mean')} must be at least 1, got {ratio:g}")
+        if not 1 <= ratio <= MAX_PEAK_TO_MEAN:
+            raise InputError(
+                f"{what('peak_to_mean')} must be 1 to {MAX_PEAK_TO_MEAN:,}, got {ratio:g}",
+                "the peak's concurrent sessions over the mean's, e.g. 4",
+            )
         values["peak_to_mean"] = ratio
     for key in ("disaggregated", "survive_node_failure", "durable_sessions", "gpus_added_for_kv"):
         if key in data:
@@ -171,6 +180,9 @@ def _flag(value: Any, what: str) -> bool:
 
 
 # --- deployment plans (kvtool check) ----------------------------------------------------------
+
+MAX_IDLE_S = 366 * 86_400  # a mean idle time past a year is a typo, not a workload
+MAX_PEAK_TO_MEAN = 10_000
 
 PLAN_KEYS = ("fsx", "t3_path", "io_threads", "odirect", "posture", "measured", "tolerance")
 FSX_KEYS = (

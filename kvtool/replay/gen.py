@@ -66,13 +66,17 @@ class Workload(NamedTuple):
             )
         if not 0 <= self.rag_share <= 1:  # NaN fails this too
             raise InputError(f"--rag-share must be between 0 and 1, got {self.rag_share}")
-        for name, positive in (
-            ("--arrival-rate", self.arrival_rate),
-            ("--think", self.think_s),
-            ("--turns", self.turns),
+        for name, positive, most in (
+            ("--arrival-rate", self.arrival_rate, 1e6),  # requests per second
+            ("--think", self.think_s, 86_400.0 * 30),  # seconds between turns: a month
+            ("--turns", self.turns, 1e4),
         ):
             if not 0 < positive < math.inf:  # NaN and inf fail this too
                 raise InputError(f"{name} must be a positive number, got {positive}")
+            if positive > most:
+                raise InputError(
+                    f"{name} {positive:g} is over {most:,g}", "give a mean a trace can have"
+                )
         return self
 
 

@@ -202,7 +202,7 @@ def test_model_and_hardware_are_required(data: dict[str, Any], message: str) -> 
         ("shared_prefix", "-0.1", "w.yaml: shared_prefix must not be negative, got '-0.1'"),
         ("mean_idle_s", "2m", "w.yaml: mean_idle_s '2m' is not a number"),
         ("mean_idle_s", True, "w.yaml: mean_idle_s True is not a number"),
-        ("peak_to_mean", 0.5, "w.yaml: peak_to_mean must be at least 1, got 0.5"),
+        ("peak_to_mean", 0.5, "w.yaml: peak_to_mean must be 1 to 10,000, got 0.5"),
         ("disaggregated", "yes", "w.yaml: disaggregated must be true or false, got 'yes'"),
         ("durable_sessions", 1, "w.yaml: durable_sessions must be true or false, got 1"),
         ("contexts", "8k:0.5,128k:0.4", "w.yaml: contexts shares add up to 0.9, not 1"),
@@ -445,3 +445,10 @@ def test_fsx_names_are_read_in_any_case() -> None:
     assert plan.fsx is not None
     assert (plan.fsx.deployment_type, plan.fsx.storage_type) == ("PERSISTENT_2", "SSD")
     assert plan.fsx.data_compression_type == "LZ4"
+
+
+def test_a_peak_or_an_idle_time_past_any_workload_is_refused() -> None:
+    """``--peak-to-mean 1e30`` planned 10^27 nodes with exit 0."""
+    assert "must be 1 to 10,000, got 1e+30" in error(lambda: load(peak_to_mean=1e30)).message
+    assert "is over a year" in error(lambda: load(mean_idle_s=1e30)).message
+    assert load(peak_to_mean=10_000).peak_to_mean == 10_000

@@ -277,3 +277,17 @@ def test_shared_prefixes_past_the_cap_are_refused() -> None:
         Workload(max_context=100).checked()
     with pytest.raises(InputError, match=r"--system-tokens 50 \+ --rag-tokens 60"):
         Workload(max_context=100, system_tokens=50, rag_tokens=60, rag_share=0.5).checked()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "option"),
+    [
+        ("turns", 1e30, "--turns"),
+        ("think_s", 1e30, "--think"),
+        ("arrival_rate", 1e7, "--arrival-rate"),
+    ],
+)
+def test_a_mean_no_trace_can_have_is_refused(field: str, value: float, option: str) -> None:
+    """``--turns 1e30`` and ``--think 1e30`` wrote a trace with exit 0."""
+    with pytest.raises(InputError, match=rf"^{option} .* is over"):
+        Workload()._replace(**{field: value}).checked()
