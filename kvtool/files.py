@@ -43,6 +43,10 @@ def read_bytes(path: Path, *, what: str = "file", limit: int = MAX_INPUT_BYTES) 
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens, unread
     except IsADirectoryError:
         raise InputError(f"{path} is a directory, not a {what}") from None
+    except ValueError:  # a NUL byte, or a lone surrogate from a "\ud800" escape in YAML
+        raise InputError(
+            f"{str(path)!r:.200} is no file name: it holds a character no path can", "fix the path"
+        ) from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
@@ -113,6 +117,7 @@ def read_json_object(path: Path, *, what: str = "JSON object") -> dict[str, Any]
         ) from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: a {what} must be a JSON object")
+    _no_surrogates(data, path)
     return data
 
 
@@ -144,10 +149,46 @@ def read_yaml_mapping(
         raise InputError(f"{path}: malformed YAML{where}") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: a {what} must be a YAML mapping")
+    _no_surrogates(data, path)
     return data
 
 
+def _no_surrogates(data: Any, path: Path) -> None:
+    """InputError when a string in ``data`` holds a lone surrogate: an escape such as
+    ``"\\ud800"`` that names half a character, which no file name, message or output can
+    carry."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in item):
+            raise InputError(
+                f"{path}: {item.encode('utf-8', 'backslashreplace').decode()!r:.80} holds half"
+                " a character (a lone surrogate escape such as \\ud800)",
+                "write the character itself, or its pair of escapes in JSON",
+            )
+
+
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def path_option(text: str | Path, *, option: str) -> Path:
+    """A path as typed for ``option``: InputError when it is empty (which would mean the
+    current folder) or holds a control character (a pasted line break; such a name is
+    never what was meant, and would break the lines kvtool prints and writes)."""
+    raw = str(text)
+    if not raw.strip():
+        raise InputError(f"{option} is empty", "give a path")
+    if any(ord(c) < 32 or ord(c) == 127 for c in raw):
+        raise InputError(
+            f"{option} {raw!r} holds a control character (a line break?)",
+            "give the path without it",
+        )
+    return Path(text)
 
 
 def output_file(path: Path, *, option: str, suffixes: tuple[str, ...] = ()) -> Path:
@@ -157,6 +198,7 @@ def output_file(path: Path, *, option: str, suffixes: tuple[str, ...] = ()) -> P
     the path and the fix otherwise."""
     import os
 
+    path_option(path, option=option)
     if path.is_dir():
         raise InputError(f"{option} {path} is a folder", "name a file, e.g. " + str(path / "out"))
     named = path
@@ -222,6 +264,7 @@ def output_folder(path: Path, *, option: str) -> Path:
     new folder in a writable one, or an empty folder. InputError naming the option otherwise."""
     import os
 
+    path_option(path, option=option)
     if path.exists() and not path.is_dir():
         raise InputError(f"{option} {path} is a file", "name a new or empty folder")
     if path.is_dir():

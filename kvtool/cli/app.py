@@ -176,6 +176,10 @@ def main() -> None:
     errors = {c.__name__: c for c in typer.BadParameter.__mro__}
     usage_error: type[Exception] = errors["UsageError"]
 
+    for stream in (sys.stdout, sys.stderr):  # a file name that is not UTF-8 prints as its bytes
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="surrogateescape")
     first = sys.argv[1] if len(sys.argv) > 1 else ""
     app = build_app([first] if first in COMMANDS else tuple(COMMANDS))
     try:

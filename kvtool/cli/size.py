@@ -254,7 +254,7 @@ def size(
         _no_effect(given, "without --hardware")
     if emit is None:
         _no_effect(
-            [n for n, v in (("--t3-dir", t3_dir), ("--eager", eager or None)) if v],
+            [n for n, v in (("--t3-dir", t3_dir), ("--eager", eager or None)) if v is not None],
             "without --emit",
         )
     elif as_json:
@@ -293,7 +293,7 @@ def size(
         contexts=contexts,
         sessions=count,
         hardware=plan_hardware,
-        weights_dtype=weights_dtype or "auto",
+        weights_dtype="auto" if weights_dtype is None else weights_dtype,
         assumptions=resolve_assumptions(mfu=mfu, concurrent_loads=concurrent_loads),
         offload=None if emit is None else get_layout(emit.strip().lower()),
         max_num_batched_tokens=batched,
@@ -311,7 +311,7 @@ def size(
             kv_dtype=shape.fmt.name,
             model_dtype=resolved.spec.dtype,
             is_mla=resolved.spec.is_mla,
-            t3_dir=t3_dir or "/fsx/kvcache",
+            t3_dir="/fsx/kvcache" if t3_dir is None else t3_dir,
             eager=eager,
             kvtool_version=__version__,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, cast
 
@@ -112,6 +113,16 @@ def resolve_doctor(
         raise InputError(f"unknown --gds {gds!r}", "choose required, optional or off")
     node_count = parse_count(nodes, what="--nodes")
     mib = parse_count(probe_mib, what="--probe-mib")
+    if fsx_id is not None and not re.fullmatch(r"fs-[0-9a-f]{8,21}", fsx_id):
+        raise InputError(
+            f"--fsx-id {fsx_id!r} is not an FSx file system id",
+            "give it as AWS shows it, e.g. fs-0123456789abcdef0",
+        )
+    if snapshot is not None and capture is not None:
+        raise InputError(
+            "--capture records this node; --snapshot checks a recorded one",
+            "drop one of them",
+        )
     chunk_bytes, planned, notes = _chunks(model, engine, tp, kv_dtype, chunk_tokens, sessions, ctx)
     if snapshot is not None:
         if not snapshot.is_dir():

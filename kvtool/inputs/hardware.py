@@ -54,10 +54,10 @@ def resolve_hardware(
     )
     hardware = make_hardware(
         load_node_profile(node),
-        load_storage_profile(t3 or DEFAULT_T3),
-        load_storage_profile(t4 or DEFAULT_T4),
+        load_storage_profile(DEFAULT_T3 if t3 is None else t3),
+        load_storage_profile(DEFAULT_T4 if t4 is None else t4),
         nodes=count,
-        t3_path=parse_t3_path(t3_path or "efa"),
+        t3_path=parse_t3_path("efa" if t3_path is None else t3_path),
         fsx_capacity_bytes=None
         if fsx_capacity is None
         else parse_bytes(fsx_capacity, what="--fsx-capacity"),

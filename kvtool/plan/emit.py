@@ -128,6 +128,8 @@ def emit_inputs(
     hardware = plan.hardware
     tiers = {t.name: t for t in plan.tiers.tiers}
     t3_used = tiers["T3"].used_bytes + tiers["T4"].used_bytes
+    if not t3_dir.strip():
+        raise InputError("--t3-dir is empty", "give the T3 folder, e.g. /fsx/kvcache")
     _plain(t3_dir, "--t3-dir")
     _plain(model_id, "the model id")
     return EmitInputs(

@@ -189,7 +189,14 @@ def _aws(host: Host, mount: parse.Mount | None, options: GatherOptions) -> AwsFa
             if by_id or by_name:
                 file_system = candidate
                 break
-        if file_system is None:
+        wanted = options.file_system_id
+        if file_system is not None and wanted and file_system.get("FileSystemId") != wanted:
+            errors["fsx"] = (
+                f"--fsx-id {wanted} is not the file system mounted here"
+                f" ({file_system.get('FileSystemId')}, mount name {mount_name!r})"
+            )
+            file_system = None
+        elif file_system is None:
             errors["fsx"] = (
                 f"no FSx for Lustre file system with mount name {mount_name!r} in"
                 f" {region or 'the default region'}"

@@ -468,3 +468,35 @@ def test_a_fifo_or_a_link_to_one_is_never_replaced(tmp_path: Path) -> None:
             output_file(path, option="-o")
     assert stat.S_ISFIFO(fifo.stat().st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "to-pipe"]
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "x\ud800y"])
+def test_a_path_no_file_can_have_is_one_error(name: str) -> None:
+    """A plan's ``from_terraform: "\\ud800"`` (YAML keeps the lone surrogate) raised
+    UnicodeEncodeError; a NUL byte, ValueError."""
+    with pytest.raises(InputError, match="is no file name: it holds a character no path can"):
+        read_text(Path(name))
+
+
+def test_path_option_refuses_empty_and_control_characters() -> None:
+    from kvtool.files import path_option
+
+    assert path_option("/fsx/kv", option="--real") == Path("/fsx/kv")
+    with pytest.raises(InputError, match=r"^--real is empty"):
+        path_option(" ", option="--real")
+    with pytest.raises(InputError, match="holds a control character"):
+        path_option("/fsx/kv\n", option="--t3-dir")
+
+
+@pytest.mark.parametrize(("suffix", "text"), [(".json", '{"a": ["\\ud800"]}'),
+                                              (".yaml", 'a: {"\\ud83d": 1}\n')])  # fmt: skip
+def test_a_lone_surrogate_escape_in_json_or_yaml_is_refused(
+    tmp_path: Path, suffix: str, text: str
+) -> None:
+    """YAML keeps "\\ud83d\\ude00" as two lone surrogates: printing one raised
+    UnicodeEncodeError from deep in a renderer."""
+    path = tmp_path / f"in{suffix}"
+    path.write_text(text)
+    read = read_json_object if suffix == ".json" else read_yaml_mapping
+    with pytest.raises(InputError, match=r"holds half a character \(a lone surrogate"):
+        read(path)

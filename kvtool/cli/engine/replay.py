@@ -43,7 +43,7 @@ def replay(
         ),
     ] = None,
     real: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--real",
             metavar="DIR",
@@ -79,7 +79,10 @@ def replay(
 
     if plot is not None:  # before the replay, not after it
         output_file(plot, option="--plot", suffixes=PLOT_SUFFIXES)
+    from kvtool.files import path_option
     from kvtool.inputs.replay import resolve_replay
+
+    folder = None if real is None else path_option(real, option="--real")
 
     inputs = resolve_replay(
         trace, fmt=fmt, skip_bad=skip_bad, sizes={"T1": t1, "T2": t2, "T3": t3, "T4": t4},
@@ -90,11 +93,12 @@ def replay(
     loaded, setup = inputs.trace, inputs.setup
     notes = list(setup.notes)
     extra: dict[str, Any] = {}
-    if real is not None:
+    if folder is not None:
         from kvtool.bench.gpu import torch_or_none
         from kvtool.replay.real import replay_in_folder
 
-        result, stats = replay_in_folder(loaded, setup.config, real, torch=torch_or_none())
+        assert folder is not None
+        result, stats = replay_in_folder(loaded, setup.config, folder, torch=torch_or_none())
         extra["real"] = stats._asdict()
         notes.append(
             f"--real: {stats.checked:,} hit blocks read back from T1 and compared,"

@@ -40,7 +40,7 @@ def smoke(
         str, typer.Option("--chunks", metavar="N", help="Chunks per session (at least 2).")
     ] = "4",
     t3_dir: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--t3-dir",
             metavar="DIR",
@@ -77,7 +77,7 @@ def smoke(
         bool, typer.Option("--keep", help="Leave the smoke folder on T3 and T4 afterwards.")
     ] = False,
     folder_name: Annotated[str, typer.Option("--folder-name", hidden=True)] = "",
-    old_t3: Annotated[Path | None, renamed("--t3", "--t3-dir")] = None,
+    old_t3: Annotated[str | None, renamed("--t3", "--t3-dir")] = None,
     old_t4: Annotated[str | None, renamed("--t4", "--t4-url")] = None,
     as_json: JsonOpt = False,
 ) -> int:
@@ -116,7 +116,7 @@ def smoke(
         sessions=sessions, chunks=chunks, posture=posture, policy=policy,
         io_threads=io_threads, torch=torch, host=LocalHost(),
         targets=SmokeTargets(
-            t3_dir=merge(t3_dir, old_t3, old="--t3", new="--t3-dir"),
+            t3_dir=_folder(merge(t3_dir, old_t3, old="--t3", new="--t3-dir")),
             t4_url=merge(t4_url, old_t4, old="--t4", new="--t4-url"),
             phase=phase, keep=keep, folder_name=folder_name,
         ),
@@ -147,3 +147,9 @@ def smoke(
     for failure in left:  # e.g. S3 went away: say what may be left, never a traceback
         print(f"kvtool: note: could not remove the smoke's scratch: {failure}", file=sys.stderr)
     return status.OK if outcome.report.passed and not left else status.PROBLEMS
+
+
+def _folder(text: str | Path | None) -> Path | None:
+    from kvtool.files import path_option
+
+    return None if text is None else path_option(text, option="--t3-dir")

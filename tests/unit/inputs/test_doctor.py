@@ -95,3 +95,16 @@ def test_a_snapshot_answers_only_for_the_path_it_recorded(tmp_path: Path) -> Non
         resolve_doctor(None, snapshot=tmp_path)  # used to report 15 SKIPs and exit 0
     with pytest.raises(InputError, match="doctor checks one PATH"):
         resolve_doctor(None)
+
+
+@pytest.mark.parametrize("fsx_id", ["abc", "fs-", "FS-0123456789ABCDEF0", "fs-0123\n"])
+def test_an_fsx_id_not_shaped_as_aws_writes_them_is_refused(tmp_path: Path, fsx_id: str) -> None:
+    with pytest.raises(InputError, match="is not an FSx file system id"):
+        resolve_doctor(str(tmp_path), fsx_id=fsx_id)
+    assert resolve_doctor(str(tmp_path), fsx_id="fs-0123456789abcdef0").gather.file_system_id
+
+
+def test_capture_with_snapshot_is_refused_not_ignored(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="--capture records this node; --snapshot checks"):
+        resolve_doctor(None, snapshot=ROOT / "examples" / "doctor-snapshot", capture=tmp_path / "c")
+    assert not (tmp_path / "c").exists()

@@ -411,6 +411,20 @@ def test_the_file_system_id_option_filters_and_picks_that_file_system(tmp_path: 
     assert "fsx" not in aws.errors
 
 
+def test_a_file_system_id_that_is_not_the_mounted_one_is_said_not_ignored(
+    tmp_path: Path,
+) -> None:
+    """A snapshot answers every describe with the file system recorded; --fsx-id naming
+    another one was silently passed over (the mount name matched)."""
+    host = Recording(example_variant(tmp_path))
+    aws = gather(host, KV_PATH, GatherOptions(file_system_id="fs-0123456789abcdef0")).aws
+    assert aws.file_system is None
+    assert aws.errors["fsx"] == (
+        f"--fsx-id fs-0123456789abcdef0 is not the file system mounted here ({FS_ID},"
+        " mount name 'krvlrbev')"
+    )
+
+
 def test_describe_errors_after_the_file_system_are_kept_per_call(tmp_path: Path) -> None:
     folder = example_variant(
         tmp_path,
