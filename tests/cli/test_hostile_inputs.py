@@ -1,0 +1,422 @@
+"""The hostile-input corpus: every command, every option that takes a value and every input
+file, fed what a careless script or a hostile customer would give it. The rule for each case:
+no traceback, no hang, an exit status kvtool documents, and a value that means nothing is
+refused (exit 2, one ``kvtool: error:`` line) unless ``ACCEPTED`` says why the command may take
+it. Options are found by walking the command tree, so a new option is in the corpus the day it
+is added.
+
+Three parts: every option x ``HOSTILE`` value (and each positional argument); every input slot
+x ``FILE_KINDS`` (deep nesting, endless and special files, wrong top-level types, a path past
+the system's limit); and hypothesis over option text and over the example files, one leaf
+replaced at a time. Each case runs in-process in its own folder, with a SIGALRM guard."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from kvtool.cli.app import build_app
+
+ROOT = Path(__file__).parents[2]
+HEAD = ROOT / "tests" / "fixtures" / "traces" / "conversation_trace_head.jsonl"
+SNAPSHOT = ROOT / "examples" / "doctor-snapshot"
+CHECK = ROOT / "examples" / "check"
+PLAN = CHECK / "plan-pass.yaml"
+HANG_S = 60
+EXAMPLES_N = int(os.environ.get("KVTOOL_HOSTILE_EXAMPLES", "150"))  # more: a longer hunt
+
+HOSTILE = {
+    "nan": "nan",
+    "inf": "inf",
+    "-inf": "-inf",
+    "negative": "-1",
+    "zero": "0",
+    "5,000 digits": "9" * 5000,
+    "1e30": "1e30",
+    "tiny": "1e-300",
+    "empty": "",
+    "a word": "abc",
+    "newline": "\n",
+    "lone surrogate": "\udcff",
+}
+
+# each command as run by the corpus (in its own empty folder): the options come on top
+BASES: dict[str, list[str]] = {
+    "size": ["size", "llama-3.1-8b", "--hardware", "p5en"],
+    "advise": ["advise", "-m", "llama-3.1-8b", "--hardware", "p5en"],
+    "doctor": ["doctor", "--snapshot", str(SNAPSHOT), "/mnt/lustre/kvcache"],
+    "check": ["check", str(PLAN)],
+    "bench": ["bench", "--tier", "t3", "--t3-dir", "t3", "--duration", "1", "--size", "1MiB"],
+    "engine smoke": ["engine", "smoke", "--chunk-tokens", "1", "--sessions", "3", "--chunks", "2"],
+    "engine replay": ["engine", "replay", str(HEAD), "--t1", "1M"],
+    "engine sweep": ["engine", "sweep", str(HEAD), "--t1", "1M,2M", "-j", "1"],
+    "engine gen": ["engine", "gen", "-n", "20", "-o", "g.jsonl"],
+}
+# options left out, and why: they would reach the network, or name a file the base needs
+SKIPPED = {
+    ("bench", "--hosts"): "fio servers by host name: a word would be looked up on the network",
+    ("bench", "--t4-url"): "base runs t3 only: the URL is checked by tests/unit/engine",
+}
+
+# (command, option) -> the hostile values it may take, and why; exit 0 or 1 is expected then
+TIER = {"inf": "unbounded", "zero": "the tier off"}
+# plain names, and a name with a byte that is not UTF-8 (argv's lone surrogate): Linux allows it
+PATHS = {"nan", "inf", "-inf", "negative", "zero", "1e30", "tiny", "a word", "lone surrogate"}
+ACCEPTED: dict[tuple[str, str], set[str]] = {
+    **{(c, o): set(TIER) for c in ("engine replay", "engine sweep") for o in ("--t2", "--t3")},
+    ("engine replay", "--t1"): set(TIER),
+    ("engine replay", "--t4"): set(TIER),
+    ("engine sweep", "--t4"): set(TIER),
+    # a positive number of seconds; 1e30 never demotes (the error suggests 1e9 for that)
+    **{
+        (c, o): {"tiny", "1e30"}
+        for c in ("engine replay", "engine sweep")
+        for o in ("--t2-idle", "--t3-idle")
+    },
+    ("engine sweep", "--t1"): set(TIER),
+    ("engine gen", "--seed"): {"negative", "zero"},  # any whole number seeds the generator
+    ("engine gen", "--arrival-rate"): {"tiny"},
+    ("engine gen", "--turns"): {"tiny"},
+    ("engine gen", "--think"): {"tiny"},
+    ("engine gen", "--rag-share"): {"zero", "tiny"},  # a share in [0, 1]
+    ("engine gen", "--output"): PATHS,  # a new file of that name
+    ("size", "--mfu"): {"tiny"},  # a fraction in (0, 1]
+    ("advise", "--shared-prefix"): {"zero", "tiny"},
+    ("advise", "--idle"): {"zero", "tiny"},
+    ("doctor", "--junit"): PATHS,
+    ("check", "--junit"): PATHS,
+    ("engine replay", "--plot"): set(),  # a name without .png/.svg is refused
+    ("doctor", "--capture"): set(),  # with --snapshot: refused
+}
+# options that have no effect in their command's base: any value is taken, with a note saying so
+NOTED = {("size", "--t3-dir"): "--t3-dir has no effect without --emit"}
+
+
+class Hang(Exception):
+    """A case ran past ``HANG_S``."""
+
+
+def _alarm(signum: int, frame: FrameType | None) -> None:
+    raise Hang(f"no answer in {HANG_S} s")
+
+
+def invoke(args: list[str]) -> tuple[int, str]:
+    """``kvtool ARGS`` in-process: (exit status, stderr). A traceback fails the test (the
+    exception propagates); so does a hang."""
+    runner = CliRunner()
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(HANG_S)
+    try:
+        result = runner.invoke(
+            build_app(),
+            args,
+            env={"NO_COLOR": "1", "COLUMNS": "100", "HF_HUB_OFFLINE": "1",
+                 "AWS_EC2_METADATA_DISABLED": "true"},
+            catch_exceptions=False,
+        )  # fmt: skip
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    return result.exit_code, result.stderr
+
+
+def _commands() -> Iterator[tuple[str, Any]]:
+    import typer.main
+
+    def walk(command: Any, path: tuple[str, ...]) -> Iterator[tuple[str, Any]]:
+        if hasattr(command, "commands"):
+            for name, sub in command.commands.items():
+                yield from walk(sub, (*path, name))
+        else:
+            yield " ".join(path), command
+
+    yield from walk(typer.main.get_command(build_app()), ())
+
+
+def option_cases() -> list[tuple[str, str]]:
+    """(command, option) for every option that takes a value, of every command with a base."""
+    cases = []
+    for name, command in _commands():
+        if name not in BASES:
+            continue
+        for param in command.params:
+            if param.param_type_name != "option" or param.is_flag or param.hidden:
+                continue
+            option = max(param.opts, key=len)
+            if (name, option) not in SKIPPED:
+                cases.append((name, option))
+    return cases
+
+
+OPTIONS = option_cases()
+CASES = [(c, o, v) for c, o in OPTIONS for v in HOSTILE]
+
+
+def test_the_corpus_covers_every_command_and_option() -> None:
+    names = {name for name, _ in _commands()}
+    assert names - set(BASES) == {"models", "hardware"}  # they take no values
+    assert len(OPTIONS) >= 120
+    assert len(CASES) == len(OPTIONS) * len(HOSTILE)
+    stale = {key for key in (*ACCEPTED, *NOTED) if key not in set(OPTIONS)}
+    assert not stale, f"ACCEPTED names options that no longer exist: {stale}"
+
+
+def _judge(command: str, option: str, label: str, code: int, stderr: str) -> None:
+    assert "Traceback" not in stderr
+    if (command, option) in NOTED:
+        assert code == 0, stderr
+        assert NOTED[command, option] in stderr
+        return
+    if label in ACCEPTED.get((command, option), set()):
+        assert code in (0, 1), stderr
+        return
+    assert code == 2, f"{command} {option} {label!r}: exit {code}, accepted silently"
+    assert "kvtool: error:" in stderr or "Invalid value" in stderr or "Error" in stderr, stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "label"), CASES, ids=[f"{c} {o} {v}" for c, o, v in CASES]
+)
+def test_a_hostile_option_value_is_refused_in_one_line(
+    command: str, option: str, label: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    (tmp_path / "t3").mkdir()
+    code, stderr = invoke([*BASES[command], option, HOSTILE[label]])
+    _judge(command, option, label, code, stderr)
+
+
+# --- positional arguments ------------------------------------------------------------------------
+
+ARGUMENTS = {  # the base with its positional argument replaced by "{}"
+    "size MODEL": ["size", "{}"],
+    "advise WORKLOAD": ["advise", "{}"],
+    "check PLAN": ["check", "{}"],
+    "doctor PATH": ["doctor", "--snapshot", str(SNAPSHOT), "{}"],
+    "engine replay TRACE": ["engine", "replay", "{}", "--t1", "1M"],
+    "engine sweep TRACE": ["engine", "sweep", "{}", "--t1", "1M,2M", "-j", "1"],
+}
+ARGUMENT_CASES = [(a, v) for a in ARGUMENTS for v in HOSTILE]
+
+
+@pytest.mark.parametrize(
+    ("argument", "label"), ARGUMENT_CASES, ids=[f"{a} {v}" for a, v in ARGUMENT_CASES]
+)
+def test_a_hostile_argument_is_refused_in_one_line(
+    argument: str, label: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = [HOSTILE[label] if a == "{}" else a for a in ARGUMENTS[argument]]
+    code, stderr = invoke(args)
+    assert "Traceback" not in stderr
+    # doctor reads a snapshot: any path is a string it looks up in the recorded mounts
+    assert code == 2 or (argument == "doctor PATH" and code in (0, 1)), stderr
+
+
+# --- input files ------------------------------------------------------------------------------
+
+
+def _deep_json(path: Path) -> None:
+    path.write_text("[" * 100_000 + "]" * 100_000)
+
+
+def _deep_object(path: Path) -> None:
+    path.write_text('{"a":' * 50_000 + "1" + "}" * 50_000)
+
+
+def _deep_yaml(path: Path) -> None:
+    path.write_text("a: " + "[" * 50_000 + "]" * 50_000 + "\n")
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _huge(path: Path) -> None:
+    with path.open("wb") as f:  # sparse: 65 MiB of zeros on no disk
+        f.truncate(65 * 2**20)
+
+
+FILE_KINDS: dict[str, Callable[[Path], None]] = {
+    "nested 100,000 deep": _deep_json,
+    "objects 50,000 deep": _deep_object,
+    "YAML 50,000 deep": _deep_yaml,
+    "a FIFO": _fifo,
+    "65 MiB of zeros": _huge,
+    "a folder": lambda p: p.mkdir(),
+    "empty": lambda p: p.write_text(""),
+    "a list": lambda p: p.write_text("[1, 2]"),
+    "a string": lambda p: p.write_text('"x"'),
+    "a number": lambda p: p.write_text("1"),
+    "null": lambda p: p.write_text("null"),
+    "binary": lambda p: p.write_bytes(bytes(range(256)) * 8),
+}
+SPECIAL = {"/dev/zero": Path("/dev/zero"), "a path past the limit": Path("/x" * 3000)}
+
+SLOTS = {  # where a file goes: the arguments around it ("{}")
+    "size MODEL (a config)": ["size", "{}"],
+    "size --bench": ["size", "llama-3.1-8b", "--hardware", "p5en", "--bench", "{}"],
+    "size --hardware (a profile)": ["size", "llama-3.1-8b", "--hardware", "{}"],
+    "advise WORKLOAD": ["advise", "{}"],
+    "check PLAN": ["check", "{}"],
+    "doctor --merge": ["doctor", "--merge", "{}", str(CHECK / "doctor-node-b.json")],
+    "engine replay TRACE": ["engine", "replay", "{}", "--t1", "1M"],
+}
+FILE_CASES = [(s, k) for s in SLOTS for k in (*FILE_KINDS, *SPECIAL)]
+
+
+@pytest.mark.parametrize(("slot", "kind"), FILE_CASES, ids=[f"{s}: {k}" for s, k in FILE_CASES])
+def test_a_hostile_input_file_is_refused_in_one_line(
+    slot: str, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    suffix = ".toml" if "hardware" in slot else ".yaml" if "YAML" in kind else ".json"
+    if kind in SPECIAL:
+        path = SPECIAL[kind]
+    else:
+        path = tmp_path / f"input{suffix}"
+        FILE_KINDS[kind](path)
+    args = [str(path) if a == "{}" else a for a in SLOTS[slot]]
+    code, stderr = invoke(args)
+    assert code == 2, (slot, kind, stderr)
+    assert stderr.startswith("kvtool: error:"), stderr
+    assert stderr.count("\n") == 1, stderr
+
+
+@pytest.mark.parametrize("kind", [*FILE_KINDS, *SPECIAL])
+def test_a_hostile_file_in_a_doctor_snapshot_is_refused_in_one_line(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Snapshots come from customers: each recorded observation may be anything."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(SNAPSHOT, snapshot)
+    target = snapshot / "aws_fsx.json"
+    target.unlink()
+    if kind in SPECIAL:
+        if kind == "a path past the limit":
+            pytest.skip("a snapshot's names are kvtool's own")
+        target.symlink_to(SPECIAL[kind])
+    else:
+        FILE_KINDS[kind](target)
+    code, stderr = invoke(["doctor", "--snapshot", str(snapshot), "/mnt/lustre/kvcache"])
+    assert code == 2, stderr
+    assert stderr.startswith("kvtool: error:"), stderr
+
+
+# --- hypothesis: any text, any example file with one leaf replaced ------------------------------
+
+TEXT = st.text(
+    st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12
+) | st.sampled_from(list(HOSTILE.values()))
+QUICK = [  # (command's base, option): fast to run, so many examples fit
+    (["size", "llama-3.1-8b"], "--ctx"),
+    (["size", "llama-3.1-8b"], "--sessions"),
+    (["size", "llama-3.1-8b", "--hardware", "p5en"], "--gpu-memory-utilization"),
+    (["size", "llama-3.1-8b", "--hardware", "p5en"], "--fsx-capacity"),
+    (["size", "llama-3.1-8b"], "--block-size"),
+    (["advise", "-m", "llama-3.1-8b", "--hardware", "p5en"], "--peak-to-mean"),
+    (["advise", "-m", "llama-3.1-8b", "--hardware", "p5en"], "--shared-prefix"),
+    (["engine", "gen", "-n", "5", "-o", "g.jsonl"], "--turns"),
+    (["engine", "gen", "-n", "5", "-o", "g.jsonl"], "--system-tokens"),
+]
+
+
+@settings(
+    max_examples=EXAMPLES_N,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(case=st.sampled_from(QUICK), text=TEXT)
+def test_any_option_text_ends_in_a_documented_exit(
+    case: tuple[list[str], str], text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    base, option = case
+    code, stderr = invoke([*base, option, text])
+    assert code in (0, 1, 2)
+    assert "Traceback" not in stderr
+
+
+WRONG = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=6),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
+def _leaves(data: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield path
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield from _leaves(value, (*path, key))
+    elif isinstance(data, list):
+        for index, value in enumerate(data[:2]):
+            yield from _leaves(value, (*path, index))
+
+
+def _replaced(data: Any, path: tuple[Any, ...], value: Any) -> Any:
+    if not path:
+        return value
+    data = copy.deepcopy(data)
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return data
+
+
+EXAMPLES = {  # file -> the command that reads it ("{}")
+    "bench-t3.json": ["size", "llama-3.1-8b", "--hardware", "p5en", "--bench", "{}"],
+    "doctor-node-a.json": ["doctor", "--merge", "{}", str(CHECK / "doctor-node-b.json")],
+    "plan-pass.yaml": ["check", "{}"],
+}
+
+
+@settings(
+    max_examples=EXAMPLES_N,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_an_example_file_with_any_leaf_replaced_ends_in_a_documented_exit(
+    data: st.DataObject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    name = data.draw(st.sampled_from(sorted(EXAMPLES)))
+    source = CHECK / name
+    text = source.read_text()
+    example = yaml.safe_load(text) if name.endswith(".yaml") else json.loads(text)
+    path = data.draw(st.sampled_from(list(_leaves(example))))
+    mutated = _replaced(example, path, data.draw(WRONG))
+    target = tmp_path / name
+    if name.endswith(".yaml"):
+        # the plan names its evidence by relative path: keep them beside it
+        for other in CHECK.iterdir():
+            if other.name != name:
+                (tmp_path / other.name).write_bytes(other.read_bytes())
+        target.write_text(json.dumps(mutated, allow_nan=True))  # JSON is YAML
+    else:
+        target.write_text(json.dumps(mutated, allow_nan=True))
+    code, stderr = invoke([str(target) if a == "{}" else a for a in EXAMPLES[name]])
+    assert code in (0, 1, 2), stderr
+    assert "Traceback" not in stderr
