@@ -12,7 +12,6 @@ replaced at a time. Each case runs in-process in its own folder, with a SIGALRM 
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import signal
@@ -28,6 +27,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from kvtool.cli.app import build_app
+from tests.mutation import WRONG, leaves, replaced
 
 ROOT = Path(__file__).parents[2]
 HEAD = ROOT / "tests" / "fixtures" / "traces" / "conversation_trace_head.jsonl"
@@ -353,38 +353,6 @@ def test_any_option_text_ends_in_a_documented_exit(
     assert "Traceback" not in stderr
 
 
-WRONG = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(10**30), max_value=10**30),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=6),
-    st.lists(st.integers(), max_size=2),
-    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
-)
-
-
-def _leaves(data: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield path
-    if isinstance(data, dict):
-        for key, value in data.items():
-            yield from _leaves(value, (*path, key))
-    elif isinstance(data, list):
-        for index, value in enumerate(data[:2]):
-            yield from _leaves(value, (*path, index))
-
-
-def _replaced(data: Any, path: tuple[Any, ...], value: Any) -> Any:
-    if not path:
-        return value
-    data = copy.deepcopy(data)
-    node = data
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
-    return data
-
-
 EXAMPLES = {  # file -> the command that reads it ("{}")
     "bench-t3.json": ["size", "llama-3.1-8b", "--hardware", "p5en", "--bench", "{}"],
     "doctor-node-a.json": ["doctor", "--merge", "{}", str(CHECK / "doctor-node-b.json")],
@@ -406,8 +374,8 @@ def test_an_example_file_with_any_leaf_replaced_ends_in_a_documented_exit(
     source = CHECK / name
     text = source.read_text()
     example = yaml.safe_load(text) if name.endswith(".yaml") else json.loads(text)
-    path = data.draw(st.sampled_from(list(_leaves(example))))
-    mutated = _replaced(example, path, data.draw(WRONG))
+    path = data.draw(st.sampled_from(list(leaves(example))))
+    mutated = replaced(example, path, data.draw(WRONG))
     target = tmp_path / name
     if name.endswith(".yaml"):
         # the plan names its evidence by relative path: keep them beside it

@@ -3,9 +3,7 @@ snapshot, on what the live host records, and on every wrong value put into each 
 
 from __future__ import annotations
 
-import copy
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ from hypothesis import strategies as st
 from kvtool.errors import InputError
 from kvtool.probe.host import LocalHost
 from kvtool.probe.recorded import SHAPES, check_recorded
+from tests.mutation import WRONG, leaves, replaced
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "doctor-snapshot"
 JSON_KEYS = sorted(p.stem for p in EXAMPLE.glob("*.json"))
@@ -76,38 +75,6 @@ def test_null_is_taken_only_where_the_live_host_writes_it() -> None:
     assert check_recorded("odirect", {"ok": False, "errno": None}, source="s")
     with pytest.raises(InputError, match="bytes must be"):
         check_recorded("odirect", {"ok": True, "bytes": None}, source="s")
-
-
-def leaves(data: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield path
-    if isinstance(data, dict):
-        for key, value in data.items():
-            yield from leaves(value, (*path, key))
-    elif isinstance(data, list):
-        for index, value in enumerate(data[:2]):
-            yield from leaves(value, (*path, index))
-
-
-def replaced(data: Any, path: tuple[Any, ...], value: Any) -> Any:
-    if not path:
-        return value
-    out = copy.deepcopy(data)
-    cursor = out
-    for step in path[:-1]:
-        cursor = cursor[step]
-    cursor[path[-1]] = value
-    return out
-
-
-WRONG = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(10**30), max_value=10**30),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=5),
-    st.lists(st.integers(), max_size=2),
-    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
-)
 
 
 @settings(max_examples=300, deadline=None)
