@@ -9,6 +9,11 @@ before it exists, and removed when the work ends: normally, on an error, or on S
   *before* it is made, so a signal between making it and registering it cannot leak it; while
   the clean-ups run, the signals are held (``signals_held``), so a second Ctrl-C cannot cut
   them short, and delivered once they are done.
+* SIGKILL runs nothing: a ``Scratch.folder`` therefore holds an owner file (host, pid and the
+  process's start time), and the next ``Scratch.folder`` with the same prefix in the same
+  place removes the folders whose owner is a process of this host that is gone
+  (``sweep_stale``). Folders another host owns are never touched here (``kvtool gc`` is for
+  a shared folder's leftovers).
 """
 
 from __future__ import annotations
@@ -97,6 +102,56 @@ def remove_tree(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+OWNER = ".kvtool-owner"
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), or
+    None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return fields[19] if len(fields) > 19 else None
+
+
+def _owner_line(pid: int) -> str:
+    import socket
+
+    return f"{socket.gethostname()} {pid} {_start_time(pid) or '?'}\n"
+
+
+def sweep_stale(parent: Path, prefix: str) -> list[Path]:
+    """Remove the ``<prefix>*`` folders in ``parent`` whose owner file names a process of
+    this host that no longer runs (SIGKILLed, or the node rebooted: its pid now names
+    another process, started at another time). Returns what was removed. A folder without
+    an owner file, or owned by another host, is left alone."""
+    import socket
+
+    host = socket.gethostname()
+    removed: list[Path] = []
+    try:
+        entries = [e for e in os.scandir(parent) if e.name.startswith(prefix)]
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            owner = Path(entry.path, OWNER).read_text(encoding="utf-8").split()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if len(owner) != 3 or owner[0] != host or not owner[1].isdigit():
+            continue
+        started = _start_time(int(owner[1]))
+        if started is not None and owner[2] in (started, "?"):
+            continue  # that process still runs
+        remove_tree(Path(entry.path))
+        removed.append(Path(entry.path))
+    return removed
+
+
 def unique_name(prefix: str) -> str:
     """``<prefix><pid>-<random>``: no two runs, on one node or many, share a scratch name."""
     import secrets  # here, not at the top: every command imports this module at start-up
@@ -111,6 +166,7 @@ class Scratch:
     def __init__(self) -> None:
         self._undo: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self.failures: list[str] = []
+        self.swept: list[Path] = []  # stale folders of killed runs removed on the way in
 
     def __enter__(self) -> Scratch:
         return self
@@ -128,10 +184,13 @@ class Scratch:
         self._undo.append((undo, args))
 
     def folder(self, parent: Path, prefix: str) -> Path:
-        """A new folder ``parent/<prefix><pid>-<random>``, removed with all it holds."""
+        """A new folder ``parent/<prefix><pid>-<random>``, removed with all it holds; what
+        SIGKILLed runs of this host left beside it under the same prefix goes first."""
+        self.swept.extend(sweep_stale(parent, prefix))
         path = parent / unique_name(prefix)
         self.on_exit(remove_tree, path)  # registered first: a signal now still removes it
         path.mkdir()
+        (path / OWNER).write_text(_owner_line(os.getpid()))
         return path
 
     def temporary_folder(self, prefix: str) -> Path:

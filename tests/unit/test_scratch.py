@@ -164,3 +164,53 @@ def test_signals_are_held_while_other_threads_run() -> None:
             assert ran == ["still ran"]
     finally:
         stop.set()
+
+
+def test_a_sigkilled_runs_folder_is_swept_by_the_next_and_a_live_ones_is_not(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL runs no clean-up: its folder (and the temporaries in it) stayed for ever. The
+    next run with the same prefix removes it; a live run's folder, one without an owner file
+    and one another host owns are left alone."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    from kvtool.scratch import OWNER, Scratch
+
+    code = (
+        "import sys, time; from pathlib import Path; from kvtool.scratch import Scratch\n"
+        "with Scratch() as s:\n"
+        "    f = s.folder(Path(sys.argv[1]), 'kvtool-bench-')\n"
+        "    (f / '.chunk.tmp').write_bytes(b'x' * 4096)\n"
+        "    print(f, flush=True); time.sleep(60)\n"
+    )
+    killed = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    live = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert killed.stdout is not None
+        assert live.stdout is not None
+        dead_folder = Path(killed.stdout.readline().strip())
+        live_folder = Path(live.stdout.readline().strip())
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+        assert (dead_folder / ".chunk.tmp").exists()  # what SIGKILL leaves
+        other = tmp_path / "kvtool-bench-1-aaaaaa"  # another node's run on a shared folder
+        other.mkdir()
+        (other / OWNER).write_text(f"not-{socket.gethostname()} 1 1\n")
+        old = tmp_path / "kvtool-bench-2-bbbbbb"  # no owner file: an older kvtool's
+        old.mkdir()
+        with Scratch() as scratch:
+            mine = scratch.folder(tmp_path, "kvtool-bench-")
+            assert scratch.swept == [dead_folder]
+            assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+                [live_folder.name, other.name, old.name, mine.name]
+            )
+    finally:
+        live.kill()
+        live.wait()

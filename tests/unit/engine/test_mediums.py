@@ -66,7 +66,10 @@ def test_sigkill_mid_write_leaves_no_partial_chunk_visible(tmp_path: Path) -> No
     )
     for _ in range(3):
         child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=Path.cwd())
-        time.sleep(0.6)  # well into a stream of 4 MiB writes
+        deadline = time.monotonic() + 30  # a loaded machine starts a child slowly
+        while not list(tmp_path.glob("chunks/*/*/*.kv")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)  # well into a stream of 4 MiB writes
         child.send_signal(signal.SIGKILL)
         child.wait()
         assert all_files_whole(tmp_path) >= 1
