@@ -69,6 +69,15 @@ class TierIO:
         self.read_s = self.write_s = 0.0
 
 
+class TierFault(MediumError):
+    """A medium error and the tier whose medium raised it (the source read or the
+    destination written), so the right tier is passed over for a while."""
+
+    def __init__(self, tier: str, error: MediumError) -> None:
+        super().__init__(str(error))
+        self.tier = tier
+
+
 READ_AHEAD_BYTES = 1 << 30  # what one batch's reads ahead may hold in memory at once
 
 
@@ -216,8 +225,11 @@ class Engine:
                     f"{move.kind} {move.src}->{move.dst} {move.key[:12]}: {exc}",
                 )
                 failed.add(move.key)
-                if move.kind in ("move", "copy", "put") and move.dst is not None:
-                    refused.add(move.dst)
+                # the tier that failed is passed over, not the other end of the move: a T3
+                # read failing must not close T4, or T2's overflow would find nowhere to go
+                tier = exc.tier if isinstance(exc, TierFault) else None
+                if tier is not None:
+                    refused.add(tier)
         if refused:
             for tier in refused:
                 self.manager.mark_unavailable(tier)
@@ -251,14 +263,23 @@ class Engine:
             data = payloads[move.key]
         else:
             assert move.src is not None
-            read = self._read(move.src, move.key, ahead)
+            try:
+                read = self._read(move.src, move.key, ahead)
+            except MediumError as exc:
+                raise TierFault(move.src, exc) from None
             if read is None:
                 raise MediumError(f"{move.src} no longer holds the chunk")
             data = read
-        self._write(move.dst, move.key, data)
+        try:
+            self._write(move.dst, move.key, data)
+        except MediumError as exc:
+            raise TierFault(move.dst, exc) from None
         if move.kind == "move":
             assert move.src is not None
-            self.mediums[move.src].delete(move.key)
+            try:
+                self.mediums[move.src].delete(move.key)
+            except MediumError as exc:
+                raise TierFault(move.src, exc) from None
 
     def _read(self, tier: str, key: str, ahead: ReadAhead | None = None) -> bytes | None:
         start = self.timer()

@@ -113,19 +113,22 @@ class S3FIFO:
         # every key is looked at a bounded number of times: pinned keys are re-queued (and a
         # queue whose every key is pinned is passed over), and frequencies only fall
         budget = (len(self._small) + len(self._main)) * (self.MAX_FREQ + 2) + 1
-        pinned_small = pinned_main = 0
+        # distinct pinned keys per queue: counting pops instead closed a queue whose unpinned
+        # keys were still behind pinned ones (T1 then stayed over its capacity)
+        pinned_small: set[str] = set()
+        pinned_main: set[str] = set()
         while budget > 0 and self._freq:
             budget -= 1
             total = len(self._small) + len(self._main)
-            small_open = self._small and pinned_small < len(self._small)
-            main_open = self._main and pinned_main < len(self._main)
+            small_open = self._small and len(pinned_small) < len(self._small)
+            main_open = self._main and len(pinned_main) < len(self._main)
             if not small_open and not main_open:
                 return None
             if small_open and (len(self._small) >= self.SMALL_SHARE * total or not main_open):
                 key, _ = self._small.popitem(last=False)
                 if not can_evict(key):
                     self._small[key] = None
-                    pinned_small += 1
+                    pinned_small.add(key)
                 elif self._freq[key] > 1:
                     self._freq[key] = 0
                     self._main[key] = None
@@ -137,7 +140,7 @@ class S3FIFO:
                 key, _ = self._main.popitem(last=False)
                 if not can_evict(key):
                     self._main[key] = None
-                    pinned_main += 1
+                    pinned_main.add(key)
                 elif self._freq[key] > 0:
                     self._freq[key] -= 1
                     self._main[key] = None

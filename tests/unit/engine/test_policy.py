@@ -92,3 +92,15 @@ def test_a_policy_tracks_exactly_the_resident_keys(name: str, ops: list[tuple[st
                 assert victim not in pinned
                 resident.discard(victim)
         assert len(policy) == len(resident)
+
+
+def test_s3fifo_finds_an_unpinned_key_behind_pinned_ones_in_main() -> None:
+    """Counting pops of pinned keys closed the main queue on its second pass, with two
+    evictable keys still in it: T1 stayed over capacity (found by tests/unit/engine/test_faults)."""
+    from collections import OrderedDict
+
+    policy = S3FIFO()
+    order = ["p0", "p1", "u0", "u1", "p2", "p3"]  # main, oldest first; u0 and u1 seen once more
+    policy._main = OrderedDict.fromkeys(order)
+    policy._freq = {key: 1 if key.startswith("u") else 0 for key in order}
+    assert policy.evict(lambda key: key.startswith("u")) == "u0"
