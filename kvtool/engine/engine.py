@@ -195,13 +195,16 @@ class Engine:
 
     # --- carrying out moves --------------------------------------------------------------------
 
-    def execute(self, moves: Sequence[Move], payloads: dict[str, bytes] | None = None) -> set[str]:
+    def execute(
+        self, moves: Sequence[Move], payloads: dict[str, bytes] | None = None, *, _depth: int = 0
+    ) -> set[str]:
         """Do each move in order; returns the keys whose move failed. A failed move is reverted
         together with the later moves planned for the same chunk (undone last first, so the
         index goes back to where the bytes are: a T2 -> T3 -> T4 demotion whose T3 write fails
         leaves the chunk in T2, not claimed by T3). A tier that refused a write is passed over
-        for a while, and the tiers then over their limit make room again without it, so
-        capacities hold under faults."""
+        for a while, and after any failure (a refused write, or a drop whose lower copy was
+        not there, which leaves the chunk where it was) the tiers over their limit make room
+        again, so capacities hold under faults."""
         failed: set[str] = set()
         refused: set[str] = set()
         ahead = ReadAhead(self.mediums, moves, self.chunk_bytes)
@@ -230,14 +233,16 @@ class Engine:
                 tier = exc.tier if isinstance(exc, TierFault) else None
                 if tier is not None:
                     refused.add(tier)
-        if refused:
-            for tier in refused:
-                self.manager.mark_unavailable(tier)
+        for tier in refused:
+            self.manager.mark_unavailable(tier)
+        if failed and _depth < len(TIERS):
+            # what this batch brings into T1 (a lookup's prefix) stays there while room is made
+            arriving = {m.key for m in moves if m.dst == "T1"} - failed
             for _ in range(len(TIERS)):  # each round passes over one more refusing tier
-                again = self.manager.settle()
+                again = self.manager.settle(keep=arriving)
                 if not again:
                     break
-                failed |= self.execute(again)
+                failed |= self.execute(again, _depth=_depth + 1)
         return failed
 
     def _revert_from(self, moves: Sequence[Move], index: int, *, fault: bool) -> None:

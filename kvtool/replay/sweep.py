@@ -1,8 +1,10 @@
 """What-if sweeps: one replay per combination of tier sizes, spread over the cores.
 
 The trace is read once; worker processes are forked after it is in memory, so each replay
-starts at once and the parent only collects the summaries. ``processes=1`` runs in this process
-(for tests and single-core machines).
+starts at once and the parent only collects the summaries. A process that runs other threads
+(a library caller, a test runner) spawns its workers instead and sends each the trace: a fork
+copies locks other threads hold, and a worker that needs one waits for ever. ``processes=1``
+runs in this process (for tests and single-core machines).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -37,6 +40,12 @@ def grid(sizes: Mapping[str, Sequence[int | None]], base: ReplayConfig) -> list[
     return configs
 
 
+def _receive(trace: Trace) -> None:
+    """A spawned worker's start: the trace the parent sent."""
+    global _TRACE
+    _TRACE = trace
+
+
 def _one(config: ReplayConfig) -> ReplayResult:
     assert _TRACE is not None
     result = replay(_TRACE.requests, _TRACE.block_tokens, config, samples=0)
@@ -54,9 +63,13 @@ def run_sweep(
         if workers <= 1:
             results = [_one(c) for c in configs]
         else:
-            context = multiprocessing.get_context("fork")
-            with context.Pool(workers) as pool:
-                results = pool.map(_one, configs, chunksize=1)
+            if threading.active_count() == 1:  # nothing else runs: the workers share the trace
+                with multiprocessing.get_context("fork").Pool(workers) as pool:
+                    results = pool.map(_one, configs, chunksize=1)
+            else:
+                spawn = multiprocessing.get_context("spawn")
+                with spawn.Pool(workers, initializer=_receive, initargs=(trace,)) as pool:
+                    results = pool.map(_one, configs, chunksize=1)
     finally:
         _TRACE = None
     return [SweepPoint(c.capacity, r) for c, r in zip(configs, results, strict=True)]

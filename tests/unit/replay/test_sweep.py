@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -99,6 +100,34 @@ def test_forked_workers_give_the_same_points_as_one_process() -> None:
     forked = run_sweep(TRACE, CONFIGS, processes=2)
     assert forked == alone
     assert sweep_json(forked) == sweep_json(alone)
+
+
+def test_a_process_with_threads_spawns_its_workers_and_gets_the_same_points(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The suite hung: a sweep forked from a process whose other threads held locks, and a
+    worker waited on one for ever. With another thread alive, workers are spawned."""
+    import multiprocessing
+    import threading
+
+    asked: list[str] = []
+    real = multiprocessing.get_context
+
+    def get_context(method: str | None = None) -> Any:
+        asked.append(str(method))
+        return real(method)
+
+    monkeypatch.setattr(multiprocessing, "get_context", get_context)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        spawned = run_sweep(TRACE, CONFIGS, processes=2)
+    finally:
+        stop.set()
+        other.join()
+    assert asked == ["spawn"]
+    assert spawned == run_sweep(TRACE, CONFIGS, processes=1)
 
 
 def test_the_trace_is_let_go_after_a_sweep_even_a_failed_one() -> None:
