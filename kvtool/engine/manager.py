@@ -25,8 +25,8 @@ The rules (docs/engine.md), each a field of ``EngineConfig``:
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -38,6 +38,45 @@ TIERS = ("T1", "T2", "T3", "T4")
 Key = str  # hex digests from the engine; a trace's block ids (as text) in replay
 SHARED_TIERS = ("T3", "T4")  # what another node can read
 IDLE_TIERS = ("T2", "T3")  # the tiers chunks leave when idle
+
+
+class AgeQueue:
+    """A tier's chunks by last access, oldest first, whatever order they arrived in: a chunk
+    demoted into T3 keeps its old last access and must demote before one that arrived earlier
+    but was used since. A heap of (last access, arrival) with stale entries skipped; rebuilt
+    when stale entries outnumber live ones."""
+
+    __slots__ = ("_heap", "_seq", "_when")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, str]] = []
+        self._when: dict[str, tuple[float, int]] = {}
+        self._seq = 0
+
+    def put(self, key: str, last_access: float) -> None:
+        """``key`` is in the tier, last used at ``last_access`` (again: the newest time wins)."""
+        self._seq += 1
+        self._when[key] = (last_access, self._seq)
+        heapq.heappush(self._heap, (last_access, self._seq, key))
+        if len(self._heap) > 2 * len(self._when) + 64:
+            self._heap = [(t, n, k) for k, (t, n) in self._when.items()]
+            heapq.heapify(self._heap)
+
+    def remove(self, key: str) -> None:
+        self._when.pop(key, None)
+
+    def oldest(self) -> str | None:
+        """The key used longest ago, or None when the tier is empty."""
+        heap = self._heap
+        while heap:
+            t, n, key = heap[0]
+            if self._when.get(key) == (t, n):
+                return key
+            heapq.heappop(heap)
+        return None
+
+    def __len__(self) -> int:
+        return len(self._when)
 
 
 @dataclass(frozen=True)
@@ -146,7 +185,7 @@ class Manager:
         self.used = dict.fromkeys(TIERS, 0)
         self.policies: dict[str, Policy] = {t: make_policy(config.policy) for t in TIERS}
         # least recently used first, for the idle rules: only the tiers chunks idle out of
-        self.by_age: dict[str, OrderedDict[Key, None]] = {t: OrderedDict() for t in IDLE_TIERS}
+        self.by_age: dict[str, AgeQueue] = {t: AgeQueue() for t in IDLE_TIERS}
         self.counters = new_counters()
         # fixed per run (the config is frozen): looked up on every operation
         self._limits = {t: self._limit_of(t) for t in TIERS}
@@ -395,8 +434,7 @@ class Manager:
                 continue
             ages = self.by_age[tier]
             why = f"idle {idle:g} s"
-            while ages:
-                key = next(iter(ages))
+            while (key := ages.oldest()) is not None:
                 chunk = self.chunks[key]
                 if now - chunk.last_access < idle:
                     next_due = min(next_due, chunk.last_access + idle)
@@ -545,14 +583,14 @@ class Manager:
         for tier in chunk.tiers:
             self.policies[tier].touch(chunk.key)
             if tier in IDLE_TIERS:
-                self.by_age[tier].move_to_end(chunk.key)
+                self.by_age[tier].put(chunk.key, now)
 
     def _add(self, chunk: Chunk, tier: str) -> None:
         chunk.tiers.add(tier)
         self.used[tier] += chunk.nbytes
         self.policies[tier].add(chunk.key)
         if tier in IDLE_TIERS:
-            self.by_age[tier][chunk.key] = None
+            self.by_age[tier].put(chunk.key, chunk.last_access)
             self._next_due = min(self._next_due, chunk.last_access + self._idle_of[tier])
 
     def _remove(self, chunk: Chunk, tier: str) -> None:
@@ -560,4 +598,4 @@ class Manager:
         self.used[tier] -= chunk.nbytes
         self.policies[tier].remove(chunk.key)
         if tier in IDLE_TIERS:
-            self.by_age[tier].pop(chunk.key, None)
+            self.by_age[tier].remove(chunk.key)

@@ -260,3 +260,51 @@ def test_the_config_refuses_rules_it_would_misread() -> None:
     ):
         with pytest.raises(InputError, match=match):
             EngineConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_t3_demotes_what_has_been_idle_longest_whatever_order_it_arrived_in() -> None:
+    """T3's age queue was in order of arrival: a chunk demoted from T2 with an old last
+    access sat behind a chunk another node wrote to T3 later, and ``tick`` stopped at the
+    younger one, so the older one stayed in T3 past its idle time."""
+    m, clock = _manager(
+        capacity_bytes={"T1": 1 * MB, "T2": 20 * MB, "T3": None, "T4": None},
+        t2_idle_s=100.0,
+        t3_idle_s=200.0,
+    )
+    old, filler, adopted = _keys(1, chunks=3)
+    m.insert(old, MB, 4)  # t = 0
+    m.insert(filler, MB, 4)  # T1 holds one chunk: ``old`` goes to T2
+    assert m.where(old) == "T2"
+    clock.now = 50.0
+    m.adopt(adopted, MB, 4, "T3")  # another node wrote it: in T3, last used at 50
+    clock.now = 100.0
+    m.tick()  # ``old`` idle 100 s: T2 -> T3, behind ``adopted`` in arrival order
+    assert m.where(old) == "T3"
+    clock.now = 210.0
+    m.tick()  # ``old`` idle 210 s, ``adopted`` 160 s: only ``old`` is due for T4
+    assert m.where(old) == "T4"
+    assert m.where(adopted) == "T3"
+
+
+def test_the_age_queue_always_names_the_least_recently_used_live_key() -> None:
+    import random
+
+    from kvtool.engine.manager import AgeQueue
+
+    rng = random.Random(7)
+    queue, live = AgeQueue(), {}
+    for step in range(5000):
+        key = f"k{rng.randrange(200)}"
+        if rng.random() < 0.3:
+            queue.remove(key)
+            live.pop(key, None)
+        else:
+            when = rng.uniform(0, step)  # arrivals with any last access, as demotions bring
+            queue.put(key, when)
+            live[key] = when
+        oldest = queue.oldest()
+        assert len(queue) == len(live)
+        assert (oldest is None) == (not live)
+        if live:
+            assert live[oldest] == min(live.values())
+    assert len(queue._heap) <= 2 * len(live) + 65  # stale entries do not pile up
