@@ -125,8 +125,10 @@ def replay(
     samples: int = 200,
     carry: Carry | None = None,
     manager_out: list[Manager] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ReplayResult:
-    """Replay ``requests``; ``samples`` points of tier occupancy over time are kept.
+    """Replay ``requests``; ``samples`` points of tier occupancy over time are kept;
+    ``progress(done, total)`` is called every 1,024 requests and at the end.
 
     ``carry`` receives each request's moves (with its hit tiers and blocks) to perform them
     with real mediums (``replay.real``); without it the moves are only counted. The manager
@@ -150,7 +152,10 @@ def replay(
     with_cache: list[float] = []
     without: list[float] = []
     saved = 0.0
+    total = len(requests)
     for index, request in enumerate(requests):
+        if progress is not None and not index & 1023:
+            progress(index, total)
         clock[0] = request.t_s
         due = manager.tick()
         if carry is not None and due:  # --real carries out the idle demotions too
@@ -198,6 +203,8 @@ def replay(
             with_cache.append(warm)
             without.append(cold)
             saved += cold - warm
+    if progress is not None:
+        progress(total, total)
     counters = dict(manager.counters)
     tiers = [
         TierStats(

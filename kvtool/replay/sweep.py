@@ -13,7 +13,7 @@ import itertools
 import multiprocessing
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from kvtool.replay.run import ReplayConfig, ReplayResult, replay
@@ -53,23 +53,34 @@ def _one(config: ReplayConfig) -> ReplayResult:
 
 
 def run_sweep(
-    trace: Trace, configs: Sequence[ReplayConfig], *, processes: int | None = None
+    trace: Trace,
+    configs: Sequence[ReplayConfig],
+    *,
+    processes: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[SweepPoint]:
-    """Replay ``trace`` once per config on up to ``processes`` cores (default: all)."""
+    """Replay ``trace`` once per config on up to ``processes`` cores (default: all);
+    ``progress(done, total)`` after each point."""
     global _TRACE
     _TRACE = trace
     workers = min(processes or os.cpu_count() or 1, len(configs))
     try:
+        tell = progress or (lambda done, total: None)
+        tell(0, len(configs))
         if workers <= 1:
-            results = [_one(c) for c in configs]
+            results = []
+            for config in configs:
+                results.append(_one(config))
+                tell(len(results), len(configs))
         else:
-            if threading.active_count() == 1:  # nothing else runs: the workers share the trace
-                with multiprocessing.get_context("fork").Pool(workers) as pool:
-                    results = pool.map(_one, configs, chunksize=1)
-            else:
-                spawn = multiprocessing.get_context("spawn")
-                with spawn.Pool(workers, initializer=_receive, initargs=(trace,)) as pool:
-                    results = pool.map(_one, configs, chunksize=1)
+            alone = threading.active_count() == 1  # nothing else runs: workers share the trace
+            context: Any = multiprocessing.get_context("fork" if alone else "spawn")
+            start: dict[str, Any] = {} if alone else {"initializer": _receive, "initargs": (trace,)}
+            with context.Pool(workers, **start) as pool:
+                results = []
+                for result in pool.imap(_one, configs, chunksize=1):  # in order
+                    results.append(result)
+                    tell(len(results), len(configs))
     finally:
         _TRACE = None
     return [SweepPoint(c.capacity, r) for c, r in zip(configs, results, strict=True)]

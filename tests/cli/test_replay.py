@@ -3,7 +3,9 @@ conversation trace and on generated traces."""
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -227,3 +229,75 @@ def test_replay_sizes_blocks_with_the_kv_dtype(kvtool: Kvtool) -> None:
             if full[key]:
                 assert full[key] == 2 * half[key], (full["tier"], key)
     assert any("fp8_e4m3" in note for note in fp8["notes"])
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_drawn_on_a_terminal_and_cleared_and_absent_when_piped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kvtool.cli.render.text import Progress
+
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with Progress(True, "kvtool engine replay", "requests", every_s=0.0) as progress:
+        progress(0, 12_031)
+        progress(4096, 12_031)
+        progress(12_031, 12_031)
+    text = terminal.getvalue()
+    assert "\r\033[Kkvtool engine replay: 4,096 of 12,031 requests (34%)" in text
+    assert text.endswith("\r\033[K")  # the line is gone when the work is done
+    assert "\n" not in text
+    piped = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", piped)
+    with Progress(True, "x", "requests", every_s=0.0) as progress:
+        progress(1, 2)
+    assert piped.getvalue() == ""
+
+
+def test_replay_and_sweep_report_progress_through_the_whole_trace() -> None:
+    from kvtool.replay.run import ReplayConfig, replay
+    from kvtool.replay.sweep import grid, run_sweep
+    from kvtool.replay.trace import parse_trace
+
+    records = [json.loads(line) for line in HEAD.read_text().splitlines()]
+    span = records[-1]["timestamp"] + 1
+    lines = [json.dumps({**r, "timestamp": r["timestamp"] + k * span})
+             for k in range(15) for r in records]  # fmt: skip
+    trace = parse_trace(lines)  # 3,000 requests
+    seen: list[tuple[int, int]] = []
+    config = ReplayConfig(capacity={"T1": 1_000_000}, block_units=512, unit="tokens")
+    replay(trace.requests, trace.block_tokens, config, progress=lambda d, t: seen.append((d, t)))
+    total = len(trace.requests)
+    assert seen[0] == (0, total)
+    assert seen[-1] == (total, total)
+    assert [d for d, _ in seen[1:-1]] == list(range(1024, total, 1024))
+    points: list[tuple[int, int]] = []
+    configs = grid({"T1": [1_000_000, 2_000_000, None]}, config)
+    run_sweep(trace, configs, processes=1, progress=lambda d, t: points.append((d, t)))
+    assert points == [(0, 3), (1, 3), (2, 3), (3, 3)]
+
+
+def test_charts_name_the_trace_and_model_and_read_in_human_units(
+    kvtool: Kvtool, tmp_path: Path
+) -> None:
+    """Byte axes were raw numbers (1e10) and the title named neither trace nor model; the
+    sweep drew its first-given tier on x even when another was the one swept."""
+    pytest.importorskip("matplotlib")
+    svg = tmp_path / "occupancy.svg"
+    done = kvtool("engine", "replay", str(HEAD), "--model", "llama-3.1-8b", "--t1", "2GiB",
+                  "--plot", str(svg))  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    text = svg.read_text()
+    assert "conversation_trace_head.jsonl, llama-3.1-8b: tier occupancy" in text
+    assert "GiB" in text  # the y ticks
+    sweep = tmp_path / "sweep.svg"
+    done = kvtool("engine", "sweep", str(HEAD), "--t1", "1M", "--t2", "0,1M,4M,inf",
+                  "--plot", str(sweep), "-j", "1")  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    text = sweep.read_text()
+    assert "conversation_trace_head.jsonl: hit ratio by T2 size" in text  # T2 is the swept one
+    assert "T2 capacity (the rightmost point is inf)" in text

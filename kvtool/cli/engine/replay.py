@@ -106,11 +106,17 @@ def replay(
             f" {stats.index_mismatches:,} index entries the media do not hold"
         )
     else:
+        from kvtool.cli.render.text import Progress
         from kvtool.replay.run import replay as run_replay
 
-        result = run_replay(loaded.requests, loaded.block_tokens, setup.config, ttft=setup.ttft)
+        with Progress(not as_json, "kvtool engine replay", "requests") as progress:
+            result = run_replay(
+                loaded.requests, loaded.block_tokens, setup.config, ttft=setup.ttft,
+                progress=progress,
+            )  # fmt: skip
     if plot is not None:
-        notes.append(render.plot_occupancy(result, plot))
+        title = Path(loaded.source).name + (f", {model}" if model else "")
+        notes.append(render.plot_occupancy(result, plot, title=title))
     bad = bool(extra) and not (
         extra["real"]["mismatched"] == 0 and extra["real"]["index_mismatches"] == 0
     )

@@ -72,9 +72,15 @@ def sweep(
     )  # fmt: skip
     loaded, base, notes = inputs.trace, inputs.setup.config, list(inputs.setup.notes)
     count = None if processes is None else parse_count(processes, what="--processes")
-    points = run_sweep(loaded, grid(inputs.sweep, base), processes=count)
+    from kvtool.cli.render.text import Progress
+
+    with Progress(not as_json, "kvtool engine sweep", "points") as progress:
+        points = run_sweep(loaded, grid(inputs.sweep, base), processes=count, progress=progress)
     if plot is not None:
-        notes.append(render.plot_sweep(points, list(inputs.sweep), plot, unit=base.unit))
+        title = Path(loaded.source).name + (f", {model}" if model else "")
+        notes.append(
+            render.plot_sweep(points, list(inputs.sweep), plot, unit=base.unit, title=title)
+        )
     if as_json:
         from kvtool.cli.render.text import print_json
         from kvtool.replay.sweep import sweep_json

@@ -152,41 +152,69 @@ def _pyplot() -> object:
     return plt
 
 
-def plot_occupancy(result: ReplayResult, path: Path) -> str:
-    """Each tier's occupancy over the trace (PNG, SVG or PDF, by the name); returns a note
-    naming the file written."""
+def _axis_amount(unit: str) -> object:
+    """A tick formatter in human units: 1.5 GiB for bytes, 3M tokens for tokens."""
+    from matplotlib.ticker import FuncFormatter
+
+    def tokens(value: float) -> str:
+        for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "K")):
+            if abs(value) >= size:
+                return f"{value / size:g}{suffix}"
+        return f"{value:g}"
+
+    if unit == "bytes":
+        return FuncFormatter(lambda value, _: format_bytes_binary(value) if value else "0")
+    return FuncFormatter(lambda value, _: tokens(value))
+
+
+def plot_occupancy(result: ReplayResult, path: Path, *, title: str) -> str:
+    """Each tier's occupancy over the trace (PNG, SVG or PDF, by the name), in human units,
+    ``title`` naming the trace and model; returns a note naming the file written."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(8, 4))  # type: ignore[attr-defined]
     times = [t for t, _ in result.occupancy]
     for tier in result.tiers:
         axes.plot(times, [used.get(tier.tier, 0) for _, used in result.occupancy], label=tier.tier)
     axes.set_xlabel("trace time (s)")
-    axes.set_ylabel(f"occupancy ({result.unit})")
-    axes.set_title(f"tier occupancy; token hit ratio {result.token_hit_ratio:.1%}")
+    axes.set_ylabel("occupancy" + ("" if result.unit == "bytes" else " (tokens)"))
+    axes.yaxis.set_major_formatter(_axis_amount(result.unit))
+    axes.set_title(f"{title}: tier occupancy; token hit ratio {result.token_hit_ratio:.1%}")
     axes.legend()
     figure.tight_layout()
     _save(plt, figure, path)
     return f"occupancy chart written to {path}"
 
 
-def plot_sweep(points: Sequence[SweepPoint], varied: list[str], path: Path, *, unit: str) -> str:
-    """Token hit ratio against the first varied tier's capacity (one line per other setting)."""
+def swept_tier(points: Sequence[SweepPoint], varied: list[str]) -> str:
+    """The tier the sweep varies most (the most distinct sizes; the first given on a tie):
+    the x axis. The other varied tiers become one line each."""
+    return max(varied, key=lambda t: (len({p.capacity[t] for p in points}), -varied.index(t)))
+
+
+def plot_sweep(
+    points: Sequence[SweepPoint], varied: list[str], path: Path, *, unit: str, title: str
+) -> str:
+    """Token hit ratio against the swept tier's capacity (``swept_tier``; one line per
+    setting of the others), sizes in human units, ``title`` naming the trace and model."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(8, 4))  # type: ignore[attr-defined]
-    x_tier = varied[0]
-    finite = [c for p in points if (c := p.capacity[x_tier]) is not None]
+    x_tier = swept_tier(points, varied)
+    others = [t for t in varied if t != x_tier]
+    finite = [c for p in points if (c := p.capacity[x_tier])]
     top = max(finite) * 2 if finite else 1
     groups: dict[str, list[SweepPoint]] = {}
     for p in points:
-        key = ", ".join(f"{t} {_capacity(p.capacity[t], unit)}" for t in varied[1:]) or "hit ratio"
+        key = ", ".join(f"{t} {_capacity(p.capacity[t], unit)}" for t in others) or "hit ratio"
         groups.setdefault(key, []).append(p)
     for label, group in groups.items():
-        xs = [c if (c := p.capacity[x_tier]) is not None else top for p in group]
+        xs = [top if (c := p.capacity[x_tier]) is None else c for p in group]
         axes.plot(xs, [p.result.token_hit_ratio for p in group], marker="o", label=label)
     axes.set_xscale("log")
-    axes.set_xlabel(f"{x_tier} capacity ({unit}; the rightmost point of inf)")
+    axes.xaxis.set_major_formatter(_axis_amount(unit))
+    axes.set_xlabel(f"{x_tier} capacity (the rightmost point is inf)")
     axes.set_ylabel("token hit ratio")
     axes.set_ylim(0, 1)
+    axes.set_title(f"{title}: hit ratio by {x_tier} size")
     axes.legend()
     figure.tight_layout()
     _save(plt, figure, path)

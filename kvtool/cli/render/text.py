@@ -71,6 +71,41 @@ class Table:
         return "\n".join([line(self.columns), rule, *(line(row) for row in self.rows)])
 
 
+class Progress:
+    """``label: N of M what`` on stderr, rewritten in place at most every ``every_s``, only on
+    a terminal (nothing when piped or with --json), cleared at the end. No thread: a sweep
+    that forks its workers must find this process alone."""
+
+    def __init__(self, enabled: bool, label: str, what: str, *, every_s: float = 0.2) -> None:
+        self.label, self.what, self.every_s = label, what, every_s
+        self.enabled = enabled and sys.stderr.isatty()
+        self._last = 0.0
+        self._shown = False
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+    def __call__(self, done: int, total: int) -> None:
+        """``done`` of ``total`` so far."""
+        if not self.enabled:
+            return
+        import time
+
+        now = time.monotonic()
+        if now - self._last < self.every_s and done < total:
+            return
+        self._last = now
+        share = done / total if total else 1.0
+        sys.stderr.write(f"\r\033[K{self.label}: {done:,} of {total:,} {self.what} ({share:.0%})")
+        sys.stderr.flush()
+        self._shown = True
+
+
 class StatusLine:
     """What is running now, on stderr, only on a terminal (nothing when piped or --json)."""
 
