@@ -43,40 +43,53 @@ IDLE_TIERS = ("T2", "T3")  # the tiers chunks leave when idle
 class AgeQueue:
     """A tier's chunks by last access, oldest first, whatever order they arrived in: a chunk
     demoted into T3 keeps its old last access and must demote before one that arrived earlier
-    but was used since. A heap of (last access, arrival) with stale entries skipped; rebuilt
-    when stale entries outnumber live ones."""
+    but was used since. Arrivals in time order (the common case: a touch, a fresh insert) go
+    to the end of a FIFO in O(1); only a late one (older than the FIFO's newest) goes to a
+    heap, whose stale entries are skipped and, when they outnumber the live ones, dropped."""
 
-    __slots__ = ("_heap", "_seq", "_when")
+    __slots__ = ("_fifo", "_late", "_seq", "_tail", "_when")
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, str]] = []
-        self._when: dict[str, tuple[float, int]] = {}
+        self._fifo: dict[str, float] = {}  # insertion-ordered, oldest first
+        self._late: list[tuple[float, int, str]] = []
+        self._when: dict[str, int] = {}  # key -> the heap entry's number, when it is late
+        self._tail = float("-inf")
         self._seq = 0
 
     def put(self, key: str, last_access: float) -> None:
         """``key`` is in the tier, last used at ``last_access`` (again: the newest time wins)."""
+        fifo = self._fifo
+        if key in fifo:
+            del fifo[key]
+        if last_access >= self._tail:
+            fifo[key] = last_access
+            self._tail = last_access
+            self._when.pop(key, None)
+            return
         self._seq += 1
-        self._when[key] = (last_access, self._seq)
-        heapq.heappush(self._heap, (last_access, self._seq, key))
-        if len(self._heap) > 2 * len(self._when) + 64:
-            self._heap = [(t, n, k) for k, (t, n) in self._when.items()]
-            heapq.heapify(self._heap)
+        self._when[key] = self._seq
+        heapq.heappush(self._late, (last_access, self._seq, key))
+        if len(self._late) > 2 * len(self._when) + 64:
+            when = self._when
+            self._late = [entry for entry in self._late if when.get(entry[2]) == entry[1]]
+            heapq.heapify(self._late)
 
     def remove(self, key: str) -> None:
-        self._when.pop(key, None)
+        if self._fifo.pop(key, None) is None:
+            self._when.pop(key, None)
 
     def oldest(self) -> str | None:
         """The key used longest ago, or None when the tier is empty."""
-        heap = self._heap
-        while heap:
-            t, n, key = heap[0]
-            if self._when.get(key) == (t, n):
-                return key
-            heapq.heappop(heap)
-        return None
+        late, when = self._late, self._when
+        while late and when.get(late[0][2]) != late[0][1]:
+            heapq.heappop(late)
+        first = next(iter(self._fifo.items()), None)
+        if late and (first is None or late[0][0] < first[1]):
+            return late[0][2]
+        return None if first is None else first[0]
 
     def __len__(self) -> int:
-        return len(self._when)
+        return len(self._fifo) + len(self._when)
 
 
 @dataclass(frozen=True)

@@ -307,4 +307,4 @@ def test_the_age_queue_always_names_the_least_recently_used_live_key() -> None:
         assert (oldest is None) == (not live)
         if live:
             assert live[oldest] == min(live.values())
-    assert len(queue._heap) <= 2 * len(live) + 65  # stale entries do not pile up
+    assert len(queue._late) <= 2 * len(live) + 65  # stale entries do not pile up
