@@ -41,6 +41,9 @@ class ReplayConfig(NamedTuple):
     t3_idle_s: float = 3600.0
     reload_from_tokens: Mapping[str, int | None] = {}
     shared_ttl_s: float | None = None
+    # tokens a hit is rounded down to: a hybrid model's engine block (vLLM caches the prefixes
+    # of models with state layers only at whole hybrid blocks: vllm#40696, #48401); 1: none
+    hit_granularity: int = 1
 
     def engine_config(self) -> EngineConfig:
         """The manager's rules for this replay (validated: an unknown posture or policy is an
@@ -153,6 +156,7 @@ def replay(
     without: list[float] = []
     saved = 0.0
     total = len(requests)
+    granularity = config.hit_granularity
     for index, request in enumerate(requests):
         if progress is not None and not index & 1023:
             progress(index, total)
@@ -176,6 +180,14 @@ def replay(
             carry(moves, hit_tiers, blocks)
         hits = len(hit_tiers)
         tokens = min(hits * block_tokens, n)
+        if granularity > 1 and tokens % granularity:
+            tokens -= tokens % granularity  # served only up to the last whole engine block
+            hits = n and (count if tokens == n else tokens // block_tokens)
+            for position in range(hits, len(hit_tiers)):  # the part of a block served
+                start = position * block_tokens
+                if start < tokens:
+                    tier_tokens[hit_tiers[position]] += tokens - start
+            hit_tiers = hit_tiers[:hits]
         for position, tier in enumerate(hit_tiers):
             tier_blocks[tier] += 1
             tier_tokens[tier] += block_tokens if position < count - 1 else last

@@ -47,6 +47,17 @@ def replay_plan(trace: Trace, shape: KvShape, hardware: Hardware) -> DeploymentP
     return planned.plans[0]
 
 
+def hybrid_hit_granularity(shape: KvShape) -> int:
+    """The tokens a hit is rounded down to for ``shape``: its engine block size when the model
+    has state layers (Mamba, GatedDeltaNet...: vLLM's prefix cache works in whole hybrid
+    blocks, vllm#40696, #48401), else 1 (trace blocks are the granularity)."""
+    from kvtool.model.spec import StateLayers
+
+    if not any(isinstance(group, StateLayers) for group in shape.spec.groups):
+        return 1
+    return shape.size(shape.block_size or 1, 1).block_size
+
+
 def replay_setup(
     trace: Trace,
     sizes: Mapping[str, TierSize | None],
@@ -83,6 +94,15 @@ def replay_setup(
         block_units=block_bytes or trace.block_tokens,
         unit="bytes" if block_bytes is not None else "tokens",
     )
+    if shape is not None:
+        granularity = hybrid_hit_granularity(shape)
+        if granularity > 1:
+            config = config._replace(hit_granularity=granularity)
+            notes.append(
+                f"hits rounded down to whole {granularity:,}-token blocks: vLLM caches the"
+                f" prefixes of {shape.spec.name} (state layers) only at its hybrid block size"
+                f" (a prompt shorter than {granularity:,} tokens never hits)"
+            )
     capacity: dict[str, int | None]
     if plan is not None:
         from kvtool.replay.ttft import plan_capacities

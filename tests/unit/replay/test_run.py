@@ -148,3 +148,21 @@ def test_a_tier_left_out_of_the_capacities_is_off_in_the_report_too() -> None:
     requests = [Request(t_s=0.0, input_tokens=8, output_tokens=1, blocks=("a", "b"))]
     result = replay(requests, 4, ReplayConfig(capacity={"T1": 4}, block_units=4, unit="tokens"))
     assert [t.tier for t in result.tiers] == ["T1"]
+
+
+def test_a_hybrid_models_hits_stop_at_its_last_whole_engine_block() -> None:
+    """vLLM caches a hybrid model's prefixes only at whole hybrid blocks (544 tokens for
+    qwen3-next): 3 trace blocks (1,536 tokens) of hit serve 1,088 tokens, 2 whole blocks and
+    64 tokens of the third; a prompt shorter than one engine block never hits."""
+    trace = [
+        _req(0, ["a", "b", "c", "d"]),
+        _req(1, ["a", "b", "c", "x"]),  # 3 blocks = 1,536 tokens shared
+        _req(2, ["a"], tokens=500),  # shorter than one engine block
+    ]
+    plain = replay(trace, B, _config(None))
+    hybrid = replay(trace, B, _config(None)._replace(hit_granularity=544))
+    assert plain.tiers[0].hit_tokens == 3 * B + 500
+    assert hybrid.tiers[0].hit_tokens == 2 * 544  # 1,088; the 500-token prompt: nothing
+    assert hybrid.tiers[0].hit_blocks == 2  # whole trace blocks served
+    assert hybrid.token_hit_ratio == 2 * 544 / (4 * B + 4 * B + 500)
+    assert hybrid.block_hit_ratio == 2 / 9

@@ -299,3 +299,26 @@ def test_a_tier_without_a_published_bandwidth_gives_no_ttft_rather_than_a_crash(
         TRACE, _sizes(T2="0"), BASE, shape=_shape(), hardware=resolve_hardware("trn3-ultraserver")
     )
     assert off.ttft is not None
+
+
+@pytest.mark.parametrize(
+    ("model", "granularity"),
+    [("qwen3-next-80b-a3b", 544), ("nemotron-h-56b", 4128), ("llama-3.1-8b", 1)],
+)
+def test_a_model_with_state_layers_rounds_hits_to_its_hybrid_block(
+    model: str, granularity: int
+) -> None:
+    """The block sizes are kvtool's sizing of vLLM 0.33.0 (``size`` prints the same); an
+    attention-only model keeps the trace's blocks."""
+    sizes = {"T1": TierSize("bytes", 10 * 2**30)}
+    setup = replay_setup(TRACE, sizes, BASE, shape=resolve_shape(model))
+    assert setup.config.hit_granularity == granularity
+    said = [n for n in setup.notes if n.startswith("hits rounded down")]
+    if granularity > 1:
+        assert said == [
+            f"hits rounded down to whole {granularity:,}-token blocks: vLLM caches the prefixes"
+            f" of {model} (state layers) only at its hybrid block size (a prompt shorter than"
+            f" {granularity:,} tokens never hits)"
+        ]
+    else:
+        assert said == []
