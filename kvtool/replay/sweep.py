@@ -14,9 +14,12 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvtool.replay.run import ReplayConfig, ReplayResult, replay
+
+if TYPE_CHECKING:
+    from kvtool.replay.curve import Curve
 from kvtool.replay.trace import Trace
 
 _TRACE: Trace | None = None  # set in the parent before forking; read by the workers
@@ -84,6 +87,28 @@ def run_sweep(
     finally:
         _TRACE = None
     return [SweepPoint(c.capacity, r) for c, r in zip(configs, results, strict=True)]
+
+
+def sweep_curve(trace: Trace, configs: Sequence[ReplayConfig]) -> tuple[Curve | None, str]:
+    """The whole T1 curve in one stack-distance pass (``replay.curve``) when it is exact for
+    every configuration of the sweep, with a note saying how it was made; else None and why
+    not."""
+    from kvtool.replay.curve import curve_applies, lru_curve
+
+    why = next((r for c in configs if (r := curve_applies(c)) is not None), None)
+    if why is not None or not configs:
+        return None, f"no whole-curve pass: {why or 'no configurations'}; the points only"
+    curve = lru_curve(trace.requests, trace.block_tokens, granularity=configs[0].hit_granularity)
+    return curve, (
+        "the curve: every T1 size from one LRU stack-distance pass (exact: the same ratios as a"
+        " replay per size); the points: one replay each"
+    )
+
+
+def curve_json(curve: Curve, block_units: int, count: int = 16) -> list[dict[str, Any]]:
+    """``points`` of the curve as ``{"T1": capacity in the replay's units, "token_hit_ratio"}``."""
+    return [{"T1": blocks * block_units, "token_hit_ratio": ratio}
+            for blocks, ratio in curve.points(count)]  # fmt: skip
 
 
 def sweep_json(points: Sequence[SweepPoint]) -> list[dict[str, Any]]:

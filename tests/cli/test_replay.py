@@ -301,3 +301,24 @@ def test_charts_name_the_trace_and_model_and_read_in_human_units(
     text = sweep.read_text()
     assert "conversation_trace_head.jsonl: hit ratio by T2 size" in text  # T2 is the swept one
     assert "T2 capacity (the rightmost point is inf)" in text
+
+
+def test_a_t1_sweep_prints_the_whole_curve_exact_at_its_points(kvtool: Kvtool) -> None:
+    """Only the given points were printed; the one-pass curve agrees with a replay per size."""
+    done = kvtool("engine", "sweep", str(HEAD), "--t1", "256K,1M,inf", "-j", "1", "--json")
+    assert done.exit_code == 0, done.stderr
+    data = json.loads(done.stdout)
+    curve = data["curve"]
+    assert len(curve) >= 10
+    assert [p["token_hit_ratio"] for p in curve] == sorted(p["token_hit_ratio"] for p in curve)
+    assert curve[-1]["token_hit_ratio"] == data["points"][-1]["token_hit_ratio"]  # inf
+    assert any("one LRU stack-distance pass" in n for n in data["notes"])
+    text = kvtool("engine", "sweep", str(HEAD), "--t1", "256K,inf", "-j", "1").stdout
+    assert "token hit ratio by T1 size (the whole curve):" in text
+    args = ("engine", "sweep", str(HEAD), "--t1", "256K,inf", "--t2", "1M", "-j", "1", "--json")
+    with_t2 = json.loads(kvtool(*args).stdout)
+    assert with_t2["curve"] is None
+    assert (
+        "no whole-curve pass: T2 on (the one-pass curve is for T1 alone); the points only"
+        in (with_t2["notes"])
+    )

@@ -81,12 +81,17 @@ def sweep(
         notes.append(
             render.plot_sweep(points, list(inputs.sweep), plot, unit=base.unit, title=title)
         )
+    from kvtool.replay.sweep import curve_json, sweep_curve, sweep_json
+
+    curve, how = sweep_curve(loaded, grid(inputs.sweep, base))
+    notes.append(how)
     if as_json:
         from kvtool.cli.render.text import print_json
-        from kvtool.replay.sweep import sweep_json
 
         print_json({"trace": loaded.source, "unit": base.unit, "points": sweep_json(points),
+                    "curve": None if curve is None else curve_json(curve, base.block_units),
                     "notes": notes})  # fmt: skip
         return
+    whole = None if curve is None else curve_json(curve, base.block_units)
     render.print_sweep(points, list(inputs.sweep), loaded, notes, unit=base.unit,
-                       chart=plot is None)  # fmt: skip
+                       chart=plot is None, curve=whole)  # fmt: skip

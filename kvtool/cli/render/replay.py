@@ -116,8 +116,10 @@ def print_sweep(
     *,
     unit: str,
     chart: bool,
+    curve: list[dict[str, float]] | None = None,
 ) -> None:
-    """One row per configuration, and a bar per row."""
+    """One row per configuration, and a bar per row; then the whole T1 curve when there is
+    one (``replay.sweep.sweep_curve``)."""
     blocks = f"{trace.block_tokens}-token blocks"
     echo(f"kvtool engine sweep {trace.source} ({len(points)} configurations, {blocks})")
     tiers = [t.tier for t in points[0].result.tiers] if points else []
@@ -138,6 +140,13 @@ def print_sweep(
             filled = round(p.result.token_hit_ratio * BAR)
             bar = "█" * filled + " " * (BAR - filled)
             echo(f"  {label:>24} |{bar}| {p.result.token_hit_ratio:.1%}")
+    if curve:
+        echo()
+        echo("token hit ratio by T1 size (the whole curve):")
+        for point in curve:
+            ratio = point["token_hit_ratio"]
+            bar = "█" * round(ratio * BAR) + " " * (BAR - round(ratio * BAR))
+            echo(f"  {_amount(point['T1'], unit):>24} |{bar}| {ratio:.1%}")
     print_notes(notes)
 
 

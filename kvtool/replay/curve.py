@@ -1,0 +1,118 @@
+"""The whole hit-ratio-vs-capacity curve of a T1-only LRU replay, from one pass over the trace.
+
+LRU has the inclusion property (Mattson et al., 1970): a cache of C blocks holds exactly the
+C most recently used blocks, so a block is held by every cache larger than its stack distance
+(how many distinct blocks were used since it was). The replay's rules keep that true: a
+request's blocks are touched last first and eviction waits until the whole request is in, so
+after each request T1 holds the top C of the recency stack, as plain LRU does. A request's hit
+is its longest leading run of held blocks; for capacity C it ends at the first block whose
+distance is C or more, so each leading block adds its tokens to every capacity above the
+largest distance so far. A Fenwick tree over access times gives each distance in O(log n).
+
+Exact for what ``replay`` counts with T2, T3 and T4 off, the LRU policy, no TTL and no
+recompute rule (``curve_applies``); ``tests/unit/replay/test_curve.py`` holds it to the
+manager's own replay point by point. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from kvtool.replay.run import ReplayConfig
+from kvtool.replay.trace import Request
+
+
+class Curve(NamedTuple):
+    """Hit tokens gained at each capacity in blocks (``steps``: capacity -> tokens; a
+    capacity of C blocks hits the sum of the steps at C or below), the trace's input tokens,
+    and how many distinct blocks it names (beyond that, more capacity adds nothing)."""
+
+    steps: dict[int, int]
+    total_tokens: int
+    distinct_blocks: int
+
+    def token_hit_ratio(self, blocks: int | None) -> float:
+        """The token hit ratio of a T1 of ``blocks`` blocks (None: unbounded)."""
+        if not self.total_tokens:
+            return 0.0
+        limit = self.distinct_blocks if blocks is None else blocks
+        return sum(t for c, t in self.steps.items() if c <= limit) / self.total_tokens
+
+    def points(self, count: int = 16) -> list[tuple[int, float]]:
+        """About ``count`` capacities from one block to every distinct block, spaced evenly
+        on a log scale, each with its token hit ratio."""
+        top = max(self.distinct_blocks, 1)
+        sizes = sorted({max(1, round(top ** (i / (count - 1)))) for i in range(count)})
+        ordered = sorted(self.steps.items())
+        out, hit, cursor = [], 0, 0
+        for size in sizes:
+            while cursor < len(ordered) and ordered[cursor][0] <= size:
+                hit += ordered[cursor][1]
+                cursor += 1
+            out.append((size, hit / self.total_tokens if self.total_tokens else 0.0))
+        return out
+
+
+def curve_applies(config: ReplayConfig) -> str | None:
+    """None when ``lru_curve`` is exact for replays with ``config``'s rules at any T1 size;
+    else why not (a tier below T1 on, another policy, a TTL, a recompute rule)."""
+    below = [t for t in ("T2", "T3", "T4") if config.capacity.get(t, 0) != 0]
+    if below:
+        return f"{', '.join(below)} on (the one-pass curve is for T1 alone)"
+    if config.policy != "lru":
+        return f"policy {config.policy} (the one-pass curve is LRU's)"
+    if config.shared_ttl_s is not None:
+        return "a TTL"
+    if any(v not in (None, 0) for v in config.reload_from_tokens.values()):
+        return "a recompute rule"
+    return None
+
+
+def lru_curve(requests: Sequence[Request], block_tokens: int, *, granularity: int = 1) -> Curve:
+    """The T1-only LRU hit curve of ``requests`` (``block_tokens`` per block; hits rounded
+    down to ``granularity`` tokens, as ``ReplayConfig.hit_granularity``)."""
+    accesses = sum(len(r.blocks) for r in requests)
+    tree = [0] * (accesses + 1)  # Fenwick tree: 1 at each block's latest access time
+    last: dict[str, int] = {}
+    steps: dict[int, int] = {}
+    now = live = total = 0
+    for request in requests:
+        blocks, n = request.blocks, request.input_tokens
+        total += n
+        reach = 0  # the capacity the prefix so far needs: 1 + its largest stack distance
+        served = 0
+        for j, block in enumerate(blocks):
+            time = last.get(block)
+            if time is None:
+                break  # never seen: the prefix ends here for every capacity
+            held_before, i = 0, time  # accesses at or before ``time`` still live
+            while i > 0:
+                held_before += tree[i]
+                i -= i & -i
+            reach = max(reach, live - held_before + 1)
+            tokens = min((j + 1) * block_tokens, n)
+            if granularity > 1:
+                tokens -= tokens % granularity
+            if tokens > served:
+                steps[reach] = steps.get(reach, 0) + tokens - served
+                served = tokens
+        for block in reversed(blocks):  # the last first: the prefix ends most recent
+            time = last.get(block)
+            if time is not None:
+                i = time
+                while i <= accesses:
+                    tree[i] -= 1
+                    i += i & -i
+                live -= 1
+            now += 1
+            i = now
+            while i <= accesses:
+                tree[i] += 1
+                i += i & -i
+            last[block] = now
+            live += 1
+    return Curve(steps, total, len(last))
+
+
+__all__ = ["Curve", "curve_applies", "lru_curve"]

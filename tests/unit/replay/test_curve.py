@@ -1,0 +1,82 @@
+"""The one-pass LRU curve against the manager's own replay: for every T1 size tried, on the
+conversation trace's head, on random traces (hypothesis) and with hybrid rounding, the token
+hit ratio is the same number, exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvtool.replay.curve import curve_applies, lru_curve
+from kvtool.replay.run import ReplayConfig, replay
+from kvtool.replay.trace import Request, parse_trace
+
+HEAD = Path(__file__).parents[2] / "fixtures" / "traces" / "conversation_trace_head.jsonl"
+B = 512
+
+
+def _replayed(requests: list[Request], blocks: int | None, granularity: int = 1) -> float:
+    config = ReplayConfig(capacity={"T1": None if blocks is None else blocks * B},
+                          block_units=B, unit="tokens", hit_granularity=granularity)  # fmt: skip
+    return replay(requests, B, config, samples=0).token_hit_ratio
+
+
+@pytest.mark.parametrize("granularity", [1, 544])
+def test_the_curve_is_the_replay_at_every_size_on_the_conversation_trace(
+    granularity: int,
+) -> None:
+    trace = parse_trace(HEAD.read_text().splitlines())
+    curve = lru_curve(trace.requests, B, granularity=granularity)
+    requests = list(trace.requests)
+    for blocks in [1, 2, 3, 5, 8, 13, 40, 100, 300, 1000, curve.distinct_blocks, None]:
+        assert curve.token_hit_ratio(blocks) == _replayed(requests, blocks, granularity), blocks
+
+
+REQUESTS = st.lists(
+    st.tuples(
+        st.lists(st.integers(0, 12), min_size=1, max_size=6),  # a chain: ids name prefixes
+        st.integers(0, B - 1),  # tokens short of the last block
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+def _chains(drawn: list[tuple[list[int], int]]) -> list[Request]:
+    out = []
+    for t, (ids, short) in enumerate(drawn):
+        blocks = tuple("-".join(map(str, ids[: i + 1])) for i in range(len(ids)))
+        out.append(Request(float(t), len(ids) * B - short, 1, blocks))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(drawn=REQUESTS, blocks=st.integers(1, 30), granularity=st.sampled_from([1, 300, 700]))
+def test_the_curve_is_the_replay_on_any_trace(
+    drawn: list[tuple[list[int], int]], blocks: int, granularity: int
+) -> None:
+    requests = _chains(drawn)
+    curve = lru_curve(requests, B, granularity=granularity)
+    assert curve.token_hit_ratio(blocks) == _replayed(requests, blocks, granularity)
+
+
+def test_the_curve_never_falls_and_ends_at_the_reuse_ratio() -> None:
+    trace = parse_trace(HEAD.read_text().splitlines())
+    curve = lru_curve(trace.requests, B)
+    ratios = [r for _, r in curve.points(20)]
+    assert ratios == sorted(ratios)
+    assert curve.points(20)[-1] == (curve.distinct_blocks, curve.token_hit_ratio(None))
+
+
+def test_the_curve_says_when_it_does_not_apply() -> None:
+    base = ReplayConfig(capacity={"T1": 10}, block_units=B, unit="tokens")
+    assert curve_applies(base) is None
+    assert curve_applies(base._replace(capacity={"T1": 10, "T2": 5})) == (
+        "T2 on (the one-pass curve is for T1 alone)"
+    )
+    assert curve_applies(base._replace(policy="s3fifo")) == (
+        "policy s3fifo (the one-pass curve is LRU's)"
+    )
