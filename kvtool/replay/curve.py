@@ -19,18 +19,70 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kvtool.replay.run import ReplayConfig
+from kvtool.replay.run import ReplayConfig, ReplayResult, TierStats
 from kvtool.replay.trace import Request
 
 
+def _below(steps: dict[int, int], limit: int) -> int:
+    return sum(v for c, v in steps.items() if c <= limit)
+
+
 class Curve(NamedTuple):
-    """Hit tokens gained at each capacity in blocks (``steps``: capacity -> tokens; a
-    capacity of C blocks hits the sum of the steps at C or below), the trace's input tokens,
-    and how many distinct blocks it names (beyond that, more capacity adds nothing)."""
+    """What a T1 of any size hits, as steps by capacity in blocks (a capacity of C blocks
+    gets the sum of the steps at C or below): ``steps`` tokens, ``block_steps`` blocks,
+    ``full_steps`` full blocks; ``misses_from`` counts the block accesses that find a block
+    only in caches larger than the key (a miss, so an insert, below it); and the trace's
+    totals. ``distinct_blocks``: beyond that, more capacity adds nothing."""
 
     steps: dict[int, int]
     total_tokens: int
     distinct_blocks: int
+    block_steps: dict[int, int]
+    full_steps: dict[int, int]
+    misses_from: dict[int, int]
+    new_blocks: int
+    # requests, output tokens, blocks, full blocks, and the tokens an unbounded cache reuses
+    # (not rounded to a hybrid block)
+    totals: tuple[int, int, int, int, int]
+
+    def result(self, config: ReplayConfig, block_tokens: int) -> ReplayResult:
+        """The replay of ``config`` (T1 alone, ``curve_applies``) as ``replay`` reports it:
+        the same ratios, T1's hit blocks and tokens, bytes written and peak. ``counters`` is
+        empty and there is no occupancy or TTFT: the pass does not count them."""
+        capacity = config.capacity.get("T1")
+        blocks = self.distinct_blocks if capacity is None else capacity // config.block_units
+        requests, output, total_blocks, total_full, reused = self.totals
+        tokens = _below(self.steps, blocks)
+        hit_blocks = _below(self.block_steps, blocks)
+        inserts = self.new_blocks + sum(v for c, v in self.misses_from.items() if c > blocks)
+        n = self.total_tokens
+        tier = TierStats(
+            tier="T1",
+            capacity=capacity,
+            hit_blocks=hit_blocks,
+            hit_tokens=tokens,
+            token_hit_ratio=tokens / n if n else 0.0,
+            read=0,  # T1 alone: nothing leaves it for a lower tier
+            written=inserts * config.block_units,
+            peak=min(blocks, self.distinct_blocks) * config.block_units,
+        )
+        return ReplayResult(
+            requests=requests,
+            mean_input_tokens=n / requests if requests else 0.0,
+            mean_output_tokens=output / requests if requests else 0.0,
+            block_tokens=block_tokens,
+            unit=config.unit,
+            token_hit_ratio=tokens / n if n else 0.0,
+            block_hit_ratio=hit_blocks / total_blocks if total_blocks else 0.0,
+            full_block_hit_ratio=_below(self.full_steps, blocks) / total_full
+            if total_full
+            else 0.0,
+            reuse_ratio_unbounded=reused / n if n else 0.0,
+            tiers=[tier],
+            counters={},
+            ttft=None,
+            occupancy=[],
+        )
 
     def token_hit_ratio(self, blocks: int | None) -> float:
         """The token hit ratio of a T1 of ``blocks`` blocks (None: unbounded)."""
@@ -76,27 +128,57 @@ def lru_curve(requests: Sequence[Request], block_tokens: int, *, granularity: in
     tree = [0] * (accesses + 1)  # Fenwick tree: 1 at each block's latest access time
     last: dict[str, int] = {}
     steps: dict[int, int] = {}
-    now = live = total = 0
+    block_steps: dict[int, int] = {}
+    full_steps: dict[int, int] = {}
+    misses_from: dict[int, int] = {}
+    now = live = total = new = output = total_blocks = total_full = reused_tokens = 0
+
+    def distance(time: int) -> int:
+        """How many blocks were used since ``time`` (0: none, the most recent)."""
+        held_before, i = 0, time  # accesses at or before ``time`` still live
+        while i > 0:
+            held_before += tree[i]
+            i -= i & -i
+        return live - held_before
+
     for request in requests:
         blocks, n = request.blocks, request.input_tokens
+        count = len(blocks)
+        full = n // block_tokens
         total += n
+        output += request.output_tokens
+        total_blocks += count
+        total_full += full
         reach = 0  # the capacity the prefix so far needs: 1 + its largest stack distance
-        served = 0
+        served = served_blocks = served_full = reused = 0
         for j, block in enumerate(blocks):
             time = last.get(block)
             if time is None:
                 break  # never seen: the prefix ends here for every capacity
-            held_before, i = 0, time  # accesses at or before ``time`` still live
-            while i > 0:
-                held_before += tree[i]
-                i -= i & -i
-            reach = max(reach, live - held_before + 1)
+            reused = j + 1
+            reach = max(reach, distance(time) + 1)
             tokens = min((j + 1) * block_tokens, n)
-            if granularity > 1:
+            whole = j + 1
+            if granularity > 1 and tokens % granularity:
                 tokens -= tokens % granularity
+                whole = tokens // block_tokens
             if tokens > served:
                 steps[reach] = steps.get(reach, 0) + tokens - served
                 served = tokens
+            if whole > served_blocks:
+                block_steps[reach] = block_steps.get(reach, 0) + whole - served_blocks
+                served_blocks = whole
+            if min(whole, full) > served_full:
+                full_steps[reach] = full_steps.get(reach, 0) + min(whole, full) - served_full
+                served_full = min(whole, full)
+        reused_tokens += min(reused * block_tokens, n)
+        for block in set(blocks):  # held at the start, or inserted by the request
+            time = last.get(block)
+            if time is None:
+                new += 1
+            else:
+                need = distance(time) + 1
+                misses_from[need] = misses_from.get(need, 0) + 1
         for block in reversed(blocks):  # the last first: the prefix ends most recent
             time = last.get(block)
             if time is not None:
@@ -112,7 +194,10 @@ def lru_curve(requests: Sequence[Request], block_tokens: int, *, granularity: in
                 i += i & -i
             last[block] = now
             live += 1
-    return Curve(steps, total, len(last))
+    return Curve(
+        steps, total, len(last), block_steps, full_steps, misses_from, new,
+        (len(requests), output, total_blocks, total_full, reused_tokens),
+    )  # fmt: skip
 
 
 __all__ = ["Curve", "curve_applies", "lru_curve"]

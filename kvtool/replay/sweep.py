@@ -43,10 +43,17 @@ def grid(sizes: Mapping[str, Sequence[int | None]], base: ReplayConfig) -> list[
     return configs
 
 
-def _receive(trace: Trace) -> None:
-    """A spawned worker's start: the trace the parent sent."""
-    global _TRACE
-    _TRACE = trace
+def _worker_start(trace: Trace | None = None) -> None:
+    """A worker's start: the default signal handling (the parent's clean-up handlers would
+    turn the pool's SIGTERM at the end into a traceback), and the trace the parent sent
+    when the worker was spawned rather than forked."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    if trace is not None:
+        global _TRACE
+        _TRACE = trace
 
 
 def _one(config: ReplayConfig) -> ReplayResult:
@@ -78,31 +85,53 @@ def run_sweep(
         else:
             alone = threading.active_count() == 1  # nothing else runs: workers share the trace
             context: Any = multiprocessing.get_context("fork" if alone else "spawn")
-            start: dict[str, Any] = {} if alone else {"initializer": _receive, "initargs": (trace,)}
-            with context.Pool(workers, **start) as pool:
+            sent = () if alone else (trace,)
+            with context.Pool(workers, initializer=_worker_start, initargs=sent) as pool:
                 results = []
                 for result in pool.imap(_one, configs, chunksize=1):  # in order
                     results.append(result)
                     tell(len(results), len(configs))
+                pool.close()  # the workers finish and exit before the pool is torn down
+                pool.join()
     finally:
         _TRACE = None
     return [SweepPoint(c.capacity, r) for c, r in zip(configs, results, strict=True)]
 
 
-def sweep_curve(trace: Trace, configs: Sequence[ReplayConfig]) -> tuple[Curve | None, str]:
-    """The whole T1 curve in one stack-distance pass (``replay.curve``) when it is exact for
-    every configuration of the sweep, with a note saying how it was made; else None and why
-    not."""
+class SweepOutcome(NamedTuple):
+    """A sweep's points, the whole T1 curve when there is one, and how both were made."""
+
+    points: list[SweepPoint]
+    curve: Curve | None
+    how: str
+
+
+def sweep(
+    trace: Trace,
+    configs: Sequence[ReplayConfig],
+    *,
+    processes: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SweepOutcome:
+    """The sweep of ``configs``. When one LRU stack-distance pass is exact for all of them
+    (T1 alone: ``replay.curve.curve_applies``), the points and the whole curve come from that
+    pass; otherwise each point is a replay (``run_sweep``) and the note says why."""
     from kvtool.replay.curve import curve_applies, lru_curve
 
     why = next((r for c in configs if (r := curve_applies(c)) is not None), None)
     if why is not None or not configs:
-        return None, f"no whole-curve pass: {why or 'no configurations'}; the points only"
+        points = run_sweep(trace, configs, processes=processes, progress=progress)
+        how = f"each point a replay; no whole-curve pass: {why or 'no configurations'}"
+        return SweepOutcome(points, None, how)
     curve = lru_curve(trace.requests, trace.block_tokens, granularity=configs[0].hit_granularity)
-    return curve, (
-        "the curve: every T1 size from one LRU stack-distance pass (exact: the same ratios as a"
-        " replay per size); the points: one replay each"
+    points = [SweepPoint(c.capacity, curve.result(c, trace.block_tokens)) for c in configs]
+    if progress is not None:
+        progress(len(configs), len(configs))
+    how = (
+        "the points and the curve: one LRU stack-distance pass over the trace (exact: the same"
+        " ratios as a replay per point, tests/unit/replay/test_curve.py)"
     )
+    return SweepOutcome(points, curve, how)
 
 
 def curve_json(curve: Curve, block_units: int, count: int = 16) -> list[dict[str, Any]]:

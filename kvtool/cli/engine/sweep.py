@@ -62,7 +62,8 @@ def sweep(
     if plot is not None:  # before the replay, not after it
         output_file(plot, option="--plot", suffixes=PLOT_SUFFIXES)
     from kvtool.inputs.replay import resolve_replay
-    from kvtool.replay.sweep import grid, run_sweep
+    from kvtool.replay.sweep import grid
+    from kvtool.replay.sweep import sweep as sweep_trace
     from kvtool.units import parse_count
 
     inputs = resolve_replay(
@@ -75,16 +76,16 @@ def sweep(
     from kvtool.cli.render.text import Progress
 
     with Progress(not as_json, "kvtool engine sweep", "points") as progress:
-        points = run_sweep(loaded, grid(inputs.sweep, base), processes=count, progress=progress)
+        outcome = sweep_trace(loaded, grid(inputs.sweep, base), processes=count, progress=progress)
+    points, curve = outcome.points, outcome.curve
+    notes.append(outcome.how)
     if plot is not None:
         title = Path(loaded.source).name + (f", {model}" if model else "")
         notes.append(
             render.plot_sweep(points, list(inputs.sweep), plot, unit=base.unit, title=title)
         )
-    from kvtool.replay.sweep import curve_json, sweep_curve, sweep_json
+    from kvtool.replay.sweep import curve_json, sweep_json
 
-    curve, how = sweep_curve(loaded, grid(inputs.sweep, base))
-    notes.append(how)
     if as_json:
         from kvtool.cli.render.text import print_json
 

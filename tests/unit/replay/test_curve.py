@@ -80,3 +80,35 @@ def test_the_curve_says_when_it_does_not_apply() -> None:
     assert curve_applies(base._replace(policy="s3fifo")) == (
         "policy s3fifo (the one-pass curve is LRU's)"
     )
+
+
+def _same(a: object, b: object) -> None:
+    from kvtool.replay.run import ReplayResult
+
+    assert isinstance(a, ReplayResult)
+    assert isinstance(b, ReplayResult)
+    for field in ("requests", "mean_input_tokens", "mean_output_tokens", "block_tokens", "unit",
+                  "token_hit_ratio", "block_hit_ratio", "full_block_hit_ratio",
+                  "reuse_ratio_unbounded", "tiers"):  # fmt: skip
+        assert getattr(a, field) == getattr(b, field), field
+
+
+@settings(max_examples=200, deadline=None)
+@given(drawn=REQUESTS, blocks=st.integers(1, 30), granularity=st.sampled_from([1, 300, 700]))
+def test_the_curves_result_is_the_replays_on_any_trace(
+    drawn: list[tuple[list[int], int]], blocks: int, granularity: int
+) -> None:
+    """Every field a sweep prints, and T1's hit blocks, bytes written and peak."""
+    requests = _chains(drawn)
+    config = ReplayConfig(capacity={"T1": blocks * 1000}, block_units=1000, unit="bytes",
+                          hit_granularity=granularity)  # fmt: skip
+    curve = lru_curve(requests, B, granularity=granularity)
+    _same(curve.result(config, B), replay(requests, B, config, samples=0))
+
+
+def test_the_curves_result_is_the_replays_on_the_conversation_trace() -> None:
+    trace = parse_trace(HEAD.read_text().splitlines())
+    curve = lru_curve(trace.requests, B)
+    for t1 in (B, 7 * B, 100 * B, 10**9, None):
+        config = ReplayConfig(capacity={"T1": t1}, block_units=B, unit="tokens")
+        _same(curve.result(config, B), replay(trace.requests, B, config, samples=0))

@@ -171,3 +171,21 @@ def test_sweep_json_writes_an_unbounded_tier_as_null() -> None:
     result = replay(TRACE.requests, B, BASE._replace(capacity={"T1": None, "T2": 0}), samples=0)
     (entry,) = sweep_json([SweepPoint({"T1": None, "T2": 0}, result)])
     assert json.dumps(entry["capacity"]) == '{"T1": null, "T2": 0}'
+
+
+def test_a_worker_takes_the_default_signal_handling() -> None:
+    """Workers forked from the CLI inherited its clean-up handlers, so the pool's SIGTERM at
+    the end printed an ``Interrupted: SIGTERM`` traceback (seen in a README run)."""
+    import signal
+
+    from kvtool.replay.sweep import _worker_start
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        for signum in saved:
+            signal.signal(signum, lambda *_: None)
+        _worker_start()
+        assert all(signal.getsignal(s) == signal.SIG_DFL for s in saved)
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
