@@ -319,6 +319,6 @@ def test_a_t1_sweep_prints_the_whole_curve_exact_at_its_points(kvtool: Kvtool) -
     with_t2 = json.loads(kvtool(*args).stdout)
     assert with_t2["curve"] is None
     assert (
-        "no whole-curve pass: T2 on (the one-pass curve is for T1 alone); the points only"
+        "each point a replay; no whole-curve pass: T2 on (the one-pass curve is for T1 alone)"
         in (with_t2["notes"])
     )
