@@ -182,7 +182,7 @@ def replay(
         tokens = min(hits * block_tokens, n)
         if granularity > 1 and tokens % granularity:
             tokens -= tokens % granularity  # served only up to the last whole engine block
-            hits = n and (count if tokens == n else tokens // block_tokens)
+            hits = tokens // block_tokens  # the whole trace blocks still served
             for position in range(hits, len(hit_tiers)):  # the part of a block served
                 start = position * block_tokens
                 if start < tokens:
