@@ -109,6 +109,8 @@ class Curve(NamedTuple):
 def curve_applies(config: ReplayConfig) -> str | None:
     """None when ``lru_curve`` is exact for replays with ``config``'s rules at any T1 size;
     else why not (a tier below T1 on, another policy, a TTL, a recompute rule)."""
+    if config.capacity.get("T1", 0) == 0:
+        return "T1 off"
     below = [t for t in ("T2", "T3", "T4") if config.capacity.get(t, 0) != 0]
     if below:
         return f"{', '.join(below)} on (the one-pass curve is for T1 alone)"

@@ -67,6 +67,7 @@ def test_the_curve_says_when_it_does_not_apply() -> None:
     assert curve_applies(base._replace(capacity={"T1": 10, "T2": 5})) == (
         "T2 on (the one-pass curve is for T1 alone)"
     )
+    assert curve_applies(base._replace(capacity={"T1": 0})) == "T1 off"
     assert curve_applies(base._replace(policy="s3fifo")) == (
         "policy s3fifo (the one-pass curve is LRU's)"
     )
