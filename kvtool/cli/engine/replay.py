@@ -97,7 +97,6 @@ def replay(
         from kvtool.bench.gpu import torch_or_none
         from kvtool.replay.real import replay_in_folder
 
-        assert folder is not None
         result, stats = replay_in_folder(loaded, setup.config, folder, torch=torch_or_none())
         extra["real"] = stats._asdict()
         notes.append(
