@@ -27,6 +27,12 @@ class ConfigError(InputError):
     """A model config that cannot be read or lacks a field its architecture needs."""
 
 
+def has_control_character(text: str) -> bool:
+    """A character below space, or DEL: a pasted line break or escape, which would start a
+    line of its own in what kvtool writes (a YAML key, a shell or fio line) or prints."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+
+
 def redact(text: str) -> str:
     """``text`` with any URL's user:password replaced by ``***`` (an AWS_ENDPOINT_URL may
     carry credentials, and error messages quote the URL)."""

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kvtool.errors import InputError
+from kvtool.errors import InputError, has_control_character
 
 MAX_INPUT_BYTES = 64 * 1024**2  # far past any config, plan or report; short of a MemoryError
 
@@ -183,7 +183,7 @@ def path_option(text: str | Path, *, option: str) -> Path:
     raw = str(text)
     if not raw.strip():
         raise InputError(f"{option} is empty", "give a path")
-    if any(ord(c) < 32 or ord(c) == 127 for c in raw):
+    if has_control_character(raw):
         raise InputError(
             f"{option} {raw!r} holds a control character (a line break?)",
             "give the path without it",
@@ -196,7 +196,6 @@ def output_file(path: Path, *, option: str, suffixes: tuple[str, ...] = ()) -> P
     folder exists and is writable, it is not a folder or a device, and (with ``suffixes``) its
     extension names a format kvtool writes. Returns ``path``; InputError naming the option,
     the path and the fix otherwise."""
-    import os
 
     path_option(path, option=option)
     if path.is_dir():
@@ -206,18 +205,7 @@ def output_file(path: Path, *, option: str, suffixes: tuple[str, ...] = ()) -> P
         path = _final(path)
     except InputError as exc:
         raise InputError(f"{option} {exc.message}", exc.hint) from None
-    folder = path.parent
-    if not folder.is_dir():
-        raise InputError(
-            f"{option} {path}: the folder {folder} does not exist",
-            "create it first, or pick another",
-        )
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise InputError(
-            f"{option} {path}: the folder {folder} is not writable"
-            + (" (a read-only mount)" if _read_only_mount(folder) else ""),
-            "pick a folder this user can write",
-        )
+    _writable_folder(path.parent, option, path, named="the folder ")
     if suffixes and path.suffix.lower() not in suffixes:
         shown = f"'{path.suffix}'" if path.suffix else "no extension"
         raise InputError(
@@ -262,29 +250,31 @@ def _final(path: Path) -> Path:
 def output_folder(path: Path, *, option: str) -> Path:
     """Check, before any work starts, that ``path`` can become a folder of kvtool's files: a
     new folder in a writable one, or an empty folder. InputError naming the option otherwise."""
-    import os
-
     path_option(path, option=option)
     if path.exists() and not path.is_dir():
         raise InputError(f"{option} {path} is a file", "name a new or empty folder")
-    if path.is_dir():
-        if any(path.iterdir()):
-            raise InputError(f"{option} {path} is not empty", "name a new or empty folder")
-        target = path
-    else:
-        target = path.parent
-        if not target.is_dir():
-            raise InputError(
-                f"{option} {path}: the folder {target} does not exist",
-                "create it first, or pick another",
-            )
-    if not os.access(target, os.W_OK | os.X_OK):
+    if path.is_dir() and any(path.iterdir()):
+        raise InputError(f"{option} {path} is not empty", "name a new or empty folder")
+    _writable_folder(path if path.is_dir() else path.parent, option, path, named="")
+    return path
+
+
+def _writable_folder(folder: Path, option: str, path: Path, *, named: str) -> None:
+    """InputError naming ``option`` and ``path`` unless ``folder`` exists and this user can
+    write in it (saying so when the mount is read-only)."""
+    import os
+
+    if not folder.is_dir():
         raise InputError(
-            f"{option} {path}: {target} is not writable"
-            + (" (a read-only mount)" if _read_only_mount(target) else ""),
+            f"{option} {path}: the folder {folder} does not exist",
+            "create it first, or pick another",
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(
+            f"{option} {path}: {named}{folder} is not writable"
+            + (" (a read-only mount)" if _read_only_mount(folder) else ""),
             "pick a folder this user can write",
         )
-    return path
 
 
 def _read_only_mount(folder: Path) -> bool:

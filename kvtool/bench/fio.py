@@ -16,7 +16,7 @@ import json
 from typing import Any, NamedTuple
 
 from kvtool.bench.result import BenchResult, Latency
-from kvtool.errors import InputError
+from kvtool.errors import InputError, has_control_character
 
 OPS = {"seq_write": "write", "seq_read": "read", "rand_read": "randread"}
 ALIGN = 4096  # O_DIRECT needs block sizes and offsets aligned to the logical block (4 KiB)
@@ -48,10 +48,9 @@ def fio_path(path: str) -> str:
     (``\\:``); InputError for what fio would read as syntax: a line break or another control
     character (a new option, even ``exec_prerun``), ``;`` or ``#`` (a comment), ``${`` (an
     environment variable)."""
-    bad = [c for c in path if ord(c) < 32 or ord(c) == 127]
     found = (
         "a control character"
-        if bad
+        if has_control_character(path)
         else next((f"'{m}'" for m in (";", "#", "${") if m in path), "")
     )
     if found:

@@ -59,31 +59,9 @@ def header(key: str, payload: bytes | memoryview) -> bytes:
     return fixed[:-4] + struct.pack("<I", own) + bytes(HEADER_BYTES - len(fixed))
 
 
-def stored_length(key: str, head: bytes | memoryview) -> int:
-    """From a stored chunk's first 4 KiB alone: the bytes the whole chunk takes (header and
-    payload, unpadded), so a reader bounds its read before reading; CorruptChunk for a header
-    that is not this key's."""
-    view = memoryview(head)
-    if len(view) < HEADER_BYTES:
-        raise CorruptChunk(f"{len(view)} bytes: shorter than the header")
-    magic, version, _flags, size, length, raw_key, _crc, own = _FIXED.unpack_from(view)
-    if magic != MAGIC:
-        raise CorruptChunk("bad magic")
-    if version != VERSION or size != HEADER_BYTES:
-        raise CorruptChunk(f"unknown version {version} or header size {size}")
-    block = bytearray(view[:HEADER_BYTES])
-    block[_FIXED.size - 4 : _FIXED.size] = bytes(4)
-    if zlib.crc32(block) != own:
-        raise CorruptChunk("header checksum mismatch")
-    if raw_key.hex() != key:
-        raise CorruptChunk("the header names another key")
-    return HEADER_BYTES + int(length)
-
-
-def decode(key: str, data: bytes | memoryview) -> memoryview:
-    """The payload of a stored chunk; CorruptChunk for a wrong magic, version, key, length or
-    checksum, or a truncated file. ``data`` may carry padding after the payload."""
-    view = memoryview(data)
+def _checked_header(key: str, view: memoryview) -> tuple[int, int]:
+    """The payload length and checksum of the header at the start of ``view``; CorruptChunk
+    for a header that is short, of another format, damaged, or of another key."""
     if len(view) < HEADER_BYTES:
         raise CorruptChunk(f"{len(view)} bytes: shorter than the header")
     magic, version, _flags, size, length, raw_key, crc, own = _FIXED.unpack_from(view)
@@ -97,6 +75,21 @@ def decode(key: str, data: bytes | memoryview) -> memoryview:
         raise CorruptChunk("header checksum mismatch")
     if raw_key.hex() != key:
         raise CorruptChunk("the header names another key")
+    return int(length), int(crc)
+
+
+def stored_length(key: str, head: bytes | memoryview) -> int:
+    """From a stored chunk's first 4 KiB alone: the bytes the whole chunk takes (header and
+    payload, unpadded), so a reader bounds its read before reading; CorruptChunk for a header
+    that is not this key's."""
+    return HEADER_BYTES + _checked_header(key, memoryview(head))[0]
+
+
+def decode(key: str, data: bytes | memoryview) -> memoryview:
+    """The payload of a stored chunk; CorruptChunk for a wrong magic, version, key, length or
+    checksum, or a truncated file. ``data`` may carry padding after the payload."""
+    view = memoryview(data)
+    length, crc = _checked_header(key, view)
     if len(view) < HEADER_BYTES + length:
         raise CorruptChunk(f"truncated: {len(view) - HEADER_BYTES} of {length} payload bytes")
     payload = view[HEADER_BYTES : HEADER_BYTES + length]

@@ -40,7 +40,7 @@ from kvtool.engine.chunkfile import (
     relative_path,
     stored_length,
 )
-from kvtool.errors import InputError
+from kvtool.errors import InputError, has_control_character
 
 DEFAULT_IO_THREADS = 32  # the brief's FSx checklist: 32 or more I/O threads per node
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
@@ -417,12 +417,6 @@ class FolderMedium:
             self._pool = None
 
 
-def _unlink(path: Path) -> None:
-    """Remove a file if it is there; a folder that refuses (read-only) keeps it."""
-    with contextlib.suppress(OSError):
-        os.unlink(path)
-
-
 class S3Medium:
     """Chunk objects under ``s3://bucket/prefix/ab/cd/<key>.kv``, through boto3."""
 
@@ -546,7 +540,7 @@ def check_t4_url(url: str) -> str:
     would reach object keys and file names. InputError naming what is wrong otherwise."""
     import re
 
-    if any(ord(c) < 32 or ord(c) == 127 for c in url):
+    if has_control_character(url):
         raise InputError(f"--t4-url {url!r} holds a control character", "type the URL again")
     if url.startswith("file://"):
         folder = url[len("file://") :]

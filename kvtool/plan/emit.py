@@ -27,7 +27,7 @@ import json
 import shlex
 from typing import TYPE_CHECKING, NamedTuple
 
-from kvtool.errors import InputError
+from kvtool.errors import InputError, has_control_character
 from kvtool.plan.offload import GDS_BUFFER_MIB
 from kvtool.plan.reload import t3_client_gbps
 
@@ -161,7 +161,7 @@ def _yaml_str(text: str) -> str:
 def _plain(text: str, what: str) -> str:
     """``text`` for a configuration line; InputError for a control character, which could
     start a line of its own (a YAML key, a shell command) in what kvtool emits."""
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+    if has_control_character(text):
         raise InputError(
             f"{what} {text!r} holds a control character (a line break?)",
             "give a path or name without one",

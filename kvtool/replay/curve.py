@@ -89,7 +89,7 @@ class Curve(NamedTuple):
         if not self.total_tokens:
             return 0.0
         limit = self.distinct_blocks if blocks is None else blocks
-        return sum(t for c, t in self.steps.items() if c <= limit) / self.total_tokens
+        return _below(self.steps, limit) / self.total_tokens
 
     def points(self, count: int = 16) -> list[tuple[int, float]]:
         """About ``count`` capacities from one block to every distinct block, spaced evenly

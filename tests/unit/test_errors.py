@@ -64,3 +64,12 @@ def test_credentials_in_urls_are_redacted() -> None:
     assert (
         redact("s3://bucket/prefix and https://host/x") == "s3://bucket/prefix and https://host/x"
     )
+
+
+def test_a_control_character_is_any_below_space_or_del() -> None:
+    from kvtool.errors import has_control_character
+
+    for text in ("a\nb", "\t", "x\x00", "\x1b[K", "end\x7f"):
+        assert has_control_character(text), repr(text)
+    for text in ("", "/fsx/kv cache", "naïve:;#", "\u0080\u00a0"):
+        assert not has_control_character(text), repr(text)
