@@ -25,71 +25,18 @@ The rules (docs/engine.md), each a field of ``EngineConfig``:
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kvtool.engine.policy import POLICIES, POSTURES, Policy, make_policy
+from kvtool.engine.policy import LRU, POLICIES, POSTURES, AgeQueue, Policy, make_policy
 from kvtool.errors import InputError
 
 TIERS = ("T1", "T2", "T3", "T4")
 Key = str  # hex digests from the engine; a trace's block ids (as text) in replay
 SHARED_TIERS = ("T3", "T4")  # what another node can read
 IDLE_TIERS = ("T2", "T3")  # the tiers chunks leave when idle
-
-
-class AgeQueue:
-    """A tier's chunks by last access, oldest first, whatever order they arrived in: a chunk
-    demoted into T3 keeps its old last access and must demote before one that arrived earlier
-    but was used since. Arrivals in time order (the common case: a touch, a fresh insert) go
-    to the end of a FIFO in O(1); only a late one (older than the FIFO's newest) goes to a
-    heap, whose stale entries are skipped and, when they outnumber the live ones, dropped."""
-
-    __slots__ = ("_fifo", "_late", "_seq", "_tail", "_when")
-
-    def __init__(self) -> None:
-        self._fifo: dict[str, float] = {}  # insertion-ordered, oldest first
-        self._late: list[tuple[float, int, str]] = []
-        self._when: dict[str, int] = {}  # key -> the heap entry's number, when it is late
-        self._tail = float("-inf")
-        self._seq = 0
-
-    def put(self, key: str, last_access: float) -> None:
-        """``key`` is in the tier, last used at ``last_access`` (again: the newest time wins)."""
-        fifo = self._fifo
-        if key in fifo:
-            del fifo[key]
-        if last_access >= self._tail:
-            fifo[key] = last_access
-            self._tail = last_access
-            self._when.pop(key, None)
-            return
-        self._seq += 1
-        self._when[key] = self._seq
-        heapq.heappush(self._late, (last_access, self._seq, key))
-        if len(self._late) > 2 * len(self._when) + 64:
-            when = self._when
-            self._late = [entry for entry in self._late if when.get(entry[2]) == entry[1]]
-            heapq.heapify(self._late)
-
-    def remove(self, key: str) -> None:
-        if self._fifo.pop(key, None) is None:
-            self._when.pop(key, None)
-
-    def oldest(self) -> str | None:
-        """The key used longest ago, or None when the tier is empty."""
-        late, when = self._late, self._when
-        while late and when.get(late[0][2]) != late[0][1]:
-            heapq.heappop(late)
-        first = next(iter(self._fifo.items()), None)
-        if late and (first is None or late[0][0] < first[1]):
-            return late[0][2]
-        return None if first is None else first[0]
-
-    def __len__(self) -> int:
-        return len(self._fifo) + len(self._when)
 
 
 @dataclass(frozen=True)
@@ -197,8 +144,14 @@ class Manager:
         self.chunks: dict[Key, Chunk] = {}
         self.used = dict.fromkeys(TIERS, 0)
         self.policies: dict[str, Policy] = {t: make_policy(config.policy) for t in TIERS}
-        # least recently used first, for the idle rules: only the tiers chunks idle out of
-        self.by_age: dict[str, AgeQueue] = {t: AgeQueue() for t in IDLE_TIERS}
+        # least recently used first, for the idle rules: only the tiers chunks idle out of;
+        # under LRU the tier's eviction order is that same queue (policy.LRU is an AgeQueue)
+        self.by_age: dict[str, AgeQueue] = {
+            t: policy if isinstance(policy, LRU) else AgeQueue()
+            for t, policy in self.policies.items()
+            if t in IDLE_TIERS
+        }
+        self._own_age = {t for t in IDLE_TIERS if not isinstance(self.policies[t], LRU)}
         self.counters = new_counters()
         # fixed per run (the config is frozen): looked up on every operation
         self._limits = {t: self._limit_of(t) for t in TIERS}
@@ -594,21 +547,22 @@ class Manager:
     def _touch(self, chunk: Chunk, now: float) -> None:
         chunk.last_access = now
         for tier in chunk.tiers:
-            self.policies[tier].touch(chunk.key)
-            if tier in IDLE_TIERS:
+            self.policies[tier].touch(chunk.key, now)
+            if tier in self._own_age:
                 self.by_age[tier].put(chunk.key, now)
 
     def _add(self, chunk: Chunk, tier: str) -> None:
         chunk.tiers.add(tier)
         self.used[tier] += chunk.nbytes
-        self.policies[tier].add(chunk.key)
+        self.policies[tier].add(chunk.key, chunk.last_access)
         if tier in IDLE_TIERS:
-            self.by_age[tier].put(chunk.key, chunk.last_access)
+            if tier in self._own_age:
+                self.by_age[tier].put(chunk.key, chunk.last_access)
             self._next_due = min(self._next_due, chunk.last_access + self._idle_of[tier])
 
     def _remove(self, chunk: Chunk, tier: str) -> None:
         chunk.tiers.discard(tier)
         self.used[tier] -= chunk.nbytes
         self.policies[tier].remove(chunk.key)
-        if tier in IDLE_TIERS:
+        if tier in self._own_age:
             self.by_age[tier].remove(chunk.key)

@@ -1,11 +1,14 @@
 """Eviction policies: which resident chunk of a tier leaves first. They only decide; the
 manager moves nothing until a policy has named a victim, and mediums move the bytes. Pure.
 
-A policy sees keys added, touched and removed, and ``evict(can_evict)`` names and forgets the
-next victim that ``can_evict`` allows (chunks in use are pinned and skipped). Registered by
-name in ``POLICIES``:
+A policy sees keys added (with the chunk's last access), touched (now) and removed, and
+``evict(can_evict)`` names and forgets the next victim that ``can_evict`` allows (chunks in use
+are pinned and skipped). Registered by name in ``POLICIES``:
 
-* ``lru``: least recently used first.
+* ``lru``: least recently used first, by the chunk's last use by a request, in every tier: a
+  chunk that arrives in T3 from T2 (idle, or pushed out) keeps the last access it had and
+  leaves before a chunk a request used since, however long ago that one arrived. One
+  ``AgeQueue`` is both the eviction order and the idle-age order of its tier.
 * ``s3fifo``: S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction", SOSP
   2023): new keys enter a small FIFO (10% of entries); those touched again move to the main
   FIFO, the rest leave early and are remembered in a ghost FIFO, so a key that returns soon goes
@@ -15,8 +18,9 @@ name in ``POLICIES``:
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 
@@ -25,12 +29,12 @@ class Policy(Protocol):
 
     name: str
 
-    def add(self, key: str) -> None:
-        """``key`` became resident in the tier."""
+    def add(self, key: str, last_access: float) -> None:
+        """``key`` became resident in the tier; a request last used it at ``last_access``."""
         ...
 
-    def touch(self, key: str) -> None:
-        """``key`` was read or written again."""
+    def touch(self, key: str, now: float) -> None:
+        """``key`` was read or written again, at ``now``."""
         ...
 
     def remove(self, key: str) -> None:
@@ -44,36 +48,99 @@ class Policy(Protocol):
     def __len__(self) -> int: ...
 
 
-class LRU:
-    """Least recently used first."""
+class AgeQueue:
+    """A tier's chunks by last access, oldest first, whatever order they arrived in: a chunk
+    demoted into T3 keeps its old last access and must leave before one that arrived earlier
+    but was used since. Arrivals in time order (the common case: a touch, a fresh insert) go
+    to the end of a FIFO in O(1); only a late one (older than the FIFO's newest) goes to a
+    heap, whose stale entries are skipped and, when they outnumber the live ones, dropped.
+    Ties: the FIFO's key first, and among late keys the first to arrive (``replay.count``
+    keeps the same order with integer ids)."""
 
-    name = "lru"
+    __slots__ = ("_fifo", "_late", "_seq", "_tail", "_when")
 
     def __init__(self) -> None:
-        self._order: OrderedDict[str, None] = OrderedDict()
+        self._fifo: OrderedDict[str, float] = OrderedDict()  # oldest first
+        self._late: list[tuple[float, int, str]] = []
+        self._when: dict[str, int] = {}  # key -> the heap entry's number, when it is late
+        self._tail = float("-inf")
+        self._seq = 0
 
-    def add(self, key: str) -> None:
-        if key in self._order:
-            self._order.move_to_end(key)
-        else:
-            self._order[key] = None
-
-    def touch(self, key: str) -> None:
-        if key in self._order:
-            self._order.move_to_end(key)
+    def put(self, key: str, last_access: float) -> None:
+        """``key`` is in the tier, last used at ``last_access`` (again: the newest time wins)."""
+        fifo = self._fifo
+        if last_access >= self._tail:
+            if key in fifo:
+                fifo.move_to_end(key)
+            else:
+                self._when.pop(key, None)
+            fifo[key] = last_access
+            self._tail = last_access
+            return
+        fifo.pop(key, None)
+        self._seq += 1
+        self._when[key] = self._seq
+        heapq.heappush(self._late, (last_access, self._seq, key))
+        if len(self._late) > 2 * len(self._when) + 64:
+            when = self._when
+            self._late = [entry for entry in self._late if when.get(entry[2]) == entry[1]]
+            heapq.heapify(self._late)
 
     def remove(self, key: str) -> None:
-        self._order.pop(key, None)
+        if self._fifo.pop(key, None) is None:
+            self._when.pop(key, None)
 
-    def evict(self, can_evict: Callable[[str], bool]) -> str | None:
-        for key in self._order:
-            if can_evict(key):
-                del self._order[key]
-                return key
-        return None
+    def oldest(self) -> str | None:
+        """The key used longest ago, or None when the tier is empty."""
+        late, when = self._late, self._when
+        while late and when.get(late[0][2]) != late[0][1]:
+            heapq.heappop(late)
+        first = next(iter(self._fifo.items()), None)
+        if late and (first is None or late[0][0] < first[1]):
+            return late[0][2]
+        return None if first is None else first[0]
+
+    def in_order(self) -> Iterator[str]:
+        """Every key, oldest first (a snapshot: the queue may change while it is walked)."""
+        when = self._when
+        late = sorted(entry for entry in self._late if when.get(entry[2]) == entry[1])
+        fifo = list(self._fifo.items())
+        i = j = 0
+        while i < len(late) or j < len(fifo):
+            if j == len(fifo) or (i < len(late) and late[i][0] < fifo[j][1]):
+                yield late[i][2]
+                i += 1
+            else:
+                yield fifo[j][0]
+                j += 1
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._fifo or key in self._when
 
     def __len__(self) -> int:
-        return len(self._order)
+        return len(self._fifo) + len(self._when)
+
+
+class LRU(AgeQueue):
+    """Least recently used first: the tier's ``AgeQueue``."""
+
+    __slots__ = ()
+    name = "lru"
+
+    def add(self, key: str, last_access: float) -> None:
+        self.put(key, last_access)
+
+    def touch(self, key: str, now: float) -> None:
+        if key in self:
+            self.put(key, now)
+
+    def evict(self, can_evict: Callable[[str], bool]) -> str | None:
+        key = self.oldest()
+        if key is not None and not can_evict(key):  # pinned in front: look further back
+            key = next((k for k in self.in_order() if can_evict(k)), None)
+        if key is not None:
+            self.remove(key)
+        return key
 
 
 class S3FIFO:
@@ -89,7 +156,7 @@ class S3FIFO:
         self._ghost: OrderedDict[str, None] = OrderedDict()
         self._freq: dict[str, int] = {}
 
-    def add(self, key: str) -> None:
+    def add(self, key: str, last_access: float = 0.0) -> None:  # the order ignores times
         if key in self._freq:
             self.touch(key)
             return
@@ -100,7 +167,7 @@ class S3FIFO:
         else:
             self._small[key] = None
 
-    def touch(self, key: str) -> None:
+    def touch(self, key: str, now: float = 0.0) -> None:
         if key in self._freq:
             self._freq[key] = min(self._freq[key] + 1, self.MAX_FREQ)
 

@@ -60,7 +60,7 @@ def real_replay(
     ttft: TtftModel | None = None,
 ) -> tuple[ReplayResult, RealStats]:
     """Replay with real bytes; ``config``'s units must be bytes of ``block_bytes`` blocks."""
-    keyed = [r._replace(blocks=tuple(hex_key(b) for b in r.blocks)) for r in requests]
+    keyed = [r._replace(blocks=tuple(hex_key(str(b)) for b in r.blocks)) for r in requests]
     managers: list[Manager] = []
     state: dict[str, Engine] = {}
     checked = mismatched = 0

@@ -134,29 +134,48 @@ def replay(
     ``progress(done, total)`` is called every 1,024 requests and at the end.
 
     ``carry`` receives each request's moves (with its hit tiers and blocks) to perform them
-    with real mediums (``replay.real``); without it the moves are only counted. The manager
-    used is appended to ``manager_out`` when given."""
-    clock = [0.0]
-    manager = Manager(
-        config.engine_config(),
-        lambda: clock[0],
+    with real mediums (``replay.real``); without it the moves are only counted: for LRU by
+    the counting core (``replay.count``: the same result, without the manager's objects).
+    The manager used is appended to ``manager_out`` when given."""
+    if carry is None and manager_out is None and config.policy == "lru":
+        from kvtool.replay.count import count_replay
+
+        return count_replay(requests, block_tokens, config, ttft=ttft, samples=samples,
+                            progress=progress)  # fmt: skip
+    return manager_replay(
+        requests,
+        block_tokens,
+        config,
+        ttft=ttft,
+        samples=samples,
+        carry=carry,
+        manager_out=manager_out,
+        progress=progress,
     )
+
+
+def manager_replay(
+    requests: Sequence[Request],
+    block_tokens: int,
+    config: ReplayConfig,
+    *,
+    ttft: TtftModel | None = None,
+    samples: int = 200,
+    carry: Carry | None = None,
+    manager_out: list[Manager] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> ReplayResult:
+    """``replay`` through the engine's ``Manager``, a ``Move`` per step: what ``--real``
+    carries out, and the reference the counting core is tested against."""
+    clock = [0.0]
+    manager = Manager(config.engine_config(), lambda: clock[0])
     if manager_out is not None:
         manager_out.append(manager)
     seen: set[str] = set()
     unit = config.block_units
-    total_input = total_output = total_blocks = total_full = 0
-    hit_tokens = hit_blocks = hit_full = unbounded_tokens = 0
-    tier_blocks = dict.fromkeys(TIERS, 0)
-    tier_tokens = dict.fromkeys(TIERS, 0)
-    peak = dict.fromkeys(TIERS, 0)
-    occupancy: list[tuple[float, dict[str, int]]] = []
-    every = max(1, len(requests) // samples) if samples > 0 else 0
-    with_cache: list[float] = []
-    without: list[float] = []
-    saved = 0.0
+    tally = Tally(config, block_tokens, requests, ttft=ttft, samples=samples)
     total = len(requests)
-    granularity = config.hit_granularity
+    used = manager.used
     for index, request in enumerate(requests):
         if progress is not None and not index & 1023:
             progress(index, total)
@@ -165,21 +184,70 @@ def replay(
         if carry is not None and due:  # --real carries out the idle demotions too
             carry(due, [], ())
         blocks = request.blocks
-        n = request.input_tokens
-        count = len(blocks)
-        last = n - (count - 1) * block_tokens if count else 0
         reused = 0
         for block in blocks:
             if block not in seen:
                 break
             reused += 1
         seen.update(blocks)
-        unbounded_tokens += min(reused * block_tokens, n)
         hit_tiers, moves = manager.access(blocks, unit, block_tokens)
         if carry is not None:
             carry(moves, hit_tiers, blocks)
+        tally.request(index, request, [INDEX[t] for t in hit_tiers], reused,
+                      [used[t] for t in TIERS])  # fmt: skip
+    if progress is not None:
+        progress(total, total)
+    return tally.result(dict(manager.counters))
+
+
+INDEX = {tier: index for index, tier in enumerate(TIERS)}
+
+
+class Tally:
+    """A replay's sums, request by request: the ratios' numerators and denominators, per-tier
+    hits, peaks, occupancy samples and the TTFT estimates. Both replay paths (the manager's
+    and ``replay.count``'s) count through it, so they cannot differ in what they report."""
+
+    def __init__(
+        self,
+        config: ReplayConfig,
+        block_tokens: int,
+        requests: Sequence[Request],
+        *,
+        ttft: TtftModel | None,
+        samples: int,
+    ) -> None:
+        self.config = config
+        self.block_tokens = block_tokens
+        self.requests = len(requests)
+        self.ttft = ttft
+        self.every = max(1, len(requests) // samples) if samples > 0 else 0
+        self.granularity = config.hit_granularity
+        self.total_input = self.total_output = self.total_blocks = self.total_full = 0
+        self.hit_tokens = self.hit_blocks = self.hit_full = self.unbounded_tokens = 0
+        self.tier_blocks = [0, 0, 0, 0]
+        self.tier_tokens = [0, 0, 0, 0]
+        self.peak = [0, 0, 0, 0]
+        self.occupancy: list[tuple[float, dict[str, int]]] = []
+        self.with_cache: list[float] = []
+        self.without: list[float] = []
+        self.saved = 0.0
+
+    def request(
+        self, index: int, request: Request, hit_tiers: list[int], reused: int, used: list[int]
+    ) -> None:
+        """Request number ``index`` was served ``hit_tiers`` (the tier of each leading block
+        served from the cache: 0 for T1 ... 3 for T4); its first ``reused`` blocks had been
+        seen before; ``used`` is each tier's occupancy after it, in the replay's units."""
+        block_tokens = self.block_tokens
+        n = request.input_tokens
+        count = len(request.blocks)
+        last = n - (count - 1) * block_tokens if count else 0
+        self.unbounded_tokens += min(reused * block_tokens, n)
         hits = len(hit_tiers)
         tokens = min(hits * block_tokens, n)
+        granularity = self.granularity
+        tier_tokens = self.tier_tokens
         if granularity > 1 and tokens % granularity:
             tokens -= tokens % granularity  # served only up to the last whole engine block
             hits = tokens // block_tokens  # the whole trace blocks still served
@@ -188,36 +256,80 @@ def replay(
                 if start < tokens:
                     tier_tokens[hit_tiers[position]] += tokens - start
             hit_tiers = hit_tiers[:hits]
-        for position, tier in enumerate(hit_tiers):
-            tier_blocks[tier] += 1
-            tier_tokens[tier] += block_tokens if position < count - 1 else last
-        total_input += n
-        total_output += request.output_tokens
-        total_blocks += count
+        if hits:
+            tier_blocks = self.tier_blocks
+            for tier in range(4):
+                k = hit_tiers.count(tier)
+                tier_blocks[tier] += k
+                tier_tokens[tier] += k * block_tokens
+            if hits >= count:  # the last block served counts its own tokens
+                tier_tokens[hit_tiers[count - 1]] += last - block_tokens
+        self.total_input += n
+        self.total_output += request.output_tokens
+        self.total_blocks += count
         full = n // block_tokens
-        total_full += full
-        hit_tokens += tokens
-        hit_blocks += hits
-        hit_full += min(hits, full)
-        used = manager.used
-        for tier in TIERS:
+        self.total_full += full
+        self.hit_tokens += tokens
+        self.hit_blocks += hits
+        self.hit_full += min(hits, full)
+        peak = self.peak
+        for tier in range(4):
             if used[tier] > peak[tier]:
                 peak[tier] = used[tier]
-        if every and index % every == 0:
-            occupancy.append((request.t_s, dict(used)))
+        if self.every and index % self.every == 0:
+            self.occupancy.append((request.t_s, dict(zip(TIERS, used, strict=True))))
+        ttft = self.ttft
         if ttft is not None:
             cold = ttft.prefill_s(n)
             reload = 0.0
-            for tier in set(hit_tiers):
+            for tier in sorted(set(hit_tiers)):
+                name = TIERS[tier]
                 k = hit_tiers.count(tier)
-                reload += ttft.latency_s[tier] + k * ttft.reload_block_s[tier]
+                reload += ttft.latency_s[name] + k * ttft.reload_block_s[name]
             warm = min(cold, reload + max(0.0, cold - ttft.prefill_s(tokens)))
-            with_cache.append(warm)
-            without.append(cold)
-            saved += cold - warm
-    if progress is not None:
-        progress(total, total)
-    counters = dict(manager.counters)
+            self.with_cache.append(warm)
+            self.without.append(cold)
+            self.saved += cold - warm
+
+    def result(self, counters: dict[str, int]) -> ReplayResult:
+        """The replay's result, with the engine's ``counters``."""
+        return summarise(
+            self.config,
+            requests=self.requests,
+            block_tokens=self.block_tokens,
+            totals=(self.total_input, self.total_output, self.total_blocks, self.total_full),
+            hits=(self.hit_tokens, self.hit_blocks, self.hit_full, self.unbounded_tokens),
+            tier_blocks=dict(zip(TIERS, self.tier_blocks, strict=True)),
+            tier_tokens=dict(zip(TIERS, self.tier_tokens, strict=True)),
+            peak=dict(zip(TIERS, self.peak, strict=True)),
+            counters=counters,
+            ttft=self.ttft,
+            ttft_samples=(self.with_cache, self.without, self.saved),
+            occupancy=self.occupancy,
+        )
+
+
+def summarise(
+    config: ReplayConfig,
+    *,
+    requests: int,
+    block_tokens: int,
+    totals: tuple[int, int, int, int],
+    hits: tuple[int, int, int, int],
+    tier_blocks: Mapping[str, int],
+    tier_tokens: Mapping[str, int],
+    peak: Mapping[str, int],
+    counters: dict[str, int],
+    ttft: TtftModel | None,
+    ttft_samples: tuple[list[float], list[float], float],
+    occupancy: list[tuple[float, dict[str, int]]],
+) -> ReplayResult:
+    """A replay's result from its sums: ``totals`` (input tokens, output tokens, blocks, full
+    blocks), ``hits`` (tokens, blocks, full blocks, tokens reused with unbounded capacity),
+    the per-tier sums, the counters, and the TTFT samples (with the cache, without, seconds
+    saved)."""
+    total_input, total_output, total_blocks, total_full = totals
+    hit_tokens, hit_blocks, hit_full, unbounded_tokens = hits
     tiers = [
         TierStats(
             tier=tier,
@@ -232,9 +344,10 @@ def replay(
         for tier in TIERS
         if config.capacity.get(tier, 0) != 0  # a tier not given is off, as the manager has it
     ]
-    requests_count = len(requests)
+    requests_count = requests
     summary = None
     if ttft is not None:
+        with_cache, without, saved = ttft_samples
         summary = {
             "with_cache_s": percentiles(with_cache),
             "without_cache_s": percentiles(without),

@@ -4,7 +4,11 @@ One request per line: ``timestamp`` (ms from the start, never decreasing), ``inp
 ``output_length`` (tokens), ``hash_ids`` (one id per block of the prompt; an id stands for the
 block together with everything before it, so two requests share exactly their longest common
 leading run of ids). Mooncake's blocks are 512 tokens. kvtool's format starts with a header
-line ``{"kvtool_trace": 1, "block_tokens": N, ...}`` and may use any JSON scalars as ids.
+line ``{"kvtool_trace": 1, "block_tokens": N, ...}`` and may use whole numbers or strings as ids.
+
+Ids stay whole numbers when every id of the trace is one (Mooncake's always are: a replay
+looks them up about twice as fast as the same ids as text); a trace that mixes the two has all
+of its ids as text, so ``1`` and ``"1"`` name one block either way.
 
 Pure: text in, records out; a malformed line is a ``TraceError`` naming its line, or is counted
 and skipped with ``skip_bad``.
@@ -87,6 +91,7 @@ def parse_trace(
         rows = _chain(first, numbered)
     requests: list[Request] = []
     skipped = 0
+    texts = False  # some id is a string: all become strings
     last_t = 0.0
     for number, line in rows:
         try:
@@ -106,8 +111,12 @@ def parse_trace(
             )
         last_t = request.t_s
         requests.append(request)
+        if not texts and request.blocks and type(request.blocks[-1]) is str:
+            texts = True
     if not requests:
         raise TraceError(f"{source}: no request could be read", "check the --format")
+    if texts:
+        requests = [r._replace(blocks=tuple(map(str, r.blocks))) for r in requests]
     return Trace(requests, block_tokens, fmt, skipped, source)
 
 
@@ -152,10 +161,12 @@ def _request(line: str, block_tokens: int, *, mooncake: bool) -> Request:
         raise ValueError("Mooncake hash_ids are whole numbers")
     if not kinds <= {int, str}:
         raise ValueError("hash_ids must be whole numbers or strings")
+    if len(kinds) > 1:  # mixed: text (the trace's other ids follow, parse_trace)
+        blocks = [str(b) for b in blocks]
     expected = -(-input_tokens // block_tokens)
     if len(blocks) != expected:
         raise ValueError(
             f"{len(blocks)} hash_ids for {input_tokens} tokens; {block_tokens}-token blocks"
             f" need {expected}"
         )
-    return Request(t_ms / 1000, input_tokens, output_tokens, tuple(map(str, blocks)))
+    return Request(t_ms / 1000, input_tokens, output_tokens, tuple(blocks))

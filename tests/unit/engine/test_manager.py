@@ -289,7 +289,7 @@ def test_t3_demotes_what_has_been_idle_longest_whatever_order_it_arrived_in() ->
 def test_the_age_queue_always_names_the_least_recently_used_live_key() -> None:
     import random
 
-    from kvtool.engine.manager import AgeQueue
+    from kvtool.engine.policy import AgeQueue
 
     rng = random.Random(7)
     queue, live = AgeQueue(), {}
@@ -308,3 +308,31 @@ def test_the_age_queue_always_names_the_least_recently_used_live_key() -> None:
         if live:
             assert live[oldest] == min(live.values())
     assert len(queue._late) <= 2 * len(live) + 65  # stale entries do not pile up
+
+
+def test_lru_in_a_lower_tier_is_by_last_use_not_by_arrival() -> None:
+    """``x`` was hit in T3 at t=10 (copied up, T3 keeps it); ``y``, last used at t=1, reaches
+    T3 after that. T3 holds one chunk: ``y`` goes on to T4, as the least recently used. (By
+    arrival in T3, ``x`` would have gone: the order before this rule.)"""
+    m, clock = _manager(capacity_bytes={"T1": MB, "T2": 0, "T3": MB, "T4": None}, pressure=1.0)
+    m.insert("x", MB, 4)
+    clock.now = 1.0
+    m.insert("y", MB, 4)  # x -> T3
+    assert m.where("x") == "T3"
+    clock.now = 10.0
+    m.lookup(["x"])  # x copied up into T1; y leaves T1 for T3, which is then over
+    assert m.where("x") == "T1"
+    assert "T3" in m.chunks["x"].tiers
+    assert m.where("y") == "T4"
+
+
+def test_a_pinned_oldest_chunk_is_passed_over_in_age_order() -> None:
+    from kvtool.engine.policy import LRU
+
+    lru = LRU()
+    lru.add("new", 5.0)
+    lru.add("late", 1.0)  # arrives after "new" but was used before it: the heap
+    lru.add("newest", 7.0)
+    assert list(lru.in_order()) == ["late", "new", "newest"]
+    assert lru.evict(lambda key: key != "late") == "new"
+    assert lru.evict(lambda key: True) == "late"

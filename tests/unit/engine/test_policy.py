@@ -11,9 +11,9 @@ from kvtool.engine.policy import LRU, POLICIES, S3FIFO, make_policy
 
 def test_lru_evicts_the_least_recent_and_skips_pinned() -> None:
     lru = LRU()
-    for key in "abcd":
-        lru.add(key)
-    lru.touch("a")
+    for when, key in enumerate("abcd"):
+        lru.add(key, when)
+    lru.touch("a", 10)
     assert lru.evict(lambda k: True) == "b"
     assert lru.evict(lambda k: k != "c") == "d"
     assert lru.evict(lambda k: False) is None
@@ -23,11 +23,11 @@ def test_lru_evicts_the_least_recent_and_skips_pinned() -> None:
 def test_s3fifo_lets_one_hit_keys_go_before_reused_ones() -> None:
     policy = S3FIFO()
     for key in ("hot1", "hot2"):
-        policy.add(key)
-        policy.touch(key)
-        policy.touch(key)
+        policy.add(key, 0.0)
+        policy.touch(key, 0.0)
+        policy.touch(key, 0.0)
     for index in range(20):
-        policy.add(f"once{index}")
+        policy.add(f"once{index}", 0.0)
     victims = [policy.evict(lambda k: True) for _ in range(20)]
     assert "hot1" not in victims
     assert "hot2" not in victims
@@ -36,11 +36,11 @@ def test_s3fifo_lets_one_hit_keys_go_before_reused_ones() -> None:
 
 def test_s3fifo_ghost_sends_a_returning_key_to_main() -> None:
     policy = S3FIFO()
-    policy.add("a")
+    policy.add("a", 0.0)
     assert policy.evict(lambda k: True) == "a"  # a one-hit key, remembered in the ghost
-    policy.add("a")
+    policy.add("a", 0.0)
     for index in range(9):
-        policy.add(f"n{index}")
+        policy.add(f"n{index}", 0.0)
     # main holds "a"; the small FIFO's one-hit keys go first
     assert [policy.evict(lambda k: True) for _ in range(9)] == [f"n{i}" for i in range(9)]
     assert policy.evict(lambda k: True) == "a"
@@ -49,9 +49,9 @@ def test_s3fifo_ghost_sends_a_returning_key_to_main() -> None:
 def test_s3fifo_passes_over_a_queue_whose_keys_are_all_pinned() -> None:
     policy = S3FIFO()
     for key in ("p1", "p2", "free"):
-        policy.add(key)
-        policy.touch(key)
-        policy.touch(key)
+        policy.add(key, 0.0)
+        policy.touch(key, 0.0)
+        policy.touch(key, 0.0)
     assert policy.evict(lambda k: k == "free") == "free"
     assert policy.evict(lambda k: False) is None
 
@@ -75,10 +75,10 @@ def test_a_policy_tracks_exactly_the_resident_keys(name: str, ops: list[tuple[st
     for op, number in ops:
         key = f"k{number}"
         if op == "add":
-            policy.add(key)
+            policy.add(key, 0.0)
             resident.add(key)
         elif op == "touch":
-            policy.touch(key)
+            policy.touch(key, 0.0)
         elif op == "remove":
             policy.remove(key)
             resident.discard(key)
