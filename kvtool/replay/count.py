@@ -82,11 +82,12 @@ def count_replay(
     idle_rules = [(t, idle_of[t], low) for t, low in ((1, 2), (2, 3)) if enabled[low]]
     reload_from = rules.reload_from_tokens
 
-    where: dict[Any, int] = {}  # block -> its tiers' bits (0: held nowhere)
-    last: dict[Any, float] = {}  # block -> last use; every block ever seen (the reuse ratio)
-    fifo: list[OrderedDict[Any, None]] = [OrderedDict() for _ in range(4)]
+    where: dict[Any, int] = {}  # block -> its tiers' bits (0: held nowhere); every block seen
+    # per tier, its age queue: a FIFO of block -> last use (times never fall along it), and a
+    # heap of the late arrivals (time, number, block) with each live entry's number in ``when``
+    fifo: list[OrderedDict[Any, float]] = [OrderedDict() for _ in range(4)]
     late: list[list[tuple[float, int, Any]]] = [[] for _ in range(4)]
-    when: list[dict[Any, int]] = [{} for _ in range(4)]  # block -> its live heap entry
+    when: list[dict[Any, int]] = [{} for _ in range(4)]
     tail = [float("-inf")] * 4  # the newest time in each FIFO
     held = [0, 0, 0, 0]  # blocks per tier
     read = [0, 0, 0, 0]  # blocks read from / written to each tier
@@ -102,122 +103,156 @@ def count_replay(
             queue.move_to_end(b)
         except KeyError:
             del when[t][b]
-            queue[b] = None
+        queue[b] = now
         tail[t] = now
+
+    def arrive(t: int, blocks: list[tuple[Any, float]]) -> None:
+        """AgeQueue.put of ``blocks`` (block, last use), new to tier ``t``, in order (they
+        left the tier above oldest first, so their times never fall)."""
+        nonlocal seq, due
+        queue = fifo[t]
+        if blocks[0][1] >= tail[t]:  # all in time order: the FIFO's end
+            queue.update(blocks)
+        else:
+            heap, ages = late[t], when[t]
+            for b, time in blocks:
+                if time >= tail[t]:
+                    queue[b] = time
+                    tail[t] = time
+                    continue
+                seq += 1
+                ages[b] = seq
+                heappush(heap, (time, seq, b))
+            if len(heap) > 2 * len(ages) + 64:  # drop the stale entries
+                heap[:] = [entry for entry in heap if ages.get(entry[2]) == entry[1]]
+                heapq.heapify(heap)
+        last_time = blocks[-1][1]
+        if last_time > tail[t]:
+            tail[t] = last_time
+        if t == 1 or t == 2:  # Manager._add's next idle due time (the oldest's)
+            d = blocks[0][1] + idle_of[t]
+            if d < due:
+                due = d
+
+    def oldest(t: int) -> tuple[Any, float] | None:
+        """AgeQueue.oldest of tier ``t``, with its time (None: the tier is empty)."""
+        heap, ages = late[t], when[t]
+        while heap and ages.get(heap[0][2]) != heap[0][1]:
+            heappop(heap)
+        queue = fifo[t]
+        if queue:
+            first = next(iter(queue.items()))
+            if heap and heap[0][0] < first[1]:
+                return heap[0][2], heap[0][0]
+            return first
+        return (heap[0][2], heap[0][0]) if heap else None
+
+    def leave(b: Any, t: int) -> None:
+        """AgeQueue.remove."""
+        if fifo[t].pop(b, ABSENT) is ABSENT:
+            del when[t][b]
 
     def cascade(t: int) -> None:
         """Manager._make_room(t): the oldest blocks leave ``t`` for the next enabled tier
         (the last drops them) until ``t`` is within its capacity; then the same below."""
-        nonlocal evictions, due, seq
+        nonlocal evictions
         while t >= 0 and held[t] > cap[t]:
             low = lower[t]
             bit = BITS[t]
-            low_bit = BITS[low] if low >= 0 else 0
-            limit = cap[t]
+            excess = held[t] - cap[t]
             queue, heap, ages = fifo[t], late[t], when[t]
-            if low >= 0:
-                low_queue, low_heap, low_ages, low_tail = fifo[low], late[low], when[low], tail[low]
-                low_idle = idle_of[low] if low in (1, 2) else None
-            n = held[t]
-            moved = 0
-            while n > limit:
-                # the oldest leaves (AgeQueue.oldest, then remove)
-                while heap and ages.get(heap[0][2]) != heap[0][1]:
-                    heappop(heap)
-                if heap and (not queue or heap[0][0] < last[next(iter(queue))]):
-                    b = heappop(heap)[2]
-                    del ages[b]
-                elif queue:
-                    b = queue.popitem(False)[0]
-                else:
-                    break
-                evictions += 1
-                n -= 1
+            while heap and ages.get(heap[0][2]) != heap[0][1]:
+                heappop(heap)
+            if not heap:  # the FIFO alone, oldest first
+                pop = queue.popitem
+                out = [pop(False) for _ in range(excess)]
+            else:
+                out = []
+                for _ in range(excess):
+                    entry = oldest(t)
+                    assert entry is not None  # held[t] counts what the queue holds
+                    leave(entry[0], t)
+                    out.append(entry)
+            evictions += excess
+            held[t] -= excess
+            if low < 0:  # the last tier: dropped
+                for b, _ in out:
+                    where[b] &= ~bit
+                return
+            low_bit = BITS[low]
+            moved = []
+            for entry in out:
+                b = entry[0]
                 m = where[b] & ~bit
-                if m & low_bit or low < 0:  # the tier below holds it, or there is none
+                if m & low_bit:  # the tier below holds it: dropped
                     where[b] = m
-                    continue
-                where[b] = m | low_bit
-                moved += 1
-                time = last[b]
-                if time >= low_tail:  # it arrives below (AgeQueue.put)
-                    low_queue[b] = None
-                    low_tail = time
                 else:
-                    seq += 1
-                    low_ages[b] = seq
-                    heappush(low_heap, (time, seq, b))
-                    if len(low_heap) > 2 * len(low_ages) + 64:
-                        compact(low)
-                if low_idle is not None and time + low_idle < due:
-                    due = time + low_idle
-            held[t] = n
-            if low >= 0:
-                tail[low] = low_tail
-                held[low] += moved
-                read[t] += moved
-                written[low] += moved
+                    where[b] = m | low_bit
+                    moved.append(entry)
+            if moved:
+                land(t, low, moved)
             t = low
 
-    def compact(t: int) -> None:
-        """Drop the stale entries of ``t``'s heap (they outnumber the live ones)."""
-        heap, ages = late[t], when[t]
-        heap[:] = [entry for entry in heap if ages.get(entry[2]) == entry[1]]
-        heapq.heapify(heap)
-
     def tick(now: float) -> None:
-        """Manager.tick: what has idled long enough goes down, oldest first."""
-        nonlocal demotions, due, seq
+        """Manager.tick: what has idled long enough goes down, oldest first. The blocks that
+        go down reach the tier below in batches, each before anything there looks at them
+        (the tier's eviction when it is full)."""
+        nonlocal demotions, due
         next_due = float("inf")
         for t, idle, low in idle_rules:
             bit, low_bit = BITS[t], BITS[low]
             queue, heap, ages = fifo[t], late[t], when[t]
-            low_queue, low_heap, low_ages = fifo[low], late[low], when[low]
+            pop = queue.popitem
+            batch: list[tuple[Any, float]] = []
+            room = cap[low] - held[low]
+            gone = 0
             while True:
-                # the oldest (AgeQueue.oldest)
                 while heap and ages.get(heap[0][2]) != heap[0][1]:
                     heappop(heap)
-                if queue:
-                    b = next(iter(queue))
-                    time = last[b]
-                    from_heap = bool(heap) and heap[0][0] < time
-                    if from_heap:
-                        time, _, b = heap[0]
-                elif heap:
-                    time, _, b = heap[0]
-                    from_heap = True
+                if heap:
+                    entry = oldest(t)
+                    assert entry is not None
+                    if now - entry[1] < idle:
+                        next_due = min(next_due, entry[1] + idle)
+                        break
+                    leave(entry[0], t)
+                elif queue:
+                    entry = pop(False)
+                    if now - entry[1] < idle:  # not yet: it goes back in front
+                        queue[entry[0]] = entry[1]
+                        queue.move_to_end(entry[0], last=False)
+                        next_due = min(next_due, entry[1] + idle)
+                        break
                 else:
                     break
-                if now - time < idle:
-                    next_due = min(next_due, time + idle)
-                    break
-                if from_heap:
-                    heappop(heap)
-                    del ages[b]
-                else:
-                    del queue[b]
-                demotions += 1
-                held[t] -= 1
+                gone += 1
+                b = entry[0]
                 m = where[b] & ~bit
                 if m & low_bit:  # a copy below: no write
                     where[b] = m
                     continue
                 where[b] = m | low_bit
-                held[low] += 1
-                read[t] += 1
-                written[low] += 1
-                if time >= tail[low]:  # it arrives below; its idle due time comes below
-                    low_queue[b] = None
-                    tail[low] = time
-                else:
-                    seq += 1
-                    low_ages[b] = seq
-                    heappush(low_heap, (time, seq, b))
-                    if len(low_heap) > 2 * len(low_ages) + 64:
-                        compact(low)
-                if held[low] > cap[low]:
+                batch.append(entry)
+                if len(batch) > room:  # the tier below is over: it makes room now
+                    held[t] -= gone
+                    demotions += gone
+                    gone = 0
+                    land(t, low, batch)
+                    batch = []
                     cascade(low)
-        due = next_due
+                    room = cap[low] - held[low]
+            held[t] -= gone
+            demotions += gone
+            if batch:
+                land(t, low, batch)
+        due = next_due  # (what arrived below is due by then at the earliest: recomputed)
+
+    def land(t: int, low: int, batch: list[tuple[Any, float]]) -> None:
+        """``batch`` went down from ``t`` to ``low``: queued and counted there."""
+        arrive(low, batch)
+        held[low] += len(batch)
+        read[t] += len(batch)
+        written[low] += len(batch)
 
     tally = Tally(config, block_tokens, requests, ttft=ttft, samples=samples)
     account = tally.request
@@ -246,9 +281,9 @@ def count_replay(
             hit_tiers.append(FASTEST[m])
         found = len(hit_tiers)
         reused = found
-        if found < count and blocks[found] in last:
+        if found < count and blocks[found] in where:
             for b in blocks[found:]:
-                if b not in last:
+                if b not in where:
                     break
                 reused += 1
         lookups += 1
@@ -269,14 +304,13 @@ def count_replay(
         for position in range(count - 1, -1, -1):
             b = blocks[position]
             m = get(b, 0)
-            last[b] = now
             if not m:  # new, or held nowhere any more
                 inserts += 1
                 into_t1 += 1
-                fifo1[b] = None  # now is the newest time: the FIFO's end
+                fifo1[b] = now  # now is the newest time: the FIFO's end
                 if eager:
                     where[b] = 5
-                    fifo3[b] = None
+                    fifo3[b] = now
                     tail[2] = now
                     held[2] += 1
                     read[0] += 1
@@ -288,6 +322,7 @@ def count_replay(
                 continue
             if m & 1:
                 touch1(b)
+                fifo1[b] = now
                 if m != 1:  # copies below T1 are used too
                     for t in (1, 2, 3):
                         if m & BITS[t]:
@@ -309,7 +344,7 @@ def count_replay(
                     touch(b, t, now)
             where[b] = m | 1
             into_t1 += 1
-            fifo1[b] = None
+            fifo1[b] = now
         held[0] += into_t1
         written[0] += into_t1
         for t in range(4):  # Manager.settle
