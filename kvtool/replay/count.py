@@ -254,7 +254,7 @@ def count_replay(
         read[t] += len(batch)
         written[low] += len(batch)
 
-    tally = Tally(config, block_tokens, requests, ttft=ttft, samples=samples)
+    tally = Tally(config, block_tokens, requests, ttft=ttft, samples=samples, scale=unit)
     account = tally.request
     lookups = lookup_chunks = misses = inserts = promotions = recomputes = recomputed = 0
     hits = [0, 0, 0, 0]  # the manager's hit counters, in blocks
@@ -350,7 +350,7 @@ def count_replay(
         for t in range(4):  # Manager.settle
             if held[t] > cap[t]:
                 cascade(t)
-        account(index, request, hit_tiers, reused, [h * unit for h in held])
+        account(index, request, hit_tiers, reused, held)
     if progress is not None:
         progress(total, total)
     counters = new_counters()

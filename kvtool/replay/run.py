@@ -216,8 +216,12 @@ class Tally:
         *,
         ttft: TtftModel | None,
         samples: int,
+        scale: int = 1,
     ) -> None:
+        """``scale``: the replay's units per unit of the occupancies given (the counting
+        core gives blocks: the block's units)."""
         self.config = config
+        self.scale = scale
         self.block_tokens = block_tokens
         self.requests = len(requests)
         self.ttft = ttft
@@ -238,11 +242,10 @@ class Tally:
     ) -> None:
         """Request number ``index`` was served ``hit_tiers`` (the tier of each leading block
         served from the cache: 0 for T1 ... 3 for T4); its first ``reused`` blocks had been
-        seen before; ``used`` is each tier's occupancy after it, in the replay's units."""
+        seen before; ``used`` is each tier's occupancy after it, in ``scale`` units."""
         block_tokens = self.block_tokens
         n = request.input_tokens
         count = len(request.blocks)
-        last = n - (count - 1) * block_tokens if count else 0
         self.unbounded_tokens += min(reused * block_tokens, n)
         hits = len(hit_tiers)
         tokens = min(hits * block_tokens, n)
@@ -258,12 +261,13 @@ class Tally:
             hit_tiers = hit_tiers[:hits]
         if hits:
             tier_blocks = self.tier_blocks
-            for tier in range(4):
+            first = hit_tiers[0]
+            for tier in (first,) if hit_tiers.count(first) == hits else set(hit_tiers):
                 k = hit_tiers.count(tier)
                 tier_blocks[tier] += k
                 tier_tokens[tier] += k * block_tokens
             if hits >= count:  # the last block served counts its own tokens
-                tier_tokens[hit_tiers[count - 1]] += last - block_tokens
+                tier_tokens[hit_tiers[count - 1]] += n - count * block_tokens
         self.total_input += n
         self.total_output += request.output_tokens
         self.total_blocks += count
@@ -273,11 +277,13 @@ class Tally:
         self.hit_blocks += hits
         self.hit_full += min(hits, full)
         peak = self.peak
-        for tier in range(4):
-            if used[tier] > peak[tier]:
-                peak[tier] = used[tier]
+        if used[0] > peak[0] or used[1] > peak[1] or used[2] > peak[2] or used[3] > peak[3]:
+            self.peak = list(map(max, peak, used))
         if self.every and index % self.every == 0:
-            self.occupancy.append((request.t_s, dict(zip(TIERS, used, strict=True))))
+            scale = self.scale
+            self.occupancy.append(
+                (request.t_s, {t: u * scale for t, u in zip(TIERS, used, strict=True)})
+            )
         ttft = self.ttft
         if ttft is not None:
             cold = ttft.prefill_s(n)
@@ -301,7 +307,7 @@ class Tally:
             hits=(self.hit_tokens, self.hit_blocks, self.hit_full, self.unbounded_tokens),
             tier_blocks=dict(zip(TIERS, self.tier_blocks, strict=True)),
             tier_tokens=dict(zip(TIERS, self.tier_tokens, strict=True)),
-            peak=dict(zip(TIERS, self.peak, strict=True)),
+            peak={tier: used * self.scale for tier, used in zip(TIERS, self.peak, strict=True)},
             counters=counters,
             ttft=self.ttft,
             ttft_samples=(self.with_cache, self.without, self.saved),

@@ -12,15 +12,16 @@ sizes and without hardware, T1 is unbounded and the rest off (the reuse ratio).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kvtool.errors import InputError
-from kvtool.model.shape import KvShape
-from kvtool.plan.deployment import DeploymentPlan, Hardware, plan_contexts
-from kvtool.plan.reload import ReloadAssumptions
 from kvtool.replay.run import ReplayConfig, TtftModel
 from kvtool.replay.trace import Trace
 from kvtool.units import TierSize, format_bytes_binary
+
+if TYPE_CHECKING:  # the plan is loaded only for replays with a model (it costs start-up)
+    from kvtool.model.shape import KvShape
+    from kvtool.plan.deployment import DeploymentPlan, Hardware
 
 TIERS = ("T1", "T2", "T3", "T4")
 
@@ -36,6 +37,9 @@ class ReplaySetup(NamedTuple):
 
 def replay_plan(trace: Trace, shape: KvShape, hardware: Hardware) -> DeploymentPlan:
     """The node's plan for one session as long as the trace's longest request."""
+    from kvtool.plan.deployment import plan_contexts
+    from kvtool.plan.reload import ReloadAssumptions
+
     longest = max((r.input_tokens for r in trace.requests), default=trace.block_tokens)
     planned = plan_contexts(
         shape,

@@ -138,7 +138,39 @@ def _header(line: str) -> dict[str, Any] | None:
     return data
 
 
+_NUMBERS = (int, float)
+_INTS = {int}
+_TEXTS = {str}
+
+
 def _request(line: str, block_tokens: int, *, mooncake: bool) -> Request:
+    """One line as a request: a well-formed line takes the short way; anything else the
+    checks of ``_checked_request``, which name what is wrong."""
+    try:
+        record = json.loads(line)
+        t_ms = record["timestamp"]
+        input_tokens = record["input_length"]
+        output_tokens = record["output_length"]
+        blocks = record["hash_ids"]
+    except Exception:  # the checked way says what it was
+        return _checked_request(line, block_tokens, mooncake=mooncake)
+    if (
+        type(t_ms) in _NUMBERS
+        and 0 <= t_ms < 1e300
+        and type(input_tokens) is int
+        and input_tokens >= 0
+        and type(output_tokens) is int
+        and output_tokens >= 0
+        and type(blocks) is list
+        and len(blocks) == -(-input_tokens // block_tokens)
+    ):
+        kinds = set(map(type, blocks))
+        if kinds <= _INTS or (not mooncake and kinds == _TEXTS):
+            return Request(t_ms / 1000, input_tokens, output_tokens, tuple(blocks))
+    return _checked_request(line, block_tokens, mooncake=mooncake)
+
+
+def _checked_request(line: str, block_tokens: int, *, mooncake: bool) -> Request:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as exc:
