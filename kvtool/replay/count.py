@@ -81,6 +81,9 @@ def count_replay(
     idle_of = (0.0, rules.t2_idle_s, rules.t3_idle_s, 0.0)
     idle_rules = [(t, idle_of[t], low) for t, low in ((1, 2), (2, 3)) if enabled[low]]
     reload_from = rules.reload_from_tokens
+    # a tier that never evicts (unbounded) nor idles out has no use for an order: its blocks
+    # are only its bits and its count (an unbounded T4: nothing there is ever looked up in order)
+    ordered = [cap[t] < UNBOUNDED or any(rule[0] == t for rule in idle_rules) for t in range(4)]
 
     where: dict[Any, int] = {}  # block -> its tiers' bits (0: held nowhere); every block seen
     # per tier, its age queue: a FIFO of block -> last use (times never fall along it), and a
@@ -110,6 +113,12 @@ def count_replay(
         """AgeQueue.put of ``blocks`` (block, last use), new to tier ``t``, in order (they
         left the tier above oldest first, so their times never fall)."""
         nonlocal seq, due
+        if t == 1 or t == 2:  # Manager._add's next idle due time (the oldest's)
+            d = blocks[0][1] + idle_of[t]
+            if d < due:
+                due = d
+        if not ordered[t]:
+            return
         queue = fifo[t]
         if blocks[0][1] >= tail[t]:  # all in time order: the FIFO's end
             queue.update(blocks)
@@ -129,10 +138,6 @@ def count_replay(
         last_time = blocks[-1][1]
         if last_time > tail[t]:
             tail[t] = last_time
-        if t == 1 or t == 2:  # Manager._add's next idle due time (the oldest's)
-            d = blocks[0][1] + idle_of[t]
-            if d < due:
-                due = d
 
     def oldest(t: int) -> tuple[Any, float] | None:
         """AgeQueue.oldest of tier ``t``, with its time (None: the tier is empty)."""
@@ -264,6 +269,9 @@ def count_replay(
     touch1 = fifo1.move_to_end
     get = where.get
     idle3 = idle_of[2]
+    order1, order2, order3 = ordered[0], ordered[1], ordered[2]
+    below = [t for t in (1, 2, 3) if ordered[t]]  # the tiers below T1 whose order a use moves
+    below_bits = sum(BITS[t] for t in below)
     for index, request in enumerate(requests):
         if progress is not None and not index & 1023:
             progress(index, total)
@@ -307,11 +315,13 @@ def count_replay(
             if not m:  # new, or held nowhere any more
                 inserts += 1
                 into_t1 += 1
-                fifo1[b] = now  # now is the newest time: the FIFO's end
+                if order1:
+                    fifo1[b] = now  # now is the newest time: the FIFO's end
                 if eager:
                     where[b] = 5
-                    fifo3[b] = now
-                    tail[2] = now
+                    if order3:
+                        fifo3[b] = now
+                        tail[2] = now
                     held[2] += 1
                     read[0] += 1
                     written[2] += 1
@@ -321,10 +331,11 @@ def count_replay(
                     where[b] = 1
                 continue
             if m & 1:
-                touch1(b)
-                fifo1[b] = now
-                if m != 1:  # copies below T1 are used too
-                    for t in (1, 2, 3):
+                if order1:
+                    touch1(b)
+                    fifo1[b] = now
+                if m & below_bits:  # copies below T1 are used too
+                    for t in below:
                         if m & BITS[t]:
                             touch(b, t, now)
                 continue
@@ -333,18 +344,20 @@ def count_replay(
                 promotions += 1
                 read[source] += 1
                 if source == 1:  # moved out of T2 (T1 and T2 are one node's memory)
-                    if fifo2.pop(b, ABSENT) is ABSENT:
+                    if order2 and fifo2.pop(b, ABSENT) is ABSENT:
                         del when2[b]
                     held[1] -= 1
                     m &= ~2
             else:  # held below but not reused: recomputed into T1
                 inserts += 1
-            for t in (1, 2, 3):
-                if m & BITS[t]:
-                    touch(b, t, now)
+            if m & below_bits:
+                for t in below:
+                    if m & BITS[t]:
+                        touch(b, t, now)
             where[b] = m | 1
             into_t1 += 1
-            fifo1[b] = now
+            if order1:
+                fifo1[b] = now
         held[0] += into_t1
         written[0] += into_t1
         for t in range(4):  # Manager.settle
