@@ -98,14 +98,17 @@ class Move(NamedTuple):
 class Chunk:
     """What the manager knows of one chunk."""
 
-    __slots__ = ("expires_at", "key", "last_access", "nbytes", "pins", "tiers", "tokens")
+    __slots__ = (
+        "expires_at", "key", "last_access", "last_use", "nbytes", "pins", "tiers", "tokens"
+    )  # fmt: skip
 
-    def __init__(self, key: Key, nbytes: int, tokens: int, now: float) -> None:
+    def __init__(self, key: Key, nbytes: int, tokens: int, now: float, use: int) -> None:
         self.key = key
         self.nbytes = nbytes
         self.tokens = tokens
         self.tiers: set[str] = set()
-        self.last_access = now
+        self.last_access = now  # the clock's time: what the idle rules read
+        self.last_use = use  # the manager's count of uses: what LRU orders by
         self.pins = 0
         self.expires_at: float | None = None
 
@@ -169,6 +172,7 @@ class Manager:
             if config.enabled(lower)
         ]
         self._next_due = float("-inf")  # when tick next has something to look at
+        self._uses = 0  # uses so far: each chunk's last one orders LRU (ties never happen)
         self._unavailable: dict[str, float] = {}  # tier -> until when writes pass it over
         self._idle_of = {"T2": config.t2_idle_s, "T3": config.t3_idle_s}
         self._ttl = config.shared_ttl_s
@@ -298,7 +302,7 @@ class Manager:
         counters["inserts"] += 1
         chunk = self.chunks.get(key)
         if chunk is None:
-            chunk = self.chunks[key] = Chunk(key, nbytes, tokens, now)
+            chunk = self.chunks[key] = self._chunk(key, nbytes, tokens, now)
         else:
             self._touch(chunk, now)
         if shared and self._ttl is not None and chunk.expires_at is None:
@@ -360,7 +364,7 @@ class Manager:
             key = keys[index]
             chunk = chunks.get(key)
             if chunk is None:
-                chunk = chunks[key] = Chunk(key, nbytes, tokens, now)
+                chunk = chunks[key] = self._chunk(key, nbytes, tokens, now)
                 if ttl is not None:
                     chunk.expires_at = now + ttl
                 counters["inserts"] += 1
@@ -418,7 +422,7 @@ class Manager:
         """Another node wrote ``key`` to a shared tier: index it there."""
         chunk = self.chunks.get(key)
         if chunk is None:
-            chunk = self.chunks[key] = Chunk(key, nbytes, tokens, self.clock())
+            chunk = self.chunks[key] = self._chunk(key, nbytes, tokens, self.clock())
         if tier not in chunk.tiers:
             self._add(chunk, tier)
 
@@ -446,7 +450,7 @@ class Manager:
         chunk = self.chunks.get(move.key)
         if move.kind == "drop":  # the drop did not happen: the copy is still at src
             if chunk is None:
-                chunk = self.chunks[move.key] = Chunk(move.key, move.nbytes, 0, self.clock())
+                chunk = self.chunks[move.key] = self._chunk(move.key, move.nbytes, 0, self.clock())
             if move.dst is not None and move.dst in chunk.tiers:
                 self._remove(chunk, move.dst)  # it leaned on a copy that is not there
             if move.src is not None and move.src not in chunk.tiers:
@@ -544,20 +548,28 @@ class Manager:
             del self.chunks[chunk.key]
         return [Move("drop", chunk.key, tier, None, chunk.nbytes, why)]
 
+    def _chunk(self, key: Key, nbytes: int, tokens: int, now: float) -> Chunk:
+        """A chunk new to the index: its first use."""
+        self._uses += 1
+        return Chunk(key, nbytes, tokens, now, self._uses)
+
     def _touch(self, chunk: Chunk, now: float) -> None:
+        """A use: the chunk becomes the most recently used in every tier holding it."""
+        self._uses += 1
         chunk.last_access = now
+        chunk.last_use = use = self._uses
         for tier in chunk.tiers:
-            self.policies[tier].touch(chunk.key, now)
+            self.policies[tier].touch(chunk.key, use)
             if tier in self._own_age:
-                self.by_age[tier].put(chunk.key, now)
+                self.by_age[tier].put(chunk.key, use)
 
     def _add(self, chunk: Chunk, tier: str) -> None:
         chunk.tiers.add(tier)
         self.used[tier] += chunk.nbytes
-        self.policies[tier].add(chunk.key, chunk.last_access)
+        self.policies[tier].add(chunk.key, chunk.last_use)
         if tier in IDLE_TIERS:
             if tier in self._own_age:
-                self.by_age[tier].put(chunk.key, chunk.last_access)
+                self.by_age[tier].put(chunk.key, chunk.last_use)
             self._next_due = min(self._next_due, chunk.last_access + self._idle_of[tier])
 
     def _remove(self, chunk: Chunk, tier: str) -> None:

@@ -1,14 +1,16 @@
 """Eviction policies: which resident chunk of a tier leaves first. They only decide; the
 manager moves nothing until a policy has named a victim, and mediums move the bytes. Pure.
 
-A policy sees keys added (with the chunk's last access), touched (now) and removed, and
+A policy sees keys added (with the chunk's last use), touched (used again) and removed, and
 ``evict(can_evict)`` names and forgets the next victim that ``can_evict`` allows (chunks in use
-are pinned and skipped). Registered by name in ``POLICIES``:
+are pinned and skipped). A use is the manager's count of uses so far: it only grows, and no
+two uses share one, so "least recently used" has no ties. Registered by name in ``POLICIES``:
 
-* ``lru``: least recently used first, by the chunk's last use by a request, in every tier: a
-  chunk that arrives in T3 from T2 (idle, or pushed out) keeps the last access it had and
-  leaves before a chunk a request used since, however long ago that one arrived. One
-  ``AgeQueue`` is both the eviction order and the idle-age order of its tier.
+* ``lru``: least recently used first, by the chunk's last use, in every tier: a chunk that
+  arrives in T3 from T2 (idle, or pushed out) keeps the last use it had and leaves before a
+  chunk a request used since, however long ago that one arrived. One ``AgeQueue`` is both
+  the eviction order and the idle order of its tier (the clock only moves forward, so the
+  least recently used is also the one idle longest).
 * ``s3fifo``: S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction", SOSP
   2023): new keys enter a small FIFO (10% of entries); those touched again move to the main
   FIFO, the rest leave early and are remembered in a ghost FIFO, so a key that returns soon goes
@@ -29,12 +31,12 @@ class Policy(Protocol):
 
     name: str
 
-    def add(self, key: str, last_access: float) -> None:
-        """``key`` became resident in the tier; a request last used it at ``last_access``."""
+    def add(self, key: str, last_use: int) -> None:
+        """``key`` became resident in the tier; ``last_use`` was its latest use."""
         ...
 
-    def touch(self, key: str, now: float) -> None:
-        """``key`` was read or written again, at ``now``."""
+    def touch(self, key: str, use: int) -> None:
+        """``key`` was read or written again: ``use``, the newest use."""
         ...
 
     def remove(self, key: str) -> None:
@@ -49,13 +51,11 @@ class Policy(Protocol):
 
 
 class AgeQueue:
-    """A tier's chunks by last access, oldest first, whatever order they arrived in: a chunk
-    demoted into T3 keeps its old last access and must leave before one that arrived earlier
-    but was used since. Arrivals in time order (the common case: a touch, a fresh insert) go
-    to the end of a FIFO in O(1); only a late one (older than the FIFO's newest) goes to a
-    heap, whose stale entries are skipped and, when they outnumber the live ones, dropped.
-    Ties: the FIFO's key first, and among late keys the first to arrive (``replay.count``
-    keeps the same order with integer ids)."""
+    """A tier's chunks by last use, least recent first, whatever order they arrived in: a
+    chunk demoted into T3 keeps its old last use and must leave before one that arrived
+    earlier but was used since. Arrivals in order (the common case: a use, a fresh insert) go
+    to the end of a FIFO in O(1); only a late one (used before the FIFO's newest) goes to a
+    heap, whose stale entries are skipped and, when they outnumber the live ones, dropped."""
 
     __slots__ = ("_fifo", "_late", "_seq", "_tail", "_when")
 
@@ -66,21 +66,21 @@ class AgeQueue:
         self._tail = float("-inf")
         self._seq = 0
 
-    def put(self, key: str, last_access: float) -> None:
-        """``key`` is in the tier, last used at ``last_access`` (again: the newest time wins)."""
+    def put(self, key: str, last_use: float) -> None:
+        """``key`` is in the tier, last used at ``last_use`` (again: the newest use wins)."""
         fifo = self._fifo
-        if last_access >= self._tail:
+        if last_use >= self._tail:
             if key in fifo:
                 fifo.move_to_end(key)
             else:
                 self._when.pop(key, None)
-            fifo[key] = last_access
-            self._tail = last_access
+            fifo[key] = last_use
+            self._tail = last_use
             return
         fifo.pop(key, None)
         self._seq += 1
         self._when[key] = self._seq
-        heapq.heappush(self._late, (last_access, self._seq, key))
+        heapq.heappush(self._late, (last_use, self._seq, key))
         if len(self._late) > 2 * len(self._when) + 64:
             when = self._when
             self._late = [entry for entry in self._late if when.get(entry[2]) == entry[1]]
@@ -127,12 +127,12 @@ class LRU(AgeQueue):
     __slots__ = ()
     name = "lru"
 
-    def add(self, key: str, last_access: float) -> None:
-        self.put(key, last_access)
+    def add(self, key: str, last_use: int) -> None:
+        self.put(key, last_use)
 
-    def touch(self, key: str, now: float) -> None:
+    def touch(self, key: str, use: int) -> None:
         if key in self:
-            self.put(key, now)
+            self.put(key, use)
 
     def evict(self, can_evict: Callable[[str], bool]) -> str | None:
         key = self.oldest()
@@ -156,7 +156,7 @@ class S3FIFO:
         self._ghost: OrderedDict[str, None] = OrderedDict()
         self._freq: dict[str, int] = {}
 
-    def add(self, key: str, last_access: float = 0.0) -> None:  # the order ignores times
+    def add(self, key: str, last_use: int = 0) -> None:  # the order ignores uses
         if key in self._freq:
             self.touch(key)
             return
@@ -167,7 +167,7 @@ class S3FIFO:
         else:
             self._small[key] = None
 
-    def touch(self, key: str, now: float = 0.0) -> None:
+    def touch(self, key: str, use: int = 0) -> None:
         if key in self._freq:
             self._freq[key] = min(self._freq[key] + 1, self.MAX_FREQ)
 

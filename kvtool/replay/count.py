@@ -2,18 +2,18 @@
 for a replay that only counts. Pure.
 
 ``Manager.access`` builds a ``Chunk`` per block and a ``Move`` per step so that an engine can
-carry the steps out; a replay that only counts needs neither. Here a block is its trace id, its
-tiers one bit each in ``where`` and its last use in ``last``; each tier is one age queue (the
-structure of ``engine.policy.AgeQueue``: a FIFO of in-order arrivals and a heap of late ones)
-serving as both its LRU eviction order and its idle-age order; eviction and demotion are
-inlined and the counters are plain integers, in blocks, made bytes at the end.
-
-The order is the manager's: a tier's blocks by last use, ties by when they were put in the
-tier. (An ``AgeQueue``'s FIFO only takes a time at or after its newest, so of two entries
-with one time the FIFO's was put first: the queue's order is exactly (last use, put order),
-whatever the FIFO and heap hold.) Hence one shortcut: a block promoted from T2 is touched
-there and removed at once by the manager; here it is only removed, which leaves every other
-block's place unchanged.
+carry the steps out; a replay that only counts needs neither. Here each block is one integer
+in ``state``: its last use (the manager's count of uses, which orders LRU) shifted left four
+bits, and one bit per tier holding it. Each tier that keeps an order has three queues of
+``(use, block)`` entries, each in the order of its uses: the blocks used there now (``now``),
+the blocks that came down from above in order (``down``), and a heap of those that came
+down out of order (``late``); the tier's least recently used block is the oldest head of
+the three. Entries are never searched for: a use appends a new entry, and an entry whose
+block has been used since or has left the tier is stale, known by ``state``, and skipped
+when it comes to a head (``compact`` drops them when they outnumber the live ones). Uses
+map to the clock through ``starts`` and ``times`` (each request's first use and its time),
+so the idle rules read the same times as the manager. Eviction and demotion are inlined;
+the counters are plain integers, in blocks, made bytes at the end.
 
 ``replay.run.replay`` runs this core for LRU replays that only count; S3-FIFO's order is the
 engine's own policy object, so those replay through the manager. ``tests/unit/replay/
@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import heapq
 import sys
-from collections import OrderedDict
+from array import array
+from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,10 +35,11 @@ from kvtool.engine.manager import TIERS, new_counters
 from kvtool.replay.run import ReplayConfig, ReplayResult, Tally, TtftModel
 from kvtool.replay.trace import Request
 
-BITS = (1, 2, 4, 8)  # T1..T4 in ``where``
+BITS = (1, 2, 4, 8)  # T1..T4 in a block's state
 FASTEST = [0] + [next(t for t in range(4) if m & BITS[t]) for m in range(1, 16)]
 UNBOUNDED = sys.maxsize
-ABSENT = object()
+NEVER = sys.maxsize  # a use later than any
+Entry = tuple[int, Any]  # (use, block)
 
 
 def blocks_within(limit: float, unit: int) -> int:
@@ -85,158 +88,171 @@ def count_replay(
     # are only its bits and its count (an unbounded T4: nothing there is ever looked up in order)
     ordered = [cap[t] < UNBOUNDED or any(rule[0] == t for rule in idle_rules) for t in range(4)]
 
-    where: dict[Any, int] = {}  # block -> its tiers' bits (0: held nowhere); every block seen
-    # per tier, its age queue: a FIFO of block -> last use (times never fall along it), and a
-    # heap of the late arrivals (time, number, block) with each live entry's number in ``when``
-    fifo: list[OrderedDict[Any, float]] = [OrderedDict() for _ in range(4)]
-    late: list[list[tuple[float, int, Any]]] = [[] for _ in range(4)]
-    when: list[dict[Any, int]] = [{} for _ in range(4)]
-    tail = [float("-inf")] * 4  # the newest time in each FIFO
+    state: dict[Any, int] = {}  # block -> last use << 4 | its tiers' bits; every block seen
+    fresh: list[deque[Entry]] = [deque() for _ in range(4)]  # used in the tier, in order
+    down: list[deque[Entry]] = [deque() for _ in range(4)]  # came down in order
+    late: list[list[Entry]] = [[] for _ in range(4)]  # came down out of order: a heap
+    down_tail = [0] * 4  # the newest use in ``down``
     held = [0, 0, 0, 0]  # blocks per tier
     read = [0, 0, 0, 0]  # blocks read from / written to each tier
     written = [0, 0, 0, 0]
-    evictions = demotions = seq = 0
+    starts = array("q")  # each request's first use
+    times = array("d")  # and its time
+    evictions = demotions = 0
     due = float("-inf")  # Manager._next_due
     heappush, heappop = heapq.heappush, heapq.heappop
 
-    def touch(b: Any, t: int, now: float) -> None:
-        """AgeQueue.put of a block tier ``t`` holds, used at ``now`` (the newest time)."""
-        queue = fifo[t]
-        try:
-            queue.move_to_end(b)
-        except KeyError:
-            del when[t][b]
-        queue[b] = now
-        tail[t] = now
+    def time_of(use: int) -> float:
+        """The clock when ``use`` happened."""
+        return times[bisect_right(starts, use) - 1]
 
-    def arrive(t: int, blocks: list[tuple[Any, float]]) -> None:
-        """AgeQueue.put of ``blocks`` (block, last use), new to tier ``t``, in order (they
-        left the tier above oldest first, so their times never fall)."""
-        nonlocal seq, due
+    def live(entry: Entry, bit: int) -> bool:
+        value = state[entry[1]]
+        return value >> 4 == entry[0] and bool(value & bit)
+
+    def head(t: int) -> Entry | None:
+        """The least recently used block of tier ``t`` (stale heads are dropped on the way),
+        left in place; None when the tier is empty."""
+        bit = BITS[t]
+        sources = (fresh[t], down[t])
+        heap = late[t]
+        while True:
+            best: Entry | None = None
+            where = -1
+            for number, queue in enumerate(sources):
+                if queue and (best is None or queue[0][0] < best[0]):
+                    best, where = queue[0], number
+            if heap and (best is None or heap[0][0] < best[0]):
+                best, where = heap[0], 2
+            if best is None or live(best, bit):
+                return best
+            if where == 2:
+                heappop(heap)
+            else:
+                sources[where].popleft()
+
+    def take(t: int) -> Entry:
+        """Remove and return the least recently used block of tier ``t`` (it has one)."""
+        entry = head(t)
+        assert entry is not None  # held[t] counts the live entries
+        if fresh[t] and fresh[t][0] is entry:
+            fresh[t].popleft()
+        elif down[t] and down[t][0] is entry:
+            down[t].popleft()
+        else:
+            heappop(late[t])
+        return entry
+
+    def arrive(t: int, blocks: list[Entry]) -> None:
+        """``blocks`` (in order of use) came down into tier ``t``: queued and counted."""
+        nonlocal due
         if t == 1 or t == 2:  # Manager._add's next idle due time (the oldest's)
-            d = blocks[0][1] + idle_of[t]
+            d = time_of(blocks[0][0]) + idle_of[t]
             if d < due:
                 due = d
+        held[t] += len(blocks)
         if not ordered[t]:
             return
-        queue = fifo[t]
-        if blocks[0][1] >= tail[t]:  # all in time order: the FIFO's end
-            queue.update(blocks)
-        else:
-            heap, ages = late[t], when[t]
-            for b, time in blocks:
-                if time >= tail[t]:
-                    queue[b] = time
-                    tail[t] = time
-                    continue
-                seq += 1
-                ages[b] = seq
-                heappush(heap, (time, seq, b))
-            if len(heap) > 2 * len(ages) + 64:  # drop the stale entries
-                heap[:] = [entry for entry in heap if ages.get(entry[2]) == entry[1]]
-                heapq.heapify(heap)
-        last_time = blocks[-1][1]
-        if last_time > tail[t]:
-            tail[t] = last_time
+        queue = down[t]
+        if blocks[0][0] > down_tail[t]:  # all in order: the end of ``down``
+            queue.extend(blocks)
+            down_tail[t] = blocks[-1][0]
+            return
+        heap = late[t]
+        for entry in blocks:
+            if entry[0] > down_tail[t]:
+                queue.append(entry)
+                down_tail[t] = entry[0]
+            else:
+                heappush(heap, entry)
 
-    def oldest(t: int) -> tuple[Any, float] | None:
-        """AgeQueue.oldest of tier ``t``, with its time (None: the tier is empty)."""
-        heap, ages = late[t], when[t]
-        while heap and ages.get(heap[0][2]) != heap[0][1]:
-            heappop(heap)
-        queue = fifo[t]
-        if queue:
-            first = next(iter(queue.items()))
-            if heap and heap[0][0] < first[1]:
-                return heap[0][2], heap[0][0]
-            return first
-        return (heap[0][2], heap[0][0]) if heap else None
-
-    def leave(b: Any, t: int) -> None:
-        """AgeQueue.remove."""
-        if fifo[t].pop(b, ABSENT) is ABSENT:
-            del when[t][b]
+    def compact(t: int) -> None:
+        """Drop tier ``t``'s stale entries (a use leaves one behind in each tier)."""
+        bit = BITS[t]
+        for queue in (fresh[t], down[t]):
+            kept = [entry for entry in queue if live(entry, bit)]
+            queue.clear()
+            queue.extend(kept)
+        heap = late[t]
+        heap[:] = [entry for entry in heap if live(entry, bit)]
+        heapq.heapify(heap)
 
     def cascade(t: int) -> None:
-        """Manager._make_room(t): the oldest blocks leave ``t`` for the next enabled tier
-        (the last drops them) until ``t`` is within its capacity; then the same below."""
+        """Manager._make_room(t): the least recently used blocks leave ``t`` for the next
+        enabled tier (the last drops them) until ``t`` is within its capacity; then the same
+        below."""
         nonlocal evictions
         while t >= 0 and held[t] > cap[t]:
-            low = lower[t]
-            bit = BITS[t]
             excess = held[t] - cap[t]
-            queue, heap, ages = fifo[t], late[t], when[t]
-            while heap and ages.get(heap[0][2]) != heap[0][1]:
-                heappop(heap)
-            if not heap:  # the FIFO alone, oldest first
-                pop = queue.popitem
-                out = [pop(False) for _ in range(excess)]
-            else:
-                out = []
-                for _ in range(excess):
-                    entry = oldest(t)
-                    assert entry is not None  # held[t] counts what the queue holds
-                    leave(entry[0], t)
-                    out.append(entry)
+            bit = BITS[t]
+            out: list[Entry] = []
+            if late[t] or (fresh[t] and down[t]):
+                out = [take(t) for _ in range(excess)]
+            else:  # one queue: its live entries, oldest first
+                popleft = (fresh[t] or down[t]).popleft
+                while len(out) < excess:
+                    entry = popleft()
+                    value = state[entry[1]]
+                    if value >> 4 == entry[0] and value & bit:
+                        out.append(entry)
             evictions += excess
             held[t] -= excess
+            low = lower[t]
             if low < 0:  # the last tier: dropped
-                for b, _ in out:
-                    where[b] &= ~bit
+                for _, b in out:
+                    state[b] &= ~bit
                 return
             low_bit = BITS[low]
             moved = []
             for entry in out:
-                b = entry[0]
-                m = where[b] & ~bit
-                if m & low_bit:  # the tier below holds it: dropped
-                    where[b] = m
+                b = entry[1]
+                value = state[b] & ~bit
+                if value & low_bit:  # the tier below holds it: dropped
+                    state[b] = value
                 else:
-                    where[b] = m | low_bit
+                    state[b] = value | low_bit
                     moved.append(entry)
             if moved:
-                land(t, low, moved)
+                arrive(low, moved)
+                read[t] += len(moved)
+                written[low] += len(moved)
             t = low
 
     def tick(now: float) -> None:
-        """Manager.tick: what has idled long enough goes down, oldest first. The blocks that
-        go down reach the tier below in batches, each before anything there looks at them
-        (the tier's eviction when it is full)."""
+        """Manager.tick: what has idled long enough goes down, least recently used first;
+        it reaches the tier below in batches, each before anything there looks at them."""
         nonlocal demotions, due
         next_due = float("inf")
+        count = len(times)
         for t, idle, low in idle_rules:
+            # the first request whose blocks are not idle long enough (times never fall)
+            first = bisect_left(range(count), True, key=lambda j: now - times[j] < idle)
+            before = starts[first] if first < count else NEVER
             bit, low_bit = BITS[t], BITS[low]
-            queue, heap, ages = fifo[t], late[t], when[t]
-            pop = queue.popitem
-            batch: list[tuple[Any, float]] = []
+            batch: list[Entry] = []
             room = cap[low] - held[low]
             gone = 0
             while True:
-                while heap and ages.get(heap[0][2]) != heap[0][1]:
-                    heappop(heap)
-                if heap:
-                    entry = oldest(t)
-                    assert entry is not None
-                    if now - entry[1] < idle:
-                        next_due = min(next_due, entry[1] + idle)
+                if late[t] or (fresh[t] and down[t]):
+                    entry = head(t)
+                    if entry is None or entry[0] >= before:
                         break
-                    leave(entry[0], t)
-                elif queue:
-                    entry = pop(False)
-                    if now - entry[1] < idle:  # not yet: it goes back in front
-                        queue[entry[0]] = entry[1]
-                        queue.move_to_end(entry[0], last=False)
-                        next_due = min(next_due, entry[1] + idle)
-                        break
+                    take(t)
                 else:
-                    break
+                    queue = fresh[t] or down[t]
+                    if not queue or queue[0][0] >= before:
+                        break
+                    entry = queue.popleft()
+                    value = state[entry[1]]
+                    if value >> 4 != entry[0] or not value & bit:
+                        continue  # stale
                 gone += 1
-                b = entry[0]
-                m = where[b] & ~bit
-                if m & low_bit:  # a copy below: no write
-                    where[b] = m
+                b = entry[1]
+                value = state[b] & ~bit
+                if value & low_bit:  # a copy below: no write
+                    state[b] = value
                     continue
-                where[b] = m | low_bit
+                state[b] = value | low_bit
                 batch.append(entry)
                 if len(batch) > room:  # the tier below is over: it makes room now
                     held[t] -= gone
@@ -250,12 +266,14 @@ def count_replay(
             demotions += gone
             if batch:
                 land(t, low, batch)
+            waiting = head(t)
+            if waiting is not None:
+                next_due = min(next_due, time_of(waiting[0]) + idle)
         due = next_due  # (what arrived below is due by then at the earliest: recomputed)
 
-    def land(t: int, low: int, batch: list[tuple[Any, float]]) -> None:
+    def land(t: int, low: int, batch: list[Entry]) -> None:
         """``batch`` went down from ``t`` to ``low``: queued and counted there."""
         arrive(low, batch)
-        held[low] += len(batch)
         read[t] += len(batch)
         written[low] += len(batch)
 
@@ -264,34 +282,36 @@ def count_replay(
     lookups = lookup_chunks = misses = inserts = promotions = recomputes = recomputed = 0
     hits = [0, 0, 0, 0]  # the manager's hit counters, in blocks
     total = len(requests)
-    fifo1, fifo2, fifo3 = fifo[0], fifo[1], fifo[2]
-    when2 = when[1]
-    touch1 = fifo1.move_to_end
-    get = where.get
-    idle3 = idle_of[2]
-    order1, order2, order3 = ordered[0], ordered[1], ordered[2]
+    get = state.get
+    use = 0
+    fresh1, fresh3 = fresh[0], fresh[2]
+    order1, order3 = ordered[0], ordered[2]
     below = [t for t in (1, 2, 3) if ordered[t]]  # the tiers below T1 whose order a use moves
     below_bits = sum(BITS[t] for t in below)
+    new_bits = 5 if eager else 1
+    idle3 = idle_of[2]
     for index, request in enumerate(requests):
         if progress is not None and not index & 1023:
             progress(index, total)
         now = request.t_s
         if now >= due:
             tick(now)
+        starts.append(use + 1)
+        times.append(now)
         blocks = request.blocks
         count = len(blocks)
         # the prefix held somewhere (Manager._prefix), and the prefix ever seen
         hit_tiers: list[int] = []
         for b in blocks:
-            m = get(b)
+            m = get(b, 0) & 15
             if not m:
                 break
             hit_tiers.append(FASTEST[m])
         found = len(hit_tiers)
         reused = found
-        if found < count and blocks[found] in where:
+        if found < count and blocks[found] in state:
             for b in blocks[found:]:
-                if b not in where:
+                if b not in state:
                     break
                 reused += 1
         lookups += 1
@@ -307,45 +327,42 @@ def count_replay(
         if credited:
             for t in range(4):
                 hits[t] += hit_tiers.count(t)
-        # every block touched or inserted, the last first (Manager.access)
+        # every block used or inserted, the last first (Manager.access): one use each
         into_t1 = 0
         for position in range(count - 1, -1, -1):
             b = blocks[position]
-            m = get(b, 0)
+            use += 1
+            m = get(b, 0) & 15
             if not m:  # new, or held nowhere any more
+                state[b] = use << 4 | new_bits
                 inserts += 1
                 into_t1 += 1
                 if order1:
-                    fifo1[b] = now  # now is the newest time: the FIFO's end
+                    fresh1.append((use, b))
                 if eager:
-                    where[b] = 5
-                    if order3:
-                        fifo3[b] = now
-                        tail[2] = now
                     held[2] += 1
                     read[0] += 1
                     written[2] += 1
+                    if order3:
+                        fresh3.append((use, b))
                     if now + idle3 < due:
                         due = now + idle3
-                else:
-                    where[b] = 1
                 continue
+            entry = (use, b)
             if m & 1:
+                state[b] = use << 4 | m
                 if order1:
-                    touch1(b)
-                    fifo1[b] = now
+                    fresh1.append(entry)
                 if m & below_bits:  # copies below T1 are used too
                     for t in below:
                         if m & BITS[t]:
-                            touch(b, t, now)
+                            fresh[t].append(entry)
                 continue
             if position < credited:  # a hit below T1 comes up (Manager._promote)
                 source = hit_tiers[position]
                 promotions += 1
                 read[source] += 1
                 if source == 1:  # moved out of T2 (T1 and T2 are one node's memory)
-                    if order2 and fifo2.pop(b, ABSENT) is ABSENT:
-                        del when2[b]
                     held[1] -= 1
                     m &= ~2
             else:  # held below but not reused: recomputed into T1
@@ -353,16 +370,19 @@ def count_replay(
             if m & below_bits:
                 for t in below:
                     if m & BITS[t]:
-                        touch(b, t, now)
-            where[b] = m | 1
+                        fresh[t].append(entry)
+            state[b] = use << 4 | m | 1
             into_t1 += 1
             if order1:
-                fifo1[b] = now
+                fresh1.append(entry)
         held[0] += into_t1
         written[0] += into_t1
         for t in range(4):  # Manager.settle
             if held[t] > cap[t]:
                 cascade(t)
+        for t in range(4):
+            if len(fresh[t]) + len(down[t]) + len(late[t]) > 2 * held[t] + 4096:
+                compact(t)
         account(index, request, hit_tiers, reused, held)
     if progress is not None:
         progress(total, total)
