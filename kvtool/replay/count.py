@@ -55,6 +55,35 @@ def blocks_within(limit: float, unit: int) -> int:
     return n
 
 
+COMPACT_SLACK = 4096  # stale queue entries a tier may carry beyond its live ones
+DENSE_MAX = 1 << 26  # ids up to this index an array (8 bytes each; 512 MiB at most)
+
+
+def _state_table(requests: Sequence[Request]) -> Any:
+    """An array of zeros indexed by block id when every id is a whole number in
+    [0, DENSE_MAX) and the largest is not far past the count of references (one random
+    access into 8 bytes per lookup, no hashing), else a dictionary that reads 0 for an id
+    never seen."""
+    from collections import defaultdict
+
+    largest = -1
+    refs = 0
+    try:
+        for request in requests:
+            blocks = request.blocks
+            if blocks:
+                refs += len(blocks)
+                low, high = min(blocks), max(blocks)
+                if type(low) is not int or type(high) is not int or low < 0:
+                    raise TypeError
+                largest = max(largest, high)
+    except TypeError:  # text ids, or numbers mixed with text
+        return defaultdict(int)
+    if largest >= DENSE_MAX or largest > 4 * refs + 1024:
+        return defaultdict(int)
+    return array("q", bytes(8 * (largest + 1)))
+
+
 def count_replay(
     requests: Sequence[Request],
     block_tokens: int,
@@ -88,7 +117,9 @@ def count_replay(
     # are only its bits and its count (an unbounded T4: nothing there is ever looked up in order)
     ordered = [cap[t] < UNBOUNDED or any(rule[0] == t for rule in idle_rules) for t in range(4)]
 
-    state: dict[Any, int] = {}  # block -> last use << 4 | its tiers' bits; every block seen
+    # block -> last use << 4 | its tiers' bits (0: never seen); an array indexed by the id
+    # when the ids are whole numbers from 0 (Mooncake's, engine gen's), else a dictionary
+    state: Any = _state_table(requests)
     fresh: list[deque[Entry]] = [deque() for _ in range(4)]  # used in the tier, in order
     down: list[deque[Entry]] = [deque() for _ in range(4)]  # came down in order
     late: list[list[Entry]] = [[] for _ in range(4)]  # came down out of order: a heap
@@ -282,7 +313,6 @@ def count_replay(
     lookups = lookup_chunks = misses = inserts = promotions = recomputes = recomputed = 0
     hits = [0, 0, 0, 0]  # the manager's hit counters, in blocks
     total = len(requests)
-    get = state.get
     use = 0
     fresh1, fresh3 = fresh[0], fresh[2]
     order1, order3 = ordered[0], ordered[2]
@@ -303,15 +333,15 @@ def count_replay(
         # the prefix held somewhere (Manager._prefix), and the prefix ever seen
         hit_tiers: list[int] = []
         for b in blocks:
-            m = get(b, 0) & 15
+            m = state[b] & 15
             if not m:
                 break
             hit_tiers.append(FASTEST[m])
         found = len(hit_tiers)
         reused = found
-        if found < count and blocks[found] in state:
+        if found < count and state[blocks[found]]:
             for b in blocks[found:]:
-                if b not in state:
+                if not state[b]:
                     break
                 reused += 1
         lookups += 1
@@ -332,7 +362,7 @@ def count_replay(
         for position in range(count - 1, -1, -1):
             b = blocks[position]
             use += 1
-            m = get(b, 0) & 15
+            m = state[b] & 15
             if not m:  # new, or held nowhere any more
                 state[b] = use << 4 | new_bits
                 inserts += 1
@@ -381,7 +411,7 @@ def count_replay(
             if held[t] > cap[t]:
                 cascade(t)
         for t in range(4):
-            if len(fresh[t]) + len(down[t]) + len(late[t]) > 2 * held[t] + 4096:
+            if len(fresh[t]) + len(down[t]) + len(late[t]) > 2 * held[t] + COMPACT_SLACK:
                 compact(t)
         account(index, request, hit_tiers, reused, held)
     if progress is not None:

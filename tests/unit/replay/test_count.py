@@ -28,9 +28,10 @@ TTFT = TtftModel(
 )
 
 
-def random_trace(rng: random.Random, requests: int) -> list[Request]:
+def random_trace(rng: random.Random, requests: int, *, numbers: bool = False) -> list[Request]:
     """Conversations that grow (a request extends an earlier one's blocks), fresh prompts,
-    repeats; clock steps from 0 (equal timestamps) to long gaps (idle demotions)."""
+    repeats; clock steps from 0 (equal timestamps) to long gaps (idle demotions). ``numbers``:
+    ids are whole numbers from 0, as Mooncake's (the core's array), else text."""
     made: list[tuple[str, ...]] = []
     out = []
     t = 0.0
@@ -49,6 +50,10 @@ def random_trace(rng: random.Random, requests: int) -> list[Request]:
         made.append(tuple(blocks))
         tokens = len(blocks) * B - rng.randint(0, B - 1)
         out.append(Request(t, tokens, rng.randint(0, 50), tuple(blocks)))
+    if numbers:
+        ids: dict[str, int] = {}
+        out = [r._replace(blocks=tuple(ids.setdefault(b, len(ids)) for b in r.blocks))
+               for r in out]  # fmt: skip
     return out
 
 
@@ -83,18 +88,29 @@ def assert_same(core: ReplayResult, manager: ReplayResult) -> None:
 @pytest.mark.parametrize("seed", range(300))
 def test_the_core_is_the_manager_on_random_traces_and_rules(seed: int) -> None:
     rng = random.Random(seed)
-    requests = random_trace(rng, rng.choice([5, 30, 80, 200]))
+    requests = random_trace(rng, rng.choice([5, 30, 80, 200]), numbers=seed % 2 == 0)
     config = random_config(rng)
     ttft = TTFT if seed % 3 == 0 else None
     core = count_replay(requests, B, config, ttft=ttft, samples=17)
     assert_same(core, manager_replay(requests, B, config, ttft=ttft, samples=17))
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_dropping_stale_queue_entries_changes_nothing(seed: int, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import kvtool.replay.count as count
+
+    monkeypatch.setattr(count, "COMPACT_SLACK", 2)  # compact at every chance
+    rng = random.Random(1000 + seed)
+    requests = random_trace(rng, 200, numbers=seed % 2 == 0)
+    config = random_config(rng)
+    assert_same(count_replay(requests, B, config), manager_replay(requests, B, config))
+
+
 @settings(max_examples=150, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), requests=st.integers(1, 120))
 def test_the_core_is_the_manager_for_any_seed(seed: int, requests: int) -> None:
     rng = random.Random(seed)
-    trace, config = random_trace(rng, requests), random_config(rng)
+    trace, config = random_trace(rng, requests, numbers=seed % 2 == 0), random_config(rng)
     assert_same(count_replay(trace, B, config), manager_replay(trace, B, config))
 
 
@@ -151,6 +167,21 @@ def test_replay_counts_with_the_core_and_carries_with_the_manager(monkeypatch) -
     assert moves  # the manager's steps reached the carrier
     s3fifo = config._replace(policy="s3fifo")  # the engine's own policy object: the manager
     assert replay(requests, B, s3fifo) == manager_replay(requests, B, s3fifo)
+
+
+def test_the_core_indexes_whole_number_ids_and_hashes_the_rest() -> None:
+    from array import array
+
+    from kvtool.replay.count import _state_table
+
+    def trace(*ids: object) -> list[Request]:
+        return [Request(0.0, B, 1, (i,)) for i in ids]
+
+    assert isinstance(_state_table(trace(0, 5, 2)), array)
+    for ids in (("a", "b"), (1, "a"), (-1, 2), (10**9, 1), (1.0, 2.0)):
+        table = _state_table(trace(*ids))
+        assert not isinstance(table, array), ids
+        assert table[ids[0]] == 0  # never seen reads 0
 
 
 def test_the_core_is_lrus_only() -> None:
