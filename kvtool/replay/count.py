@@ -221,11 +221,14 @@ def count_replay(
                 out = [take(t) for _ in range(excess)]
             else:  # one queue: its live entries, oldest first
                 popleft = (fresh[t] or down[t]).popleft
-                while len(out) < excess:
+                append = out.append
+                wanted = excess
+                while wanted:
                     entry = popleft()
                     value = state[entry[1]]
                     if value >> 4 == entry[0] and value & bit:
-                        out.append(entry)
+                        append(entry)
+                        wanted -= 1
             evictions += excess
             held[t] -= excess
             low = lower[t]
@@ -238,10 +241,8 @@ def count_replay(
             for entry in out:
                 b = entry[1]
                 value = state[b] & ~bit
-                if value & low_bit:  # the tier below holds it: dropped
-                    state[b] = value
-                else:
-                    state[b] = value | low_bit
+                state[b] = value | low_bit
+                if not value & low_bit:  # else the tier below holds it: dropped
                     moved.append(entry)
             if moved:
                 arrive(low, moved)

@@ -138,6 +138,7 @@ def _header(line: str) -> dict[str, Any] | None:
     return data
 
 
+_decode = json.JSONDecoder().raw_decode  # no per-line wrapper: the checked way has one
 _NUMBERS = (int, float)
 _INTS = {int}
 _TEXTS = {str}
@@ -147,7 +148,9 @@ def _request(line: str, block_tokens: int, *, mooncake: bool) -> Request:
     """One line as a request: a well-formed line takes the short way; anything else the
     checks of ``_checked_request``, which name what is wrong."""
     try:
-        record = json.loads(line)
+        record, end = _decode(line)
+        if end < len(line) and line[end:].strip():
+            raise ValueError("more after the object")
         t_ms = record["timestamp"]
         input_tokens = record["input_length"]
         output_tokens = record["output_length"]
