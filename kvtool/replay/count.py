@@ -5,15 +5,15 @@ for a replay that only counts. Pure.
 carry the steps out; a replay that only counts needs neither. Here each block is one integer
 in ``state``: its last use (the manager's count of uses, which orders LRU) shifted left four
 bits, and one bit per tier holding it. Each tier that keeps an order has three queues of
-``(use, block)`` entries, each in the order of its uses: the blocks used there now (``now``),
+``(use, block, time)`` entries (the time of the use: what the idle rules read, as the
+manager's ``last_access``), each in the order of its uses: the blocks used there now (``now``),
 the blocks that came down from above in order (``down``), and a heap of those that came
 down out of order (``late``); the tier's least recently used block is the oldest head of
 the three. Entries are never searched for: a use appends a new entry, and an entry whose
 block has been used since or has left the tier is stale, known by ``state``, and skipped
-when it comes to a head (``compact`` drops them when they outnumber the live ones). Uses
-map to the clock through ``starts`` and ``times`` (each request's first use and its time),
-so the idle rules read the same times as the manager. Eviction and demotion are inlined;
-the counters are plain integers, in blocks, made bytes at the end.
+when it comes to a head (``compact`` drops them when they outnumber the live ones).
+Eviction and demotion are inlined; the counters are plain integers, in blocks, made bytes at
+the end.
 
 ``replay.run.replay`` runs this core for LRU replays that only count; S3-FIFO's order is the
 engine's own policy object, so those replay through the manager. ``tests/unit/replay/
@@ -26,7 +26,6 @@ from __future__ import annotations
 import heapq
 import sys
 from array import array
-from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -38,8 +37,7 @@ from kvtool.replay.trace import Request
 BITS = (1, 2, 4, 8)  # T1..T4 in a block's state
 FASTEST = [0] + [next(t for t in range(4) if m & BITS[t]) for m in range(1, 16)]
 UNBOUNDED = sys.maxsize
-NEVER = sys.maxsize  # a use later than any
-Entry = tuple[int, Any]  # (use, block)
+Entry = tuple[int, Any, float]  # (use, block, the clock at that use)
 
 
 def blocks_within(limit: float, unit: int) -> int:
@@ -55,7 +53,7 @@ def blocks_within(limit: float, unit: int) -> int:
     return n
 
 
-COMPACT_SLACK = 4096  # stale queue entries a tier may carry beyond its live ones
+COMPACT_SLACK = 65536  # stale queue entries a tier may carry beyond 3x its live ones
 DENSE_MAX = 1 << 26  # ids up to this index an array (8 bytes each; 512 MiB at most)
 
 
@@ -127,58 +125,47 @@ def count_replay(
     held = [0, 0, 0, 0]  # blocks per tier
     read = [0, 0, 0, 0]  # blocks read from / written to each tier
     written = [0, 0, 0, 0]
-    starts = array("q")  # each request's first use
-    times = array("d")  # and its time
     evictions = demotions = 0
     due = float("-inf")  # Manager._next_due
     heappush, heappop = heapq.heappush, heapq.heappop
-
-    def time_of(use: int) -> float:
-        """The clock when ``use`` happened."""
-        return times[bisect_right(starts, use) - 1]
-
-    def live(entry: Entry, bit: int) -> bool:
-        value = state[entry[1]]
-        return value >> 4 == entry[0] and bool(value & bit)
 
     def head(t: int) -> Entry | None:
         """The least recently used block of tier ``t`` (stale heads are dropped on the way),
         left in place; None when the tier is empty."""
         bit = BITS[t]
-        sources = (fresh[t], down[t])
-        heap = late[t]
+        fq, dq, heap = fresh[t], down[t], late[t]
         while True:
-            best: Entry | None = None
-            where = -1
-            for number, queue in enumerate(sources):
-                if queue and (best is None or queue[0][0] < best[0]):
-                    best, where = queue[0], number
-            if heap and (best is None or heap[0][0] < best[0]):
-                best, where = heap[0], 2
-            if best is None or live(best, bit):
-                return best
-            if where == 2:
-                heappop(heap)
+            source, entry = least(fq, dq, heap)
+            if entry is None or (state[entry[1]] >> 4 == entry[0] and state[entry[1]] & bit):
+                return entry
+            if source == 0:
+                fq.popleft()
+            elif source == 1:
+                dq.popleft()
             else:
-                sources[where].popleft()
+                heappop(heap)
 
-    def take(t: int) -> Entry:
-        """Remove and return the least recently used block of tier ``t`` (it has one)."""
-        entry = head(t)
-        assert entry is not None  # held[t] counts the live entries
-        if fresh[t] and fresh[t][0] is entry:
-            fresh[t].popleft()
-        elif down[t] and down[t][0] is entry:
-            down[t].popleft()
+    def least(fq: deque[Entry], dq: deque[Entry], heap: list[Entry]) -> tuple[int, Entry | None]:
+        """Which of a tier's three queues has the least recent head (0, 1, 2), and that head
+        (stale or not); (-1, None) when all three are empty."""
+        entry: Entry | None
+        if fq:
+            source, entry = 0, fq[0]
+            if dq and dq[0][0] < entry[0]:
+                source, entry = 1, dq[0]
+        elif dq:
+            source, entry = 1, dq[0]
         else:
-            heappop(late[t])
-        return entry
+            source, entry = -1, None
+        if heap and (entry is None or heap[0][0] < entry[0]):
+            source, entry = 2, heap[0]
+        return source, entry
 
     def arrive(t: int, blocks: list[Entry]) -> None:
         """``blocks`` (in order of use) came down into tier ``t``: queued and counted."""
         nonlocal due
         if t == 1 or t == 2:  # Manager._add's next idle due time (the oldest's)
-            d = time_of(blocks[0][0]) + idle_of[t]
+            d = blocks[0][2] + idle_of[t]
             if d < due:
                 due = d
         held[t] += len(blocks)
@@ -201,11 +188,11 @@ def count_replay(
         """Drop tier ``t``'s stale entries (a use leaves one behind in each tier)."""
         bit = BITS[t]
         for queue in (fresh[t], down[t]):
-            kept = [entry for entry in queue if live(entry, bit)]
+            kept = [e for e in queue if state[e[1]] >> 4 == e[0] and state[e[1]] & bit]
             queue.clear()
             queue.extend(kept)
         heap = late[t]
-        heap[:] = [entry for entry in heap if live(entry, bit)]
+        heap[:] = [e for e in heap if state[e[1]] >> 4 == e[0] and state[e[1]] & bit]
         heapq.heapify(heap)
 
     def cascade(t: int) -> None:
@@ -218,7 +205,19 @@ def count_replay(
             bit = BITS[t]
             out: list[Entry] = []
             if late[t] or (fresh[t] and down[t]):
-                out = [take(t) for _ in range(excess)]
+                fq, dq, heap = fresh[t], down[t], late[t]
+                while len(out) < excess:
+                    source, entry = least(fq, dq, heap)
+                    assert entry is not None  # held[t] counts the live entries
+                    if source == 0:
+                        fq.popleft()
+                    elif source == 1:
+                        dq.popleft()
+                    else:
+                        heappop(heap)
+                    value = state[entry[1]]
+                    if value >> 4 == entry[0] and value & bit:
+                        out.append(entry)
             else:  # one queue: its live entries, oldest first
                 popleft = (fresh[t] or down[t]).popleft
                 append = out.append
@@ -233,7 +232,7 @@ def count_replay(
             held[t] -= excess
             low = lower[t]
             if low < 0:  # the last tier: dropped
-                for _, b in out:
+                for _, b, _ in out:
                     state[b] &= ~bit
                 return
             low_bit = BITS[low]
@@ -255,29 +254,33 @@ def count_replay(
         it reaches the tier below in batches, each before anything there looks at them."""
         nonlocal demotions, due
         next_due = float("inf")
-        count = len(times)
         for t, idle, low in idle_rules:
-            # the first request whose blocks are not idle long enough (times never fall)
-            first = bisect_left(range(count), True, key=lambda j: now - times[j] < idle)
-            before = starts[first] if first < count else NEVER
             bit, low_bit = BITS[t], BITS[low]
             batch: list[Entry] = []
             room = cap[low] - held[low]
             gone = 0
+            fq, dq, heap = fresh[t], down[t], late[t]
             while True:
-                if late[t] or (fresh[t] and down[t]):
-                    entry = head(t)
-                    if entry is None or entry[0] >= before:
+                # the least recent head; all of a queue was used after its head, so once
+                # that is not idle long enough, nothing is (the clock never goes back)
+                if heap or (fq and dq):
+                    source, entry = least(fq, dq, heap)
+                    if entry is None or now - entry[2] < idle:
                         break
-                    take(t)
+                    if source == 0:
+                        fq.popleft()
+                    elif source == 1:
+                        dq.popleft()
+                    else:
+                        heappop(heap)
                 else:
-                    queue = fresh[t] or down[t]
-                    if not queue or queue[0][0] >= before:
+                    queue = fq or dq
+                    if not queue or now - queue[0][2] < idle:
                         break
                     entry = queue.popleft()
-                    value = state[entry[1]]
-                    if value >> 4 != entry[0] or not value & bit:
-                        continue  # stale
+                value = state[entry[1]]
+                if value >> 4 != entry[0] or not value & bit:
+                    continue  # stale
                 gone += 1
                 b = entry[1]
                 value = state[b] & ~bit
@@ -300,7 +303,7 @@ def count_replay(
                 land(t, low, batch)
             waiting = head(t)
             if waiting is not None:
-                next_due = min(next_due, time_of(waiting[0]) + idle)
+                next_due = min(next_due, waiting[2] + idle)
         due = next_due  # (what arrived below is due by then at the earliest: recomputed)
 
     def land(t: int, low: int, batch: list[Entry]) -> None:
@@ -327,8 +330,6 @@ def count_replay(
         now = request.t_s
         if now >= due:
             tick(now)
-        starts.append(use + 1)
-        times.append(now)
         blocks = request.blocks
         count = len(blocks)
         # the prefix held somewhere (Manager._prefix), and the prefix ever seen
@@ -369,17 +370,17 @@ def count_replay(
                 inserts += 1
                 into_t1 += 1
                 if order1:
-                    fresh1.append((use, b))
+                    fresh1.append((use, b, now))
                 if eager:
                     held[2] += 1
                     read[0] += 1
                     written[2] += 1
                     if order3:
-                        fresh3.append((use, b))
+                        fresh3.append((use, b, now))
                     if now + idle3 < due:
                         due = now + idle3
                 continue
-            entry = (use, b)
+            entry = (use, b, now)
             if m & 1:
                 state[b] = use << 4 | m
                 if order1:
@@ -412,7 +413,7 @@ def count_replay(
             if held[t] > cap[t]:
                 cascade(t)
         for t in range(4):
-            if len(fresh[t]) + len(down[t]) + len(late[t]) > 2 * held[t] + COMPACT_SLACK:
+            if len(fresh[t]) + len(down[t]) + len(late[t]) > 4 * held[t] + COMPACT_SLACK:
                 compact(t)
         account(index, request, hit_tiers, reused, held)
     if progress is not None:
