@@ -11,15 +11,16 @@ from kvtool.errors import InputError
 
 if TYPE_CHECKING:
     from kvtool.replay.setup import ReplaySetup
-    from kvtool.replay.trace import Trace
+    from kvtool.replay.trace import StreamedTrace, Trace
 
 TIERS = ("T1", "T2", "T3", "T4")
 
 
 class ReplayInputs(NamedTuple):
-    """A parsed trace, the replay's setup, and for a sweep each tier's sizes in units."""
+    """A parsed trace (or one to read as it goes), the replay's setup, and for a sweep each
+    tier's sizes in units."""
 
-    trace: Trace
+    trace: Trace | StreamedTrace
     setup: ReplaySetup
     sweep: dict[str, list[int | None]]
 
@@ -42,10 +43,12 @@ def resolve_replay(
     block_bytes: str | None = None,
     real: bool = False,
     sweep: bool = False,
+    stream: bool = False,
 ) -> ReplayInputs:
     """Everything a replay (``sweep`` False) or a sweep runs with. A sweep's sizes are
-    comma-separated lists; the first of each sets the base configuration."""
-    from kvtool.inputs.trace import read_trace
+    comma-separated lists; the first of each sets the base configuration. ``stream``: the
+    trace is read as it is replayed (a replay that only counts), not held."""
+    from kvtool.inputs.trace import read_trace, stream_trace
     from kvtool.replay.run import ReplayConfig
     from kvtool.replay.setup import replay_setup, tier_units
     from kvtool.units import parse_bytes, parse_tier_size
@@ -88,7 +91,11 @@ def resolve_replay(
     forced = None
     if real and model is None:
         forced = parse_bytes(block_bytes or "64KiB", what="--block-bytes")
-    trace = read_trace(trace_path, fmt=fmt, skip_bad=skip_bad)
+    trace: Trace | StreamedTrace
+    if stream and not sweep and not real:
+        trace = stream_trace(trace_path, fmt=fmt, skip_bad=skip_bad)
+    else:
+        trace = read_trace(trace_path, fmt=fmt, skip_bad=skip_bad)
     base = ReplayConfig(
         capacity={},
         block_units=trace.block_tokens,

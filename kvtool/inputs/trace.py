@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from kvtool.errors import InputError
 
 if TYPE_CHECKING:
-    from kvtool.replay.trace import Trace
+    from kvtool.replay.trace import StreamedTrace, Trace
 
 
 def read_trace(path: Path, *, fmt: str = "auto", skip_bad: bool = False) -> Trace:
@@ -25,3 +25,32 @@ def read_trace(path: Path, *, fmt: str = "auto", skip_bad: bool = False) -> Trac
         raise InputError(f"{path} is not text", "pass a JSONL trace") from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def stream_trace(path: Path, *, fmt: str = "auto", skip_bad: bool = False) -> StreamedTrace:
+    """The trace at ``path``, to be read as it is replayed (``replay.trace.TraceFile``): its
+    header and format are checked now, its requests counted (a quick pass over the lines),
+    and a bad line later stops the replay with the same InputError ``read_trace`` gives."""
+    import contextlib
+    from collections.abc import Iterator
+
+    from kvtool.replay.trace import StreamedTrace, TraceFile, open_trace
+
+    if not path.is_file():
+        raise InputError(f"{path} is not a file", "pass a trace (JSONL, one request per line)")
+
+    @contextlib.contextmanager
+    def lines() -> Iterator[Iterator[str]]:
+        try:
+            with path.open(encoding="utf-8") as f:
+                yield iter(f)
+        except UnicodeDecodeError:
+            raise InputError(f"{path} is not text", "pass a JSONL trace") from None
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+    with lines() as first:
+        opened = open_trace(first, fmt=fmt, source=str(path))
+        count = sum(1 for _, _ in opened.rows)
+    requests = TraceFile(lines, count=count, fmt=fmt, skip_bad=skip_bad, source=str(path))
+    return StreamedTrace(requests, opened.block_tokens, opened.format, str(path))

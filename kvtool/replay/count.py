@@ -26,8 +26,8 @@ from __future__ import annotations
 import heapq
 import sys
 from array import array
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Sized
 from typing import Any
 
 from kvtool.engine.manager import TIERS, new_counters
@@ -54,45 +54,54 @@ def blocks_within(limit: float, unit: int) -> int:
 
 
 COMPACT_SLACK = 65536  # stale queue entries a tier may carry beyond 3x its live ones
-DENSE_MAX = 1 << 26  # ids up to this index an array (8 bytes each; 512 MiB at most)
+DENSE_MAX = 1 << 24  # ids below this an array index (8 bytes each: 128 MiB at most)
 
 
-def _state_table(requests: Sequence[Request]) -> Any:
-    """An array of zeros indexed by block id when every id is a whole number in
-    [0, DENSE_MAX) and the largest is not far past the count of references (one random
-    access into 8 bytes per lookup, no hashing), else a dictionary that reads 0 for an id
-    never seen."""
-    from collections import defaultdict
-
-    largest = -1
-    refs = 0
+def fit_table(table: Any, blocks: tuple[Any, ...], refs: int) -> Any:
+    """``table`` (block states, 0 for a block never seen) able to hold ``blocks``: an array
+    indexed by the id, grown to the largest, while ids are whole numbers from 0 that are not
+    far sparser than the ``refs`` (block references so far); else its states moved into a
+    dictionary (text ids, a negative or a huge one), which it stays."""
+    if not isinstance(table, array):
+        return table
     try:
-        for request in requests:
-            blocks = request.blocks
-            if blocks:
-                refs += len(blocks)
-                low, high = min(blocks), max(blocks)
-                if type(low) is not int or type(high) is not int or low < 0:
-                    raise TypeError
-                largest = max(largest, high)
-    except TypeError:  # text ids, or numbers mixed with text
-        return defaultdict(int)
-    if largest >= DENSE_MAX or largest > 4 * refs + 1024:
-        return defaultdict(int)
-    return array("q", bytes(8 * (largest + 1)))
+        low, high = min(blocks), max(blocks)
+    except TypeError:  # numbers mixed with text
+        high = low = None
+    if (
+        type(low) is not int
+        or type(high) is not int
+        or low < 0
+        or high >= DENSE_MAX
+        or (high > 8 * refs + 65536)
+    ):
+        moved: defaultdict[Any, int] = defaultdict(int)
+        for block, value in enumerate(table):
+            if value:
+                moved[block] = value
+        return moved
+    if high >= len(table):
+        table.frombytes(bytes(8 * (max(high + 1, 2 * len(table)) - len(table))))
+    return table
 
 
 def count_replay(
-    requests: Sequence[Request],
+    requests: Iterable[Request],
     block_tokens: int,
     config: ReplayConfig,
     *,
     ttft: TtftModel | None = None,
     samples: int = 200,
     progress: Callable[[int, int], None] | None = None,
+    total: int | None = None,
 ) -> ReplayResult:
     """``replay.run.replay``'s result for an LRU replay of ``requests``, counted without the
-    manager's objects (the same arguments, less ``carry``). ValueError for another policy."""
+    manager's objects (the same arguments, less ``carry``); ``requests`` may be read as it
+    goes (a file's lines), given their ``total`` (default ``len(requests)``). ValueError for
+    another policy."""
+    if total is None:
+        assert isinstance(requests, Sized), "give the total of requests read as they go"
+        total = len(requests)
     rules = config.engine_config()  # validated: an unknown posture or policy is an InputError
     if rules.policy != "lru":
         raise ValueError(f"the counting core is LRU's, not {rules.policy}'s")
@@ -116,8 +125,8 @@ def count_replay(
     ordered = [cap[t] < UNBOUNDED or any(rule[0] == t for rule in idle_rules) for t in range(4)]
 
     # block -> last use << 4 | its tiers' bits (0: never seen); an array indexed by the id
-    # when the ids are whole numbers from 0 (Mooncake's, engine gen's), else a dictionary
-    state: Any = _state_table(requests)
+    # while the ids are whole numbers from 0 (Mooncake's, engine gen's), else a dictionary
+    state: Any = array("q")
     fresh: list[deque[Entry]] = [deque() for _ in range(4)]  # used in the tier, in order
     down: list[deque[Entry]] = [deque() for _ in range(4)]  # came down in order
     late: list[list[Entry]] = [[] for _ in range(4)]  # came down out of order: a heap
@@ -312,11 +321,11 @@ def count_replay(
         read[t] += len(batch)
         written[low] += len(batch)
 
-    tally = Tally(config, block_tokens, requests, ttft=ttft, samples=samples, scale=unit)
+    tally = Tally(config, block_tokens, total, ttft=ttft, samples=samples, scale=unit)
     account = tally.request
     lookups = lookup_chunks = misses = inserts = promotions = recomputes = recomputed = 0
     hits = [0, 0, 0, 0]  # the manager's hit counters, in blocks
-    total = len(requests)
+    dense = True  # ``state`` is an array
     use = 0
     fresh1, fresh3 = fresh[0], fresh[2]
     order1, order3 = ordered[0], ordered[2]
@@ -332,6 +341,9 @@ def count_replay(
             tick(now)
         blocks = request.blocks
         count = len(blocks)
+        if dense and count:
+            state = fit_table(state, blocks, lookup_chunks + count)
+            dense = isinstance(state, array)
         # the prefix held somewhere (Manager._prefix), and the prefix ever seen
         hit_tiers: list[int] = []
         for b in blocks:

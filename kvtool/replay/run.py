@@ -12,7 +12,7 @@ and without it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from kvtool.engine.manager import TIERS, EngineConfig, Manager, Move
@@ -120,7 +120,7 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
 
 
 def replay(
-    requests: Sequence[Request],
+    requests: Collection[Request],
     block_tokens: int,
     config: ReplayConfig,
     *,
@@ -130,8 +130,10 @@ def replay(
     manager_out: list[Manager] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> ReplayResult:
-    """Replay ``requests``; ``samples`` points of tier occupancy over time are kept;
-    ``progress(done, total)`` is called every 1,024 requests and at the end.
+    """Replay ``requests`` (a list, or anything sized that can be read once in order: a
+    trace file read as it goes, ``inputs.trace.stream_trace``); ``samples`` points of tier
+    occupancy over time are kept; ``progress(done, total)`` is called every 1,024 requests
+    and at the end.
 
     ``carry`` receives each request's moves (with its hit tiers and blocks) to perform them
     with real mediums (``replay.real``); without it the moves are only counted: for LRU by
@@ -141,9 +143,9 @@ def replay(
         from kvtool.replay.count import count_replay
 
         return count_replay(requests, block_tokens, config, ttft=ttft, samples=samples,
-                            progress=progress)  # fmt: skip
+                            progress=progress, total=len(requests))  # fmt: skip
     return manager_replay(
-        requests,
+        requests if isinstance(requests, Sequence) else list(requests),
         block_tokens,
         config,
         ttft=ttft,
@@ -173,7 +175,7 @@ def manager_replay(
         manager_out.append(manager)
     seen: set[str] = set()
     unit = config.block_units
-    tally = Tally(config, block_tokens, requests, ttft=ttft, samples=samples)
+    tally = Tally(config, block_tokens, len(requests), ttft=ttft, samples=samples)
     total = len(requests)
     used = manager.used
     for index, request in enumerate(requests):
@@ -212,20 +214,20 @@ class Tally:
         self,
         config: ReplayConfig,
         block_tokens: int,
-        requests: Sequence[Request],
+        total: int,
         *,
         ttft: TtftModel | None,
         samples: int,
         scale: int = 1,
     ) -> None:
-        """``scale``: the replay's units per unit of the occupancies given (the counting
-        core gives blocks: the block's units)."""
+        """``total`` requests to come; ``scale``: the replay's units per unit of the
+        occupancies given (the counting core gives blocks: the block's units)."""
         self.config = config
         self.scale = scale
         self.block_tokens = block_tokens
-        self.requests = len(requests)
+        self.requests = 0
         self.ttft = ttft
-        self.every = max(1, len(requests) // samples) if samples > 0 else 0
+        self.every = max(1, total // samples) if samples > 0 else 0
         self.granularity = config.hit_granularity
         self.total_input = self.total_output = self.total_blocks = self.total_full = 0
         self.hit_tokens = self.hit_blocks = self.hit_full = self.unbounded_tokens = 0
@@ -246,6 +248,7 @@ class Tally:
         block_tokens = self.block_tokens
         n = request.input_tokens
         count = len(request.blocks)
+        self.requests += 1
         self.unbounded_tokens += min(reused * block_tokens, n)
         hits = len(hit_tiers)
         tokens = min(hits * block_tokens, n)

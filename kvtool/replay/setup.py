@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from kvtool.errors import InputError
 from kvtool.replay.run import ReplayConfig, TtftModel
-from kvtool.replay.trace import Trace
+from kvtool.replay.trace import StreamedTrace, Trace
 from kvtool.units import TierSize, format_bytes_binary
 
 if TYPE_CHECKING:  # the plan is loaded only for replays with a model (it costs start-up)
@@ -35,7 +35,7 @@ class ReplaySetup(NamedTuple):
     notes: list[str]
 
 
-def replay_plan(trace: Trace, shape: KvShape, hardware: Hardware) -> DeploymentPlan:
+def replay_plan(trace: Trace | StreamedTrace, shape: KvShape, hardware: Hardware) -> DeploymentPlan:
     """The node's plan for one session as long as the trace's longest request."""
     from kvtool.plan.deployment import plan_contexts
     from kvtool.plan.reload import ReloadAssumptions
@@ -63,7 +63,7 @@ def hybrid_hit_granularity(shape: KvShape) -> int:
 
 
 def replay_setup(
-    trace: Trace,
+    trace: Trace | StreamedTrace,
     sizes: Mapping[str, TierSize | None],
     base: ReplayConfig,
     *,
@@ -142,7 +142,9 @@ def replay_setup(
     return ReplaySetup(config._replace(capacity=capacity), ttft_model, plan, notes)
 
 
-def tier_units(trace: Trace, config: ReplayConfig, tier: str, size: TierSize) -> int | None:
+def tier_units(
+    trace: Trace | StreamedTrace, config: ReplayConfig, tier: str, size: TierSize
+) -> int | None:
     """A size in the replay's units: whole blocks (tokens, or bytes with a model)."""
     if size.unit == "off" or (size.unit != "unbounded" and size.value == 0):
         return 0  # 0 in any unit (0, 0GiB) turns the tier off

@@ -6,9 +6,11 @@ block together with everything before it, so two requests share exactly their lo
 leading run of ids). Mooncake's blocks are 512 tokens. kvtool's format starts with a header
 line ``{"kvtool_trace": 1, "block_tokens": N, ...}`` and may use whole numbers or strings as ids.
 
-Ids stay whole numbers when every id of the trace is one (Mooncake's always are: a replay
-looks them up about twice as fast as the same ids as text); a trace that mixes the two has all
-of its ids as text, so ``1`` and ``"1"`` name one block either way.
+Ids that are whole numbers stay whole numbers (Mooncake's always are: a replay looks them up
+about twice as fast as the same ids as text, and in an array when they count from 0), and a
+text id that spells one the way Python writes it (``"17"``, not ``"017"``) is that number: so
+``1`` and ``"1"`` name one block, as two ids name one block exactly when their text is equal,
+whichever comes first in the trace.
 
 Pure: text in, records out; a malformed line is a ``TraceError`` naming its line, or is counted
 and skipped with ``skip_bad``.
@@ -17,7 +19,8 @@ and skipped with ``skip_bad``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
 from kvtool.errors import InputError
@@ -56,12 +59,19 @@ def _int(record: dict[str, Any], name: str) -> int:
     return value
 
 
-def parse_trace(
-    lines: Iterable[str], *, fmt: str = "auto", skip_bad: bool = False, source: str = "trace"
-) -> Trace:
-    """Read a trace. ``fmt`` ``auto`` takes kvtool's format when the first line is its header,
-    else Mooncake's. Raises TraceError for a bad line (``skip_bad``: counts it and goes on), a
-    timestamp that goes backwards, an unknown format or an empty trace."""
+class Lines(NamedTuple):
+    """A trace's first line read: its block size and format, and the request lines (numbered,
+    blank ones left out) still to read."""
+
+    block_tokens: int
+    format: str
+    rows: Iterator[tuple[int, str]]
+
+
+def open_trace(lines: Iterable[str], *, fmt: str = "auto", source: str = "trace") -> Lines:
+    """The header step of reading a trace: ``fmt`` ``auto`` takes kvtool's format when the
+    first line is its header, else Mooncake's. TraceError for an unknown format, an empty
+    trace, or a header the format contradicts."""
     if fmt not in FORMATS:
         raise InputError(f"unknown trace format {fmt!r}", "choose " + ", ".join(FORMATS))
     numbered: Iterator[tuple[int, str]] = (
@@ -81,24 +91,27 @@ def parse_trace(
         raise TraceError(
             f"{source}:1: this is a kvtool trace, not Mooncake's", "use --format jsonl"
         )
-    block_tokens = MOONCAKE_BLOCK_TOKENS
-    rows: Iterable[tuple[int, str]] = numbered
     if header is not None:
-        block_tokens = int(header["block_tokens"])
-        fmt = "jsonl"
-    else:
-        fmt = "mooncake"
-        rows = _chain(first, numbered)
-    requests: list[Request] = []
-    skipped = 0
-    texts = False  # some id is a string: all become strings
+        return Lines(int(header["block_tokens"]), "jsonl", numbered)
+    return Lines(MOONCAKE_BLOCK_TOKENS, "mooncake", _chain(first, numbered))
+
+
+def iter_requests(
+    lines: Lines, *, skip_bad: bool = False, source: str = "trace", skipped: list[int] | None = None
+) -> Iterator[Request]:
+    """The requests of ``lines``, one at a time (a replay reads a trace of any length in
+    little memory). TraceError for a bad line (``skip_bad``: it is counted in
+    ``skipped[0]`` and passed over), a timestamp that goes backwards, or no request at all."""
+    counted = skipped if skipped is not None else [0]
+    block_tokens, mooncake = lines.block_tokens, lines.format == "mooncake"
     last_t = 0.0
-    for number, line in rows:
+    any_read = False
+    for number, line in lines.rows:
         try:
-            request = _request(line, block_tokens, mooncake=fmt == "mooncake")
+            request = _request(line, block_tokens, mooncake=mooncake)
         except ValueError as exc:
             if skip_bad:
-                skipped += 1
+                counted[0] += 1
                 continue
             raise TraceError(
                 f"{source}:{number}: {exc}", "fix the line or pass --skip-bad"
@@ -110,14 +123,73 @@ def parse_trace(
                 "a trace must be in arrival order: sort it by timestamp",
             )
         last_t = request.t_s
-        requests.append(request)
-        if not texts and request.blocks and type(request.blocks[-1]) is str:
-            texts = True
-    if not requests:
+        any_read = True
+        yield request
+    if not any_read:
         raise TraceError(f"{source}: no request could be read", "check the --format")
-    if texts:
-        requests = [r._replace(blocks=tuple(map(str, r.blocks))) for r in requests]
-    return Trace(requests, block_tokens, fmt, skipped, source)
+
+
+class TraceFile:
+    """A trace's requests, read from its lines each time they are walked and never held: a
+    replay of a million requests needs no more memory than one of a thousand. ``opener``
+    gives the lines afresh (a file, opened and closed by the caller's context manager);
+    ``count`` is how many requests there are (the lines that are not blank, less the header:
+    a bad line stops the walk, or with ``skip_bad`` is counted in ``skipped``)."""
+
+    def __init__(
+        self,
+        opener: Callable[[], AbstractContextManager[Iterable[str]]],
+        *,
+        count: int,
+        fmt: str,
+        skip_bad: bool,
+        source: str,
+    ) -> None:
+        self.opener = opener
+        self.count = count
+        self.fmt = fmt
+        self.skip_bad = skip_bad
+        self.source = source
+        self.skipped = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[Request]:
+        skipped = [0]
+        with self.opener() as lines:
+            opened = open_trace(lines, fmt=self.fmt, source=self.source)
+            yield from iter_requests(
+                opened, skip_bad=self.skip_bad, source=self.source, skipped=skipped
+            )
+        self.skipped = skipped[0]
+
+    def __contains__(self, item: object) -> bool:  # (a Collection; nothing asks)
+        return any(request == item for request in self)
+
+
+class StreamedTrace(NamedTuple):
+    """A trace read as it goes (``TraceFile``): what ``Trace`` says, but its requests are
+    walked rather than held, and the bad lines skipped are known once they have been."""
+
+    requests: TraceFile
+    block_tokens: int
+    format: str
+    source: str
+
+    @property
+    def skipped(self) -> int:
+        return self.requests.skipped
+
+
+def parse_trace(
+    lines: Iterable[str], *, fmt: str = "auto", skip_bad: bool = False, source: str = "trace"
+) -> Trace:
+    """Read a whole trace into memory (``open_trace``, then ``iter_requests``)."""
+    opened = open_trace(lines, fmt=fmt, source=source)
+    skipped = [0]
+    requests = list(iter_requests(opened, skip_bad=skip_bad, source=source, skipped=skipped))
+    return Trace(requests, opened.block_tokens, opened.format, skipped[0], source)
 
 
 def _chain(first: tuple[int, str], rest: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
@@ -141,7 +213,6 @@ def _header(line: str) -> dict[str, Any] | None:
 _decode = json.JSONDecoder().raw_decode  # no per-line wrapper: the checked way has one
 _NUMBERS = (int, float)
 _INTS = {int}
-_TEXTS = {str}
 
 
 def _request(line: str, block_tokens: int, *, mooncake: bool) -> Request:
@@ -166,11 +237,22 @@ def _request(line: str, block_tokens: int, *, mooncake: bool) -> Request:
         and output_tokens >= 0
         and type(blocks) is list
         and len(blocks) == -(-input_tokens // block_tokens)
+        and set(map(type, blocks)) <= _INTS
     ):
-        kinds = set(map(type, blocks))
-        if kinds <= _INTS or (not mooncake and kinds == _TEXTS):
-            return Request(t_ms / 1000, input_tokens, output_tokens, tuple(blocks))
+        return Request(t_ms / 1000, input_tokens, output_tokens, tuple(blocks))
     return _checked_request(line, block_tokens, mooncake=mooncake)
+
+
+def _as_number(block: int | str) -> int | str:
+    """A text id that spells a whole number as Python writes it is that number."""
+    if type(block) is str and block[-1:].isdigit():
+        try:
+            number = int(block)
+        except ValueError:
+            return block
+        if str(number) == block:
+            return number
+    return block
 
 
 def _checked_request(line: str, block_tokens: int, *, mooncake: bool) -> Request:
@@ -196,8 +278,8 @@ def _checked_request(line: str, block_tokens: int, *, mooncake: bool) -> Request
         raise ValueError("Mooncake hash_ids are whole numbers")
     if not kinds <= {int, str}:
         raise ValueError("hash_ids must be whole numbers or strings")
-    if len(kinds) > 1:  # mixed: text (the trace's other ids follow, parse_trace)
-        blocks = [str(b) for b in blocks]
+    if str in kinds:
+        blocks = [_as_number(b) for b in blocks]
     expected = -(-input_tokens // block_tokens)
     if len(blocks) != expected:
         raise ValueError(

@@ -99,6 +99,33 @@ def test_a_malformed_line_is_named_and_skip_bad_goes_on(kvtool: Kvtool, tmp_path
     assert json.loads(skipped.stdout)["skipped_lines"] == 1
 
 
+def test_a_trace_read_as_it_goes_fails_late_as_cleanly_as_early(
+    kvtool: Kvtool, tmp_path: Path
+) -> None:
+    """The replay reads the trace while it runs (a million requests in little memory): bytes
+    that are not text on its last line are still one line and exit 2, and the result of a
+    good trace is the one the in-memory replay gives."""
+    from kvtool.replay.run import ReplayConfig, replay
+    from kvtool.replay.trace import parse_trace
+
+    good = HEAD.read_bytes()
+    broken = tmp_path / "late.jsonl"
+    broken.write_bytes(good + b'{"timestamp": 9e9, "hash_ids": [\xff\xfe]}\n')
+    done = kvtool("engine", "replay", str(broken), "--t1", "64K")
+    assert done.exit_code == 2
+    assert f"{broken} is not text" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    streamed = json.loads(kvtool("engine", "replay", str(HEAD), "--t1", "64K", "--t2", "128K",
+                                 "--t3", "inf", "--json").stdout)  # fmt: skip
+    trace = parse_trace(HEAD.read_text().splitlines())
+    sizes = {"T1": 64 * 1024, "T2": 128 * 1024, "T3": None, "T4": 0}
+    config = ReplayConfig(capacity=sizes, block_units=512, unit="tokens")
+    held = replay(trace.requests, 512, config)
+    assert streamed["counters"] == held.counters
+    assert streamed["token_hit_ratio"] == held.token_hit_ratio
+    assert len(streamed["occupancy"]) == len(held.occupancy)
+
+
 def test_timestamps_going_back_and_a_missing_file(kvtool: Kvtool, tmp_path: Path) -> None:
     trace = tmp_path / "back.jsonl"
     rows = [{"timestamp": t, "input_length": 10, "output_length": 1, "hash_ids": [i]}

@@ -88,7 +88,7 @@ def replay(
         trace, fmt=fmt, skip_bad=skip_bad, sizes={"T1": t1, "T2": t2, "T3": t3, "T4": t4},
         model=model, engine=engine, kv_dtype=kv_dtype, tp=tp, hardware=hardware,
         policy=policy, posture=posture, t2_idle=t2_idle, t3_idle=t3_idle,
-        block_bytes=block_bytes, real=real is not None,
+        block_bytes=block_bytes, real=real is not None, stream=True,
     )  # fmt: skip
     loaded, setup = inputs.trace, inputs.setup
     notes = list(setup.notes)
@@ -96,7 +96,9 @@ def replay(
     if folder is not None:
         from kvtool.bench.gpu import torch_or_none
         from kvtool.replay.real import replay_in_folder
+        from kvtool.replay.trace import Trace
 
+        assert isinstance(loaded, Trace)  # --real reads the whole trace (resolve_replay)
         result, stats = replay_in_folder(loaded, setup.config, folder, torch=torch_or_none())
         extra["real"] = stats._asdict()
         notes.append(

@@ -72,6 +72,9 @@ def sweep(
         policy=policy, posture=posture, t2_idle=t2_idle, t3_idle=t3_idle, sweep=True,
     )  # fmt: skip
     loaded, base, notes = inputs.trace, inputs.setup.config, list(inputs.setup.notes)
+    from kvtool.replay.trace import Trace
+
+    assert isinstance(loaded, Trace)  # a sweep holds the trace: each point reads it again
     count = None if processes is None else parse_count(processes, what="--processes")
     from kvtool.cli.render.text import Progress
 

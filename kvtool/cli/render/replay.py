@@ -14,7 +14,7 @@ from kvtool.units import format_bytes_binary
 if TYPE_CHECKING:
     from kvtool.replay.run import ReplayResult
     from kvtool.replay.sweep import SweepPoint
-    from kvtool.replay.trace import Trace
+    from kvtool.replay.trace import StreamedTrace, Trace
 
 BAR = 40
 
@@ -32,7 +32,9 @@ def _amount(value: float | None, unit: str) -> str:
     return f"{value:,.0f} tok"
 
 
-def print_replay(result: ReplayResult, trace: Trace, notes: list[str], *, chart: bool) -> None:
+def print_replay(
+    result: ReplayResult, trace: Trace | StreamedTrace, notes: list[str], *, chart: bool
+) -> None:
     """The replay's summary, one row per tier, the TTFT estimate and an occupancy chart."""
     skipped = f", {plural(trace.skipped, 'bad line')} skipped" if trace.skipped else ""
     blocks = f"{trace.block_tokens}-token blocks"

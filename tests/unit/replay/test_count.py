@@ -172,16 +172,40 @@ def test_replay_counts_with_the_core_and_carries_with_the_manager(monkeypatch) -
 def test_the_core_indexes_whole_number_ids_and_hashes_the_rest() -> None:
     from array import array
 
-    from kvtool.replay.count import _state_table
+    from kvtool.replay.count import fit_table
 
-    def trace(*ids: object) -> list[Request]:
-        return [Request(0.0, B, 1, (i,)) for i in ids]
+    table = fit_table(array("q"), (0, 5, 2), 3)
+    assert isinstance(table, array)
+    assert len(table) >= 6
+    table[5] = 7 << 4 | 1
+    grown = fit_table(table, (40,), 4)
+    assert grown is table
+    assert len(table) > 40
+    assert table[5] == 7 << 4 | 1
+    for ids in (("a", "b"), (1, "a"), (-1, 2), (10**9, 1), (1.0, 2.0), (10**6,)):
+        moved = fit_table(table, ids, 5)
+        assert not isinstance(moved, array), ids
+        assert moved[5] == 7 << 4 | 1  # what the array held
+        assert moved[ids[0]] == 0  # never seen reads 0
+        assert fit_table(moved, (1, 2), 9) is moved  # a dictionary stays one
 
-    assert isinstance(_state_table(trace(0, 5, 2)), array)
-    for ids in (("a", "b"), (1, "a"), (-1, 2), (10**9, 1), (1.0, 2.0)):
-        table = _state_table(trace(*ids))
-        assert not isinstance(table, array), ids
-        assert table[ids[0]] == 0  # never seen reads 0
+
+def test_a_trace_that_turns_to_text_ids_midway_is_the_manager_too() -> None:
+    rng = random.Random(5)
+    numbers = random_trace(rng, 60, numbers=True)
+    texts = [r._replace(t_s=r.t_s + 1000, blocks=tuple(f"t{b}" for b in r.blocks))
+             for r in random_trace(rng, 60)]  # fmt: skip
+    requests = numbers + texts + [r._replace(t_s=r.t_s + 2000) for r in numbers]
+    config = ReplayConfig(capacity={"T1": 6 * B, "T2": 9 * B, "T3": 20 * B, "T4": None},
+                          block_units=B, unit="tokens", t2_idle_s=10.0, t3_idle_s=30.0)  # fmt: skip
+    assert_same(count_replay(requests, B, config), manager_replay(requests, B, config))
+
+
+def test_requests_read_as_they_go_with_their_total() -> None:
+    requests = random_trace(random.Random(9), 50, numbers=True)
+    config = ReplayConfig(capacity={"T1": 3 * B, "T2": 5 * B}, block_units=B, unit="tokens")
+    streamed = count_replay(iter(requests), B, config, total=len(requests), samples=7)
+    assert_same(streamed, manager_replay(requests, B, config, samples=7))
 
 
 def test_the_core_is_lrus_only() -> None:

@@ -39,9 +39,9 @@ def test_kvtool_header_sets_the_block_size() -> None:
     assert trace.requests[0].blocks == ("a", "b", "c")
 
 
-def test_ids_of_a_trace_that_mixes_numbers_and_text_are_all_text() -> None:
-    """1 and "1" name one block whichever line comes first; a trace of numbers only keeps
-    them numbers (the replay's lookups are about twice as fast)."""
+def test_a_text_id_that_spells_a_number_is_that_number() -> None:
+    """1 and "1" name one block whichever line comes first (two ids are one block exactly
+    when their text is equal); "01" and "x" stay text; a trace of numbers stays numbers."""
     header = json.dumps({"kvtool_trace": 1, "block_tokens": 4})
 
     def line(t: int, ids: list[object]) -> str:
@@ -53,8 +53,9 @@ def test_ids_of_a_trace_that_mixes_numbers_and_text_are_all_text() -> None:
     for lines in ([line(0, [1, 2]), line(1, ["1", "x"])], [line(0, ["1"]), line(1, [1, 2])],
                   [line(0, [1, "x"]), line(1, [1])]):  # fmt: skip
         trace = parse_trace([header, *lines])
-        assert all(type(b) is str for r in trace.requests for b in r.blocks)
-        assert trace.requests[0].blocks[0] == trace.requests[1].blocks[0] == "1"
+        assert trace.requests[0].blocks[0] == trace.requests[1].blocks[0] == 1
+    odd = parse_trace([header, line(0, ["01", "-7", "x", "١", "10" * 30])])
+    assert odd.requests[0].blocks == ("01", -7, "x", "١", int("10" * 30))
 
 
 def _line(**fields: object) -> str:
