@@ -54,6 +54,7 @@ def blocks_within(limit: float, unit: int) -> int:
 
 
 COMPACT_SLACK = 65536  # stale queue entries a tier may carry beyond 3x its live ones
+COMPACT_EVERY = 64  # requests between looks at that
 DENSE_MAX = 1 << 24  # ids below this an array index (8 bytes each: 128 MiB at most)
 
 
@@ -212,10 +213,14 @@ def count_replay(
         while t >= 0 and held[t] > cap[t]:
             excess = held[t] - cap[t]
             bit = BITS[t]
-            out: list[Entry] = []
+            low = lower[t]
+            low_bit = BITS[low] if low >= 0 else 0
+            moved: list[Entry] = []  # what goes down (not what the tier below holds already)
+            append = moved.append
+            wanted = excess
             if late[t] or (fresh[t] and down[t]):
                 fq, dq, heap = fresh[t], down[t], late[t]
-                while len(out) < excess:
+                while wanted:
                     source, entry = least(fq, dq, heap)
                     assert entry is not None  # held[t] counts the live entries
                     if source == 0:
@@ -224,34 +229,36 @@ def count_replay(
                         dq.popleft()
                     else:
                         heappop(heap)
-                    value = state[entry[1]]
-                    if value >> 4 == entry[0] and value & bit:
-                        out.append(entry)
+                    b = entry[1]
+                    value = state[b]
+                    if value >> 4 != entry[0] or not value & bit:
+                        continue  # stale
+                    wanted -= 1
+                    value ^= bit
+                    if value & low_bit or not low_bit:  # held below already, or dropped
+                        state[b] = value
+                    else:
+                        state[b] = value | low_bit
+                        append(entry)
             else:  # one queue: its live entries, oldest first
                 popleft = (fresh[t] or down[t]).popleft
-                append = out.append
-                wanted = excess
                 while wanted:
                     entry = popleft()
-                    value = state[entry[1]]
-                    if value >> 4 == entry[0] and value & bit:
+                    b = entry[1]
+                    value = state[b]
+                    if value >> 4 != entry[0] or not value & bit:
+                        continue  # stale
+                    wanted -= 1
+                    value ^= bit
+                    if value & low_bit or not low_bit:  # held below already, or dropped
+                        state[b] = value
+                    else:
+                        state[b] = value | low_bit
                         append(entry)
-                        wanted -= 1
             evictions += excess
             held[t] -= excess
-            low = lower[t]
             if low < 0:  # the last tier: dropped
-                for _, b, _ in out:
-                    state[b] &= ~bit
                 return
-            low_bit = BITS[low]
-            moved = []
-            for entry in out:
-                b = entry[1]
-                value = state[b] & ~bit
-                state[b] = value | low_bit
-                if not value & low_bit:  # else the tier below holds it: dropped
-                    moved.append(entry)
             if moved:
                 arrive(low, moved)
                 read[t] += len(moved)
@@ -424,9 +431,10 @@ def count_replay(
         for t in range(4):  # Manager.settle
             if held[t] > cap[t]:
                 cascade(t)
-        for t in range(4):
-            if len(fresh[t]) + len(down[t]) + len(late[t]) > 4 * held[t] + COMPACT_SLACK:
-                compact(t)
+        if not index % COMPACT_EVERY:
+            for t in range(4):
+                if len(fresh[t]) + len(down[t]) + len(late[t]) > 4 * held[t] + COMPACT_SLACK:
+                    compact(t)
         account(index, request, hit_tiers, reused, held)
     if progress is not None:
         progress(total, total)

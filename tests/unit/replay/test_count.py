@@ -100,6 +100,7 @@ def test_dropping_stale_queue_entries_changes_nothing(seed: int, monkeypatch) ->
     import kvtool.replay.count as count
 
     monkeypatch.setattr(count, "COMPACT_SLACK", 2)  # compact at every chance
+    monkeypatch.setattr(count, "COMPACT_EVERY", 1)
     rng = random.Random(1000 + seed)
     requests = random_trace(rng, 200, numbers=seed % 2 == 0)
     config = random_config(rng)
