@@ -279,7 +279,7 @@ def count_replay(
             while True:
                 # the least recent head; all of a queue was used after its head, so once
                 # that is not idle long enough, nothing is (the clock never goes back)
-                if heap or (fq and dq):
+                if heap:
                     source, entry = least(fq, dq, heap)
                     if entry is None or now - entry[2] < idle:
                         break
@@ -290,8 +290,13 @@ def count_replay(
                     else:
                         heappop(heap)
                 else:
-                    queue = fq or dq
-                    if not queue or now - queue[0][2] < idle:
+                    if fq:
+                        queue = dq if dq and dq[0][0] < fq[0][0] else fq
+                    elif dq:
+                        queue = dq
+                    else:
+                        break
+                    if now - queue[0][2] < idle:
                         break
                     entry = queue.popleft()
                 value = state[entry[1]]
@@ -317,7 +322,17 @@ def count_replay(
             demotions += gone
             if batch:
                 land(t, low, batch)
-            waiting = head(t)
+            if heap:
+                waiting = head(t)
+            else:  # the first live head of the two queues, without a call
+                waiting = None
+                while fq or dq:
+                    queue = dq if not fq or (dq and dq[0][0] < fq[0][0]) else fq
+                    value = state[queue[0][1]]
+                    if value >> 4 == queue[0][0] and value & bit:
+                        waiting = queue[0]
+                        break
+                    queue.popleft()
             if waiting is not None:
                 next_due = min(next_due, waiting[2] + idle)
         due = next_due  # (what arrived below is due by then at the earliest: recomputed)
