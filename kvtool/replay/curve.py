@@ -16,6 +16,8 @@ manager's own replay point by point. Pure.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -25,6 +27,24 @@ from kvtool.replay.trace import Request
 
 def _below(steps: dict[int, int], limit: int) -> int:
     return sum(v for c, v in steps.items() if c <= limit)
+
+
+class Sums(NamedTuple):
+    """A step table as sorted capacities and running sums: what a capacity or below gets,
+    by one bisection (a sweep asks for many capacities of one curve)."""
+
+    capacities: list[int]
+    running: list[int]
+
+    @classmethod
+    def of(cls, steps: dict[int, int]) -> Sums:
+        capacities = sorted(steps)
+        return cls(capacities, list(itertools.accumulate(steps[c] for c in capacities)))
+
+    def below(self, limit: int) -> int:
+        """The sum of the steps at ``limit`` or below."""
+        index = bisect.bisect_right(self.capacities, limit)
+        return self.running[index - 1] if index else 0
 
 
 class Curve(NamedTuple):
@@ -45,16 +65,32 @@ class Curve(NamedTuple):
     # (not rounded to a hybrid block)
     totals: tuple[int, int, int, int, int]
 
-    def result(self, config: ReplayConfig, block_tokens: int) -> ReplayResult:
+    def sums(self) -> tuple[Sums, Sums, Sums, Sums]:
+        """The four step tables summed once (tokens, blocks, full blocks, misses), for
+        ``result`` at many sizes."""
+        tables = (self.steps, self.block_steps, self.full_steps, self.misses_from)
+        steps, blocks, full, misses = (Sums.of(table) for table in tables)
+        return steps, blocks, full, misses
+
+    def result(
+        self,
+        config: ReplayConfig,
+        block_tokens: int,
+        *,
+        sums: tuple[Sums, Sums, Sums, Sums] | None = None,
+    ) -> ReplayResult:
         """The replay of ``config`` (T1 alone, ``curve_applies``) as ``replay`` reports it:
         the same ratios, T1's hit blocks and tokens, bytes written and peak. ``counters`` is
-        empty and there is no occupancy or TTFT: the pass does not count them."""
+        empty and there is no occupancy or TTFT: the pass does not count them. ``sums``
+        (``Curve.sums``) answers many sizes without summing the tables each time."""
         capacity = config.capacity.get("T1")
         blocks = self.distinct_blocks if capacity is None else capacity // config.block_units
         requests, output, total_blocks, total_full, reused = self.totals
-        tokens = _below(self.steps, blocks)
-        hit_blocks = _below(self.block_steps, blocks)
-        inserts = self.new_blocks + sum(v for c, v in self.misses_from.items() if c > blocks)
+        steps, block_steps, full_steps, misses = sums or self.sums()
+        tokens = steps.below(blocks)
+        hit_blocks = block_steps.below(blocks)
+        all_misses = misses.running[-1] if misses.running else 0
+        inserts = self.new_blocks + all_misses - misses.below(blocks)
         n = self.total_tokens
         tier = TierStats(
             tier="T1",
@@ -74,9 +110,7 @@ class Curve(NamedTuple):
             unit=config.unit,
             token_hit_ratio=tokens / n if n else 0.0,
             block_hit_ratio=hit_blocks / total_blocks if total_blocks else 0.0,
-            full_block_hit_ratio=_below(self.full_steps, blocks) / total_full
-            if total_full
-            else 0.0,
+            full_block_hit_ratio=full_steps.below(blocks) / total_full if total_full else 0.0,
             reuse_ratio_unbounded=reused / n if n else 0.0,
             tiers=[tier],
             counters={},
@@ -151,14 +185,24 @@ def lru_curve(requests: Sequence[Request], block_tokens: int, *, granularity: in
         output += request.output_tokens
         total_blocks += count
         total_full += full
+        # each block seen before: the capacity that still holds it (1 + its stack distance)
+        needs: dict[object, int] = {}
+        for block in set(blocks):  # held at the start, or inserted by the request
+            time = last.get(block)
+            if time is None:
+                new += 1
+            else:
+                need = needs[block] = distance(time) + 1
+                misses_from[need] = misses_from.get(need, 0) + 1
         reach = 0  # the capacity the prefix so far needs: 1 + its largest stack distance
         served = served_blocks = served_full = reused = 0
         for j, block in enumerate(blocks):
-            time = last.get(block)
-            if time is None:
+            held = needs.get(block)
+            if held is None:
                 break  # never seen: the prefix ends here for every capacity
             reused = j + 1
-            reach = max(reach, distance(time) + 1)
+            if held > reach:
+                reach = held
             tokens = min((j + 1) * block_tokens, n)
             whole = j + 1
             if granularity > 1 and tokens % granularity:
@@ -174,13 +218,6 @@ def lru_curve(requests: Sequence[Request], block_tokens: int, *, granularity: in
                 full_steps[reach] = full_steps.get(reach, 0) + min(whole, full) - served_full
                 served_full = min(whole, full)
         reused_tokens += min(reused * block_tokens, n)
-        for block in set(blocks):  # held at the start, or inserted by the request
-            time = last.get(block)
-            if time is None:
-                new += 1
-            else:
-                need = distance(time) + 1
-                misses_from[need] = misses_from.get(need, 0) + 1
         for block in reversed(blocks):  # the last first: the prefix ends most recent
             time = last.get(block)
             if time is not None:

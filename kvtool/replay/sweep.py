@@ -124,7 +124,9 @@ def sweep(
         how = f"each point a replay; no whole-curve pass: {why or 'no configurations'}"
         return SweepOutcome(points, None, how)
     curve = lru_curve(trace.requests, trace.block_tokens, granularity=configs[0].hit_granularity)
-    points = [SweepPoint(c.capacity, curve.result(c, trace.block_tokens)) for c in configs]
+    sums = curve.sums()
+    points = [SweepPoint(c.capacity, curve.result(c, trace.block_tokens, sums=sums))
+              for c in configs]  # fmt: skip
     if progress is not None:
         progress(len(configs), len(configs))
     how = (
