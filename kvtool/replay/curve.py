@@ -161,21 +161,24 @@ def lru_curve(requests: Sequence[Request], block_tokens: int, *, granularity: in
     """The T1-only LRU hit curve of ``requests`` (``block_tokens`` per block; hits rounded
     down to ``granularity`` tokens, as ``ReplayConfig.hit_granularity``)."""
     accesses = sum(len(r.blocks) for r in requests)
-    tree = [0] * (accesses + 1)  # Fenwick tree: 1 at each block's latest access time
+    # Fenwick tree of the accesses that are no longer a block's latest (the block was used
+    # again): of the accesses after ``time``, those still latest are the distinct blocks
+    # used since, and every access is one position, so only the superseded need a tree
+    tree = [0] * (accesses + 1)
     last: dict[str, int] = {}
     steps: dict[int, int] = {}
     block_steps: dict[int, int] = {}
     full_steps: dict[int, int] = {}
     misses_from: dict[int, int] = {}
-    now = live = total = new = output = total_blocks = total_full = reused_tokens = 0
+    now = superseded = total = new = output = total_blocks = total_full = reused_tokens = 0
 
     def distance(time: int) -> int:
         """How many blocks were used since ``time`` (0: none, the most recent)."""
-        held_before, i = 0, time  # accesses at or before ``time`` still live
+        before, i = 0, time  # superseded accesses at or before ``time``
         while i > 0:
-            held_before += tree[i]
+            before += tree[i]
             i -= i & -i
-        return live - held_before
+        return now - time - (superseded - before)
 
     for request in requests:
         blocks, n = request.blocks, request.input_tokens
@@ -220,19 +223,14 @@ def lru_curve(requests: Sequence[Request], block_tokens: int, *, granularity: in
         reused_tokens += min(reused * block_tokens, n)
         for block in reversed(blocks):  # the last first: the prefix ends most recent
             time = last.get(block)
-            if time is not None:
+            if time is not None:  # that access is no longer the block's latest
                 i = time
                 while i <= accesses:
-                    tree[i] -= 1
+                    tree[i] += 1
                     i += i & -i
-                live -= 1
+                superseded += 1
             now += 1
-            i = now
-            while i <= accesses:
-                tree[i] += 1
-                i += i & -i
             last[block] = now
-            live += 1
     return Curve(
         steps, total, len(last), block_steps, full_steps, misses_from, new,
         (len(requests), output, total_blocks, total_full, reused_tokens),
