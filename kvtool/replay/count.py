@@ -6,7 +6,7 @@ carry the steps out; a replay that only counts needs neither. Here each block is
 in ``state``: its last use (the manager's count of uses, which orders LRU) shifted left four
 bits, and one bit per tier holding it. Each tier that keeps an order has three queues of
 ``(use, block, time)`` entries (the time of the use: what the idle rules read, as the
-manager's ``last_access``), each in the order of its uses: the blocks used there now (``now``),
+manager's ``last_access``), each in the order of its uses: the blocks used there (``fresh``),
 the blocks that came down from above in order (``down``), and a heap of those that came
 down out of order (``late``); the tier's least recently used block is the oldest head of
 the three. Entries are never searched for: a use appends a new entry, and an entry whose
