@@ -87,8 +87,12 @@ class AgeQueue:
             heapq.heapify(self._late)
 
     def remove(self, key: str) -> None:
-        if self._fifo.pop(key, None) is None:
+        fifo = self._fifo
+        last_use = fifo.pop(key, None)
+        if last_use is None:
             self._when.pop(key, None)
+        elif last_use == self._tail:  # the newest left: the FIFO takes arrivals from the next
+            self._tail = next(reversed(fifo.values()), float("-inf"))
 
     def oldest(self) -> str | None:
         """The key used longest ago, or None when the tier is empty."""

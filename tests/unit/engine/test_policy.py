@@ -104,3 +104,18 @@ def test_s3fifo_finds_an_unpinned_key_behind_pinned_ones_in_main() -> None:
     policy._main = OrderedDict.fromkeys(order)
     policy._freq = {key: 1 if key.startswith("u") else 0 for key in order}
     assert policy.evict(lambda key: key.startswith("u")) == "u0"
+
+
+def test_removing_the_newest_lets_the_next_arrival_join_the_fifo() -> None:
+    """A chunk used (put at the newest use) and moved out at once, as a T2 hit is, no longer
+    sends every later arrival to the heap."""
+    from kvtool.engine.policy import AgeQueue
+
+    queue = AgeQueue()
+    for use, key in enumerate("abc", 1):
+        queue.put(key, use)
+    queue.put("hit", 10)
+    queue.remove("hit")
+    queue.put("d", 4)  # used before the chunk that left, after every chunk still here
+    assert not queue._late
+    assert list(queue.in_order()) == ["a", "b", "c", "d"]
