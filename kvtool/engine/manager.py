@@ -501,17 +501,20 @@ class Manager:
         lower = self._lower_of(tier)
         chunks = self.chunks
         can_evict = (lambda k: chunks[k].pins == 0) if tier == "T1" else (lambda k: True)
-        while self.used[tier] > limit:
+        why = "pressure" if tier == "T1" else "full"
+        used = self.used
+        evicted = 0
+        while used[tier] > limit:
             victim = policy.evict(can_evict)
             if victim is None:
                 break  # everything left is pinned
+            evicted += 1
             chunk = chunks[victim]
-            self.counters["evictions"] += 1
-            why = "pressure" if tier == "T1" else "full"
             if lower is None:
                 moves += self._forget_tier(chunk, tier, why)
             else:
                 moves.append(self._down(chunk, tier, lower, why=why))
+        self.counters["evictions"] += evicted
         if lower is not None and self.used[lower] > self._limits[lower]:
             moves += self._make_room(lower)  # once, after this tier is under its limit
         return moves

@@ -139,6 +139,15 @@ class LRU(AgeQueue):
             self.put(key, use)
 
     def evict(self, can_evict: Callable[[str], bool]) -> str | None:
+        fifo = self._fifo
+        if not self._when and fifo:  # nothing came late: the FIFO's first, unless pinned
+            self._late.clear()  # (stale entries only)
+            key = next(iter(fifo))
+            if can_evict(key):
+                last_use = fifo.pop(key)
+                if last_use == self._tail:
+                    self._tail = next(reversed(fifo.values()), float("-inf"))
+                return key
         key = self.oldest()
         if key is not None and not can_evict(key):  # pinned in front: look further back
             key = next((k for k in self.in_order() if can_evict(k)), None)
