@@ -142,12 +142,12 @@ class LRU(AgeQueue):
         fifo = self._fifo
         if not self._when and fifo:  # nothing came late: the FIFO's first, unless pinned
             self._late.clear()  # (stale entries only)
-            key = next(iter(fifo))
-            if can_evict(key):
-                last_use = fifo.pop(key)
+            first = next(iter(fifo))
+            if can_evict(first):
+                last_use = fifo.pop(first)
                 if last_use == self._tail:
                     self._tail = next(reversed(fifo.values()), float("-inf"))
-                return key
+                return first
         key = self.oldest()
         if key is not None and not can_evict(key):  # pinned in front: look further back
             key = next((k for k in self.in_order() if can_evict(k)), None)
