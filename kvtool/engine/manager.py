@@ -573,7 +573,9 @@ class Manager:
         if tier in IDLE_TIERS:
             if tier in self._own_age:
                 self.by_age[tier].put(chunk.key, chunk.last_use)
-            self._next_due = min(self._next_due, chunk.last_access + self._idle_of[tier])
+            due = chunk.last_access + self._idle_of[tier]
+            if due < self._next_due:
+                self._next_due = due
 
     def _remove(self, chunk: Chunk, tier: str) -> None:
         chunk.tiers.discard(tier)

@@ -131,8 +131,7 @@ class LRU(AgeQueue):
     __slots__ = ()
     name = "lru"
 
-    def add(self, key: str, last_use: int) -> None:
-        self.put(key, last_use)
+    add = AgeQueue.put  # (one call less per chunk a tier receives)
 
     def touch(self, key: str, use: int) -> None:
         if key in self:
