@@ -299,12 +299,12 @@ def count_replay(
                     if now - queue[0][2] < idle:
                         break
                     entry = queue.popleft()
-                value = state[entry[1]]
+                b = entry[1]
+                value = state[b]
                 if value >> 4 != entry[0] or not value & bit:
                     continue  # stale
                 gone += 1
-                b = entry[1]
-                value = state[b] & ~bit
+                value ^= bit
                 if value & low_bit:  # a copy below: no write
                     state[b] = value
                     continue
@@ -391,8 +391,12 @@ def count_replay(
                 hit_tiers = []
         credited = len(hit_tiers)
         if credited:
-            for t in range(4):
-                hits[t] += hit_tiers.count(t)
+            first = hit_tiers[0]
+            if hit_tiers.count(first) == credited:  # all from one tier (the usual case)
+                hits[first] += credited
+            else:
+                for t in range(4):
+                    hits[t] += hit_tiers.count(t)
         # every block used or inserted, the last first (Manager.access): one use each
         into_t1 = 0
         for position in range(count - 1, -1, -1):
