@@ -345,6 +345,12 @@ def count_replay(
 
     tally = Tally(config, block_tokens, total, ttft=ttft, samples=samples, scale=unit)
     account = tally.request
+    plain = ttft is None and config.hit_granularity == 1  # the sums need no more than counts
+    sums = [0] * 9  # Tally.add_sums's order
+    tier_tokens = [0, 0, 0, 0]
+    peak = [0, 0, 0, 0]
+    every = tally.every
+    first = 0
     lookups = lookup_chunks = misses = inserts = promotions = recomputes = recomputed = 0
     hits = [0, 0, 0, 0]  # the manager's hit counters, in blocks
     dense = True  # ``state`` is an array
@@ -454,7 +460,38 @@ def count_replay(
             for t in range(4):
                 if len(fresh[t]) + len(down[t]) + len(late[t]) > 4 * held[t] + COMPACT_SLACK:
                     compact(t)
-        account(index, request, hit_tiers, reused, held)
+        if plain:  # Tally.request's sums, inline (hits whole blocks, no TTFT)
+            n = request.input_tokens
+            tokens = credited * block_tokens
+            if tokens > n:
+                tokens = n
+            seen = reused * block_tokens
+            sums[0] += seen if seen < n else n  # tokens reused with unbounded capacity
+            if credited:
+                if hit_tiers.count(first) == credited:
+                    tier_tokens[first] += credited * block_tokens
+                else:
+                    for t in range(4):
+                        tier_tokens[t] += hit_tiers.count(t) * block_tokens
+                if credited >= count:  # the last block served counts its own tokens
+                    tier_tokens[hit_tiers[count - 1]] += n - count * block_tokens
+            full = n // block_tokens
+            sums[1] += n
+            sums[2] += request.output_tokens
+            sums[3] += count
+            sums[4] += full
+            sums[5] += tokens
+            sums[6] += credited
+            sums[7] += credited if credited < full else full
+            sums[8] += 1
+            if held[0] > peak[0] or held[1] > peak[1] or held[2] > peak[2] or held[3] > peak[3]:
+                peak[:] = map(max, peak, held)
+            if every and index % every == 0:
+                tally.occupancy.append((now, {TIERS[t]: held[t] * unit for t in range(4)}))
+        else:
+            account(index, request, hit_tiers, reused, held)
+    if plain:
+        tally.add_sums(sums, hits, tier_tokens, peak)
     if progress is not None:
         progress(total, total)
     counters = new_counters()

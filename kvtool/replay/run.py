@@ -300,6 +300,28 @@ class Tally:
             self.without.append(cold)
             self.saved += cold - warm
 
+    def add_sums(
+        self, sums: list[int], tier_blocks: list[int], tier_tokens: list[int], peak: list[int]
+    ) -> None:
+        """Sums a caller kept itself, request by request as ``request`` keeps them (the
+        counting core, for hits in whole blocks without TTFT): tokens reused with unbounded
+        capacity, input, output, blocks, full blocks, hit tokens, hit blocks, hit full blocks,
+        requests; per tier the hit blocks and tokens, and the peaks (in ``scale`` units)."""
+        (unbounded, total_input, total_output, total_blocks, total_full, hit_tokens,
+         hit_blocks, hit_full, requests) = sums  # fmt: skip
+        self.unbounded_tokens += unbounded
+        self.total_input += total_input
+        self.total_output += total_output
+        self.total_blocks += total_blocks
+        self.total_full += total_full
+        self.hit_tokens += hit_tokens
+        self.hit_blocks += hit_blocks
+        self.hit_full += hit_full
+        self.requests += requests
+        self.tier_blocks = [a + b for a, b in zip(self.tier_blocks, tier_blocks, strict=True)]
+        self.tier_tokens = [a + b for a, b in zip(self.tier_tokens, tier_tokens, strict=True)]
+        self.peak = list(map(max, self.peak, peak))
+
     def result(self, counters: dict[str, int]) -> ReplayResult:
         """The replay's result, with the engine's ``counters``."""
         return summarise(
