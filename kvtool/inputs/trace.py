@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from kvtool.errors import InputError
 
@@ -39,15 +39,24 @@ def stream_trace(path: Path, *, fmt: str = "auto", skip_bad: bool = False) -> St
     if not path.is_file():
         raise InputError(f"{path} is not a file", "pass a trace (JSONL, one request per line)")
 
-    @contextlib.contextmanager
-    def lines() -> Iterator[Iterator[str]]:
+    def reading(f: TextIO) -> Iterator[str]:
+        """The file's lines; what goes wrong reading them is an InputError naming the file
+        (and only that: an error of the replay's own is its own)."""
         try:
-            with path.open(encoding="utf-8") as f:
-                yield iter(f)
+            yield from f
         except UnicodeDecodeError:
             raise InputError(f"{path} is not text", "pass a JSONL trace") from None
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+    @contextlib.contextmanager
+    def lines() -> Iterator[Iterator[str]]:
+        try:
+            f = path.open(encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        with f:
+            yield reading(f)
 
     with lines() as first:
         opened = open_trace(first, fmt=fmt, source=str(path))

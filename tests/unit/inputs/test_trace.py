@@ -47,3 +47,32 @@ def test_a_bad_line_names_its_number_unless_skipped(tmp_path: Path) -> None:
 def test_an_explicit_format_is_honoured(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no kvtool trace header"):
         read_trace(HEAD, fmt="jsonl")
+
+
+def test_a_streamed_trace_is_the_read_one_and_walks_again(tmp_path: Path) -> None:
+    from kvtool.inputs.trace import stream_trace
+
+    held = read_trace(HEAD)
+    streamed = stream_trace(HEAD)
+    assert (streamed.block_tokens, streamed.format) == (held.block_tokens, held.format)
+    assert len(streamed.requests) == len(held.requests)
+    assert list(streamed.requests) == held.requests
+    assert list(streamed.requests) == held.requests  # a second walk reads the file again
+    broken = tmp_path / "late.jsonl"
+    broken.write_bytes(HEAD.read_bytes() + b"\xff\n")
+    with pytest.raises(InputError, match="is not text"):  # the counting pass finds it first
+        stream_trace(broken)
+    bad_line = tmp_path / "bad.jsonl"
+    bad_line.write_text(HEAD.read_text() + "{not json\n")
+    late = stream_trace(bad_line)  # counted fine: the line is found when it is read
+    with pytest.raises(InputError, match=":201: not JSON"):
+        list(late.requests)
+
+
+def test_an_error_of_the_reader_is_not_called_the_files(tmp_path: Path) -> None:
+    """A pipe that breaks while the replay draws its progress is not "cannot read the trace"."""
+    from kvtool.inputs.trace import stream_trace
+
+    with pytest.raises(BrokenPipeError):
+        for _ in stream_trace(HEAD).requests:
+            raise BrokenPipeError(32, "Broken pipe")
