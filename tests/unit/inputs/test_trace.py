@@ -73,6 +73,10 @@ def test_an_error_of_the_reader_is_not_called_the_files(tmp_path: Path) -> None:
     """A pipe that breaks while the replay draws its progress is not "cannot read the trace"."""
     from kvtool.inputs.trace import stream_trace
 
+    def draw_progress(request: object) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    requests = iter(stream_trace(HEAD).requests)
     with pytest.raises(BrokenPipeError):
-        for _ in stream_trace(HEAD).requests:
-            raise BrokenPipeError(32, "Broken pipe")
+        draw_progress(next(requests))
+    requests.close()  # (nothing left open)
