@@ -11,7 +11,8 @@ the blocks that came down from above in order (``down``), and a heap of those th
 down out of order (``late``); the tier's least recently used block is the oldest head of
 the three. Entries are never searched for: a use appends a new entry, and an entry whose
 block has been used since or has left the tier is stale, known by ``state``, and skipped
-when it comes to a head (``compact`` drops them when they outnumber the live ones).
+when it comes to a head (``compact`` drops them once they are three times the live ones and
+more).
 Eviction and demotion are inlined; the counters are plain integers, in blocks, made bytes at
 the end.
 
@@ -23,6 +24,7 @@ configurations.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import sys
 from array import array
@@ -144,32 +146,42 @@ def count_replay(
         left in place; None when the tier is empty."""
         bit = BITS[t]
         fq, dq, heap = fresh[t], down[t], late[t]
+        entry: Entry | None
+        if not heap and not (fq and dq):  # one queue (the usual case): no merging
+            queue = fq or dq
+            while queue:
+                entry = queue[0]
+                if state[entry[1]] >> 4 == entry[0] and state[entry[1]] & bit:
+                    return entry
+                queue.popleft()
+            return None
         while True:
-            source, entry = least(fq, dq, heap)
+            entry = least(fq, dq, heap)
             if entry is None or (state[entry[1]] >> 4 == entry[0] and state[entry[1]] & bit):
                 return entry
-            if source == 0:
-                fq.popleft()
-            elif source == 1:
-                dq.popleft()
-            else:
-                heappop(heap)
+            pop_least(fq, dq, heap)
 
-    def least(fq: deque[Entry], dq: deque[Entry], heap: list[Entry]) -> tuple[int, Entry | None]:
-        """Which of a tier's three queues has the least recent head (0, 1, 2), and that head
-        (stale or not); (-1, None) when all three are empty."""
-        entry: Entry | None
-        if fq:
-            source, entry = 0, fq[0]
-            if dq and dq[0][0] < entry[0]:
-                source, entry = 1, dq[0]
-        elif dq:
-            source, entry = 1, dq[0]
-        else:
-            source, entry = -1, None
+    def least(fq: deque[Entry], dq: deque[Entry], heap: list[Entry]) -> Entry | None:
+        """The least recent head of a tier's three queues (stale or not); None when all
+        three are empty."""
+        entry = fq[0] if fq else None
+        if dq and (entry is None or dq[0][0] < entry[0]):
+            entry = dq[0]
         if heap and (entry is None or heap[0][0] < entry[0]):
-            source, entry = 2, heap[0]
-        return source, entry
+            entry = heap[0]
+        return entry
+
+    def pop_least(fq: deque[Entry], dq: deque[Entry], heap: list[Entry]) -> Entry:
+        """Remove and return the least recent head of a tier's three queues (it has one)."""
+        entry = least(fq, dq, heap)
+        assert entry is not None  # callers know the tier holds a live block
+        if fq and fq[0] is entry:
+            fq.popleft()
+        elif dq and dq[0] is entry:
+            dq.popleft()
+        else:
+            heappop(heap)
+        return entry
 
     def arrive(t: int, blocks: list[Entry]) -> None:
         """``blocks`` (in order of use) came down into tier ``t``: queued and counted."""
@@ -216,45 +228,25 @@ def count_replay(
             low = lower[t]
             low_bit = BITS[low] if low >= 0 else 0
             moved: list[Entry] = []  # what goes down (not what the tier below holds already)
-            append = moved.append
-            wanted = excess
+            pop: Callable[[], Entry]
             if late[t] or (fresh[t] and down[t]):
-                fq, dq, heap = fresh[t], down[t], late[t]
-                while wanted:
-                    source, entry = least(fq, dq, heap)
-                    assert entry is not None  # held[t] counts the live entries
-                    if source == 0:
-                        fq.popleft()
-                    elif source == 1:
-                        dq.popleft()
-                    else:
-                        heappop(heap)
-                    b = entry[1]
-                    value = state[b]
-                    if value >> 4 != entry[0] or not value & bit:
-                        continue  # stale
-                    wanted -= 1
-                    value ^= bit
-                    if value & low_bit or not low_bit:  # held below already, or dropped
-                        state[b] = value
-                    else:
-                        state[b] = value | low_bit
-                        append(entry)
-            else:  # one queue: its live entries, oldest first
-                popleft = (fresh[t] or down[t]).popleft
-                while wanted:
-                    entry = popleft()
-                    b = entry[1]
-                    value = state[b]
-                    if value >> 4 != entry[0] or not value & bit:
-                        continue  # stale
-                    wanted -= 1
-                    value ^= bit
-                    if value & low_bit or not low_bit:  # held below already, or dropped
-                        state[b] = value
-                    else:
-                        state[b] = value | low_bit
-                        append(entry)
+                pop = functools.partial(pop_least, fresh[t], down[t], late[t])
+            else:  # one queue: the oldest first, without a call of ours
+                pop = (fresh[t] or down[t]).popleft
+            wanted = excess
+            while wanted:
+                entry = pop()
+                b = entry[1]
+                value = state[b]
+                if value >> 4 != entry[0] or not value & bit:
+                    continue  # stale
+                wanted -= 1
+                value ^= bit
+                if value & low_bit or not low_bit:  # held below already, or dropped
+                    state[b] = value
+                else:
+                    state[b] = value | low_bit
+                    moved.append(entry)
             evictions += excess
             held[t] -= excess
             if low < 0:  # the last tier: dropped
@@ -280,16 +272,11 @@ def count_replay(
                 # the least recent head; all of a queue was used after its head, so once
                 # that is not idle long enough, nothing is (the clock never goes back)
                 if heap:
-                    source, entry = least(fq, dq, heap)
+                    entry = least(fq, dq, heap)
                     if entry is None or now - entry[2] < idle:
                         break
-                    if source == 0:
-                        fq.popleft()
-                    elif source == 1:
-                        dq.popleft()
-                    else:
-                        heappop(heap)
-                else:
+                    pop_least(fq, dq, heap)
+                else:  # the older head of the two queues, without a call of ours
                     if fq:
                         queue = dq if dq and dq[0][0] < fq[0][0] else fq
                     elif dq:
@@ -322,17 +309,7 @@ def count_replay(
             demotions += gone
             if batch:
                 land(t, low, batch)
-            if heap:
-                waiting = head(t)
-            else:  # the first live head of the two queues, without a call
-                waiting = None
-                while fq or dq:
-                    queue = dq if not fq or (dq and dq[0][0] < fq[0][0]) else fq
-                    value = state[queue[0][1]]
-                    if value >> 4 == queue[0][0] and value & bit:
-                        waiting = queue[0]
-                        break
-                    queue.popleft()
+            waiting = head(t)
             if waiting is not None:
                 next_due = min(next_due, waiting[2] + idle)
         due = next_due  # (what arrived below is due by then at the earliest: recomputed)
