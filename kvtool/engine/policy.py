@@ -143,9 +143,7 @@ class LRU(AgeQueue):
             self._late.clear()  # (stale entries only)
             first = next(iter(fifo))
             if can_evict(first):
-                last_use = fifo.pop(first)
-                if last_use == self._tail:
-                    self._tail = next(reversed(fifo.values()), float("-inf"))
+                self.remove(first)
                 return first
         key = self.oldest()
         if key is not None and not can_evict(key):  # pinned in front: look further back

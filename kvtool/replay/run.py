@@ -12,11 +12,21 @@ and without it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
 
 from kvtool.engine.manager import TIERS, EngineConfig, Manager, Move
 from kvtool.replay.trace import Request
+
+
+class Requests(Protocol):
+    """What a replay walks: requests in order, and how many (a list, or a trace file read
+    as it goes: ``replay.trace.TraceFile``)."""
+
+    def __iter__(self) -> Iterator[Request]: ...
+
+    def __len__(self) -> int: ...
+
 
 Carry = Callable[[list[Move], list[str], tuple[str, ...]], None]
 
@@ -120,7 +130,7 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
 
 
 def replay(
-    requests: Collection[Request],
+    requests: Requests,
     block_tokens: int,
     config: ReplayConfig,
     *,

@@ -164,9 +164,6 @@ class TraceFile:
             )
         self.skipped = skipped[0]
 
-    def __contains__(self, item: object) -> bool:  # (a Collection; nothing asks)
-        return any(request == item for request in self)
-
 
 class StreamedTrace(NamedTuple):
     """A trace read as it goes (``TraceFile``): what ``Trace`` says, but its requests are
