@@ -226,3 +226,29 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """``1 node``, ``2 nodes``, ``1 bad line``: the count with thousands separators and the
     noun in the number it takes (``nouns`` for an irregular plural)."""
     return f"{count:,} {noun if count == 1 else (nouns or noun + 's')}"
+
+
+_DURATION_UNITS = {
+    "s": 1.0,
+    "sec": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    "w": 7 * 86400.0,
+}
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_duration(text: str, *, what: str) -> float:
+    """A duration such as ``90s``, ``30m``, ``12h``, ``7d`` or ``2w`` in seconds; the unit is
+    required (``7`` alone could mean days or seconds)."""
+    match = _DURATION_RE.match(text)
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in _DURATION_UNITS:
+        raise InputError(
+            f"{what} {text!r} is not a duration",
+            "use a number with a unit: s, m, h, d or w (e.g. 30m, 7d)",
+        )
+    _check_digits(match.group(1), text, what)
+    return float(match.group(1)) * _DURATION_UNITS[unit]

@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "doctor": ("doctor", "doctor", True),
     "check": ("check", "check", True),
     "bench": ("bench", "bench", True),
+    "inspect": ("inspect", "inspect", True),
+    "gc": ("gc", "gc", True),
     "engine": ("engine", "HELP", True),  # a group: its commands are GROUPS["engine"]
 }
 # group -> its commands, as COMMANDS: built only when the group is run

@@ -32,6 +32,7 @@ from tests.mutation import WRONG, leaves, replaced
 ROOT = Path(__file__).parents[2]
 HEAD = ROOT / "tests" / "fixtures" / "traces" / "conversation_trace_head.jsonl"
 SNAPSHOT = ROOT / "examples" / "doctor-snapshot"
+FOLDER = ROOT / "tests" / "fixtures" / "folders" / "tiny"  # two SGLang HiCacheFile pages
 CHECK = ROOT / "examples" / "check"
 PLAN = CHECK / "plan-pass.yaml"
 HANG_S = 60
@@ -63,6 +64,9 @@ BASES: dict[str, list[str]] = {
     "engine replay": ["engine", "replay", str(HEAD), "--t1", "1M"],
     "engine sweep": ["engine", "sweep", str(HEAD), "--t1", "1M,2M", "-j", "1"],
     "engine gen": ["engine", "gen", "-n", "20", "-o", "g.jsonl"],
+    "inspect": ["inspect", str(FOLDER)],
+    # a dry run: the fixture folder stays as it is
+    "gc": ["gc", str(FOLDER), "--max-age", "30d", "--dry-run"],
 }
 # options left out, and why: they would reach the network, or name a file the base needs
 SKIPPED = {
@@ -99,6 +103,11 @@ ACCEPTED: dict[tuple[str, str], set[str]] = {
     ("check", "--junit"): PATHS,
     ("engine replay", "--plot"): set(),  # a name without .png/.svg is refused
     ("doctor", "--capture"): set(),  # with --snapshot: refused
+    # a model name is any text: one no layout here is of is said so (inspect), or leaves
+    # nothing in scope (gc); an empty one or a line break is refused
+    **{(c, "--model"): set(HOSTILE) - {"empty", "newline"} for c in ("inspect", "gc")},
+    ("gc", "--log"): PATHS,  # a new file of that name
+    ("gc", "--max-size"): {"zero"},  # nothing may stay
 }
 # options that have no effect in their command's base: any value is taken, with a note saying so
 NOTED = {("size", "--t3-dir"): "--t3-dir has no effect without --emit"}
@@ -208,6 +217,8 @@ ARGUMENTS = {  # the base with its positional argument replaced by "{}"
     "doctor PATH": ["doctor", "--snapshot", str(SNAPSHOT), "{}"],
     "engine replay TRACE": ["engine", "replay", "{}", "--t1", "1M"],
     "engine sweep TRACE": ["engine", "sweep", "{}", "--t1", "1M,2M", "-j", "1"],
+    "inspect DIR": ["inspect", "{}"],
+    "gc DIR": ["gc", "{}", "--max-age", "1d", "--dry-run"],
 }
 ARGUMENT_CASES = [(a, v) for a in ARGUMENTS for v in HOSTILE]
 

@@ -109,3 +109,16 @@ def test_a_number_of_thousands_of_digits_is_refused_in_one_line(digits: int) -> 
         with pytest.raises(InputError, match=f"has {digits:,} digits: too large"):
             parse(text, what="--x")
     assert parse_count("9" * 24) == int("9" * 24)  # the bound itself still reads
+
+
+def test_parse_duration():
+    from kvtool.units import parse_duration
+
+    assert parse_duration("90s", what="--grace") == 90.0
+    assert parse_duration("30m", what="--grace") == 1800.0
+    assert parse_duration("1.5h", what="--grace") == 5400.0
+    assert parse_duration("7d", what="--grace") == 7 * 86400.0
+    assert parse_duration("2w", what="--grace") == 14 * 86400.0
+    for bad in ("7", "soon", "-1d", "1y", ""):
+        with pytest.raises(InputError, match="is not a duration"):
+            parse_duration(bad, what="--max-age")

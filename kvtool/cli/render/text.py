@@ -14,8 +14,18 @@ from kvtool.units import plural as plural  # re-exported: renderers say counts o
 
 
 def echo(text: str = "") -> None:
-    """One line on stdout."""
-    sys.stdout.write(text + "\n")
+    """One line on stdout; a name that is not UTF-8 (a file name's stray byte, which Python
+    carries as a lone surrogate) is shown with U+FFFD in its place rather than ending the run."""
+    sys.stdout.write(printable(text) + "\n")
+
+
+def printable(text: str) -> str:
+    """``text`` with any lone surrogate (a byte that was not UTF-8) shown as U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return text
 
 
 def print_json(data: Any) -> None:
@@ -130,3 +140,34 @@ class StatusLine:
         """Show ``text`` as the current step."""
         if self._status is not None:
             self._status.update(f"{self.label}: {text}")
+
+
+class Counter(Progress):
+    """``label: N files, X so far`` on stderr for a walk whose total is not known; shown and
+    cleared as ``Progress`` is."""
+
+    def __init__(self, enabled: bool, label: str, *, every_s: float = 0.2) -> None:
+        super().__init__(enabled, label, "files", every_s=every_s)
+
+    def __enter__(self) -> Counter:
+        return self
+
+    def __call__(self, files: int, size: int) -> None:
+        self.step("", files, size)
+
+    def step(self, name: str, files: int, size: int) -> None:
+        """``files`` and ``size`` bytes so far in the step ``name`` ("reading", "removing")."""
+        if not self.enabled:
+            return
+        import time
+
+        from kvtool.units import format_bytes
+
+        now = time.monotonic()
+        if now - self._last < self.every_s:
+            return
+        self._last = now
+        what = f"{name} " if name else ""
+        sys.stderr.write(f"\r\033[K{self.label}: {what}{files:,} files, {format_bytes(size)}")
+        sys.stderr.flush()
+        self._shown = True

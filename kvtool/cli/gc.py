@@ -1,0 +1,114 @@
+"""``kvtool gc``: cap a shared KV folder, least-recently-used chunks first, whole chunks only."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvtool.cli.options import JsonOpt
+
+
+def gc(
+    folder: Annotated[str, typer.Argument(metavar="DIR", help="The shared KV folder to cap.")],
+    max_size: Annotated[
+        str | None,
+        typer.Option("--max-size", metavar="SIZE", help="Keep at most this much (e.g. 4TiB)."),
+    ] = None,
+    max_age: Annotated[
+        str | None,
+        typer.Option("--max-age", metavar="DURATION", help="Remove chunks unused this long (7d)."),
+    ] = None,
+    keep_free: Annotated[
+        str | None,
+        typer.Option(
+            "--keep-free", metavar="SIZE", help="Remove until the file system has this much free."
+        ),
+    ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            "--engine",
+            metavar="LAYOUT",
+            help="Only this layout: lmcache-disk, lmcache-fs, sglang, vllm, llm-d, kvtool.",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", metavar="NAME", help="Only this model's files.")
+    ] = None,
+    grace: Annotated[
+        str,
+        typer.Option(
+            "--grace", metavar="DURATION", help="Never remove a chunk used more recently than this."
+        ),
+    ] = "10m",
+    include_unknown: Annotated[
+        bool,
+        typer.Option(
+            "--include-unknown", help="Also remove files of no known layout (each on its own)."
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what a real run would remove; remove nothing.")
+    ] = False,
+    log: Annotated[
+        Path | None,
+        typer.Option("--log", metavar="FILE", help="Write every removal as a JSON line here."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> int | None:
+    """Remove least-recently-used chunk files from DIR until every limit holds: --max-size,
+    --max-age, --keep-free (at least one). A chunk of several files (TP ranks, KV cache
+    groups, layers, SGLang's pools) goes whole or not at all. Never touched: anything outside
+    DIR (links are not followed), in-flight temporaries, engines' config files, chunks used
+    within --grace, and files of no known layout (unless --include-unknown). A lock file in DIR
+    keeps gc runs on several nodes from fighting; a stale one (10 minutes unrefreshed, or a
+    dead process of this host) is taken over. Exit 1 when another gc holds the lock or a limit
+    could not be reached.
+
+    Examples:
+
+      kvtool gc /fsx/kv --max-size 4TiB --dry-run
+
+      kvtool gc /fsx/kv --max-age 7d --keep-free 500GiB --log gc.jsonl
+
+      kvtool gc /fsx/kv --engine sglang --model Qwen/Qwen3-32B --max-size 1TiB
+    """
+    from kvtool.cli import status
+    from kvtool.cli.render import folders as render
+    from kvtool.cli.render.text import Counter
+    from kvtool.folders.gc import Busy, Scope, run_gc
+    from kvtool.inputs.folders import resolve_gc
+    from kvtool.probe.host import LocalHost
+
+    inputs = resolve_gc(
+        folder, host=LocalHost(), max_size=max_size, max_age=max_age, keep_free=keep_free,
+        grace=grace, engine=engine, model=model, include_unknown=include_unknown,
+        dry_run=dry_run, log=log,
+    )  # fmt: skip
+    listed: list[str] = []
+    each = render.dry_run_line if dry_run and not as_json else None
+    if dry_run and as_json:
+        each = lambda removal: listed.append(removal.path)  # noqa: E731
+    try:
+        with Counter(not as_json, "kvtool gc") as progress:
+            planned, outcome = run_gc(
+                inputs.folder.root,
+                scope=Scope(engine, model, include_unknown),
+                limits=inputs.limits,
+                mode=inputs.folder.mode,
+                free_bytes=inputs.free_bytes,
+                dry_run=dry_run,
+                log=log,
+                each=each,
+                progress=progress.step,
+            )
+    except Busy as exc:
+        render.print_busy(inputs.folder.root, str(exc), as_json=as_json)
+        return status.PROBLEMS
+    if as_json:
+        from kvtool.cli.render.text import print_json
+
+        print_json(render.gc_json(inputs, planned, outcome, listed))
+    else:
+        render.print_gc(inputs, planned, outcome)
+    return status.PROBLEMS if render.gc_problems(planned, outcome) else None

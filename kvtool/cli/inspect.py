@@ -1,0 +1,63 @@
+"""``kvtool inspect``: what the engines' KV files in a folder hold, per engine, model, layout."""
+
+from typing import Annotated
+
+import typer
+
+from kvtool.cli.options import JsonOpt
+
+
+def inspect(
+    folder: Annotated[str, typer.Argument(metavar="DIR", help="The shared KV folder to read.")],
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", metavar="NAME", help="The model now served: other models' files are orphans."
+        ),
+    ] = None,
+    world: Annotated[
+        str | None,
+        typer.Option(
+            "--world",
+            metavar="N",
+            help="Ranks of the running deployment (tp x pp): other layouts' files are orphans.",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> int | None:
+    """Read DIR once and report, per engine, model, dtype and parallel layout: files, bytes,
+    last-use ages, orphans, in-flight temporaries, unknown files, and the files per folder
+    against FSx for Lustre's guidance. Reads only; follows no links.
+
+    Recognises LMCache (local disk; fs and fs_native), SGLang HiCacheFile, vLLM's FS offload
+    tier, llm-d's FS backend and kvtool's own T3.
+
+    Examples:
+
+      kvtool inspect /fsx/kv
+
+      kvtool inspect /fsx/kv --model meta-llama/Llama-3.1-70B-Instruct --world 8 --json
+    """
+    from kvtool.cli.render import folders as render
+    from kvtool.cli.render.text import Counter
+    from kvtool.folders.inspect import inspect_folder
+    from kvtool.inputs.folders import resolve_folder
+    from kvtool.probe.host import LocalHost
+
+    inputs = resolve_folder(folder, host=LocalHost(), model=model, world=world)
+    with Counter(not as_json, "kvtool inspect") as progress:
+        found = inspect_folder(
+            inputs.root,
+            mode=inputs.mode,
+            mountpoint=inputs.mountpoint,
+            model=inputs.model,
+            world=inputs.world,
+            progress=progress,
+        )
+    if as_json:
+        from kvtool.cli.render.text import print_json
+
+        print_json(render.inspection_json(found))
+    else:
+        render.print_inspection(found)
+    return None

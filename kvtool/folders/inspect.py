@@ -1,0 +1,67 @@
+"""``kvtool inspect``: read a KV folder once and say what it holds (``summary.Summary``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from kvtool.errors import InputError
+from kvtool.folders.summary import Summary
+from kvtool.folders.walk import Walk, now
+
+CONFIG_LIMIT = 1 << 20  # a vLLM config.json is a few hundred bytes; a bigger one is not read
+
+
+class Inspection(NamedTuple):
+    root: Path
+    summary: Summary
+    walk: Walk
+    mountpoint: str
+    asked: bool  # a running configuration was given: orphans were looked for
+    model: str | None = None
+
+
+def inspect_folder(
+    root: Path,
+    *,
+    mode: str,
+    mountpoint: str = "",
+    model: str | None = None,
+    world: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Inspection:
+    """Walk ``root`` once (bounded memory) and sum what each engine's layout holds there;
+    ``mode`` is how its mount records access (``walk.atime_mode``)."""
+    summary = Summary(now=now(), mode=mode)
+    walk = Walk(root, progress=progress)
+    for seen in walk:
+        summary.add(seen)
+        if seen.name == "config.json" and seen.folder and seen.size <= CONFIG_LIMIT:
+            config = read_vllm_config(root, seen.folder)
+            if config is not None:
+                summary.configs["/".join(seen.folder)] = config
+    summary.finish(model=model, world=world)
+    known = summary.chunk_files + summary.temp_files + summary.config_files
+    if known == 0:
+        examples = ", ".join(summary.unknown_examples[:5]) or "no files at all"
+        raise InputError(
+            f"{root} holds no file of a layout kvtool knows "
+            f"({summary.unknown_files:,} other files: {examples})",
+            "point it at an engine's KV folder: LMCache, SGLang HiCacheFile, vLLM or llm-d FS"
+            " offload, or kvtool's T3",
+        )
+    return Inspection(root, summary, walk, mountpoint, bool(model or world), model)
+
+
+def read_vllm_config(root: Path, folder: tuple[str, ...]) -> dict[str, object] | None:
+    """A vLLM FS tier's config.json, or None when it cannot be read as a JSON object (it is
+    then reported as a group without a config)."""
+    try:
+        with open(os.path.join(root, *folder, "config.json"), "rb") as f:
+            data = json.loads(f.read(CONFIG_LIMIT))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

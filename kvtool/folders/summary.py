@@ -1,0 +1,190 @@
+"""What a KV folder holds, summed per engine, model, dtype and parallel layout. Pure: the
+walk's records in, a summary out, in memory that grows with the number of layouts, never with
+the number of files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvtool.folders.layouts import (
+    CHUNK,
+    CONFIG,
+    ENGINE_NAMES,
+    TEMP,
+    classify,
+    model_key,
+    vllm_description,
+)
+from kvtool.folders.walk import Seen
+
+# last-access age buckets (upper bounds in seconds) for the histograms
+AGES: tuple[tuple[str, float], ...] = (
+    ("< 1 hour", 3600.0),
+    ("< 1 day", 86400.0),
+    ("< 1 week", 7 * 86400.0),
+    ("< 30 days", 30 * 86400.0),
+    ("older", float("inf")),
+)
+FILES_PER_FOLDER = 100_000  # AWS FSx for Lustre performance tips (docs/doctor.md)
+
+
+def last_use(seen: Seen, mode: str) -> float:
+    """When a file was last used: its modification time on a noatime mount, else the later of
+    access and modification (relatime updates atime at most once a day, so it is approximate
+    to a day there)."""
+    return seen.mtime if mode == "noatime" else max(seen.atime, seen.mtime)
+
+
+def age_bucket(age: float) -> int:
+    for i, (_label, bound) in enumerate(AGES):
+        if age < bound:
+            return i
+    return len(AGES) - 1
+
+
+@dataclass
+class Group:
+    """The files of one engine, model, dtype and parallel layout."""
+
+    engine: str
+    model: str
+    dtype: str
+    layout: str
+    world: int
+    base: str = ""  # vLLM: the folder whose config.json names the model
+    files: int = 0
+    bytes: int = 0
+    ranks: set[int] = field(default_factory=set)
+    oldest: float = float("inf")
+    newest: float = 0.0
+    ages: list[int] = field(default_factory=lambda: [0] * len(AGES))  # bytes per age bucket
+    orphan: str = ""  # why no running configuration would read it, when one was given
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "model": self.model,
+            "dtype": self.dtype,
+            "layout": self.layout,
+            "world": self.world,
+            "ranks_seen": sorted(self.ranks),
+            "files": self.files,
+            "bytes": self.bytes,
+            "oldest_use": self.oldest if self.files else None,
+            "newest_use": self.newest if self.files else None,
+            "bytes_by_last_use": dict(zip((a for a, _ in AGES), self.ages, strict=True)),
+            "orphan": self.orphan or None,
+        }
+
+
+@dataclass
+class Summary:
+    """A folder's contents. ``add`` each file, then ``finish``."""
+
+    now: float
+    mode: str  # how the mount records access (walk.atime_mode)
+    groups: dict[tuple[str, str, str, str, str], Group] = field(default_factory=dict)
+    temp_files: int = 0
+    temp_bytes: int = 0
+    temp_oldest: float = float("inf")
+    unknown_files: int = 0
+    unknown_bytes: int = 0
+    unknown_examples: list[str] = field(default_factory=list)
+    config_files: int = 0
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)  # vLLM base -> config
+
+    def add(self, seen: Seen) -> None:
+        match = classify(seen.folder, seen.name)
+        if match is None:
+            self.unknown_files += 1
+            self.unknown_bytes += seen.size
+            if len(self.unknown_examples) < 10:
+                self.unknown_examples.append("/".join((*seen.folder, seen.name)))
+            return
+        if match.kind == TEMP:
+            self.temp_files += 1
+            self.temp_bytes += seen.size
+            self.temp_oldest = min(self.temp_oldest, seen.mtime)
+            return
+        if match.kind == CONFIG:
+            self.config_files += 1
+            return
+        key = (match.engine, match.model, match.dtype, match.layout, match.base)
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = Group(
+                match.engine, match.model, match.dtype, match.layout, match.world, match.base
+            )
+        group.files += 1
+        group.bytes += seen.size
+        if match.rank >= 0:
+            group.ranks.add(match.rank)
+        used = last_use(seen, self.mode)
+        group.oldest = min(group.oldest, used)
+        group.newest = max(group.newest, used)
+        group.ages[age_bucket(self.now - used)] += seen.size
+
+    def add_all(self, seen: Iterable[Seen]) -> Summary:
+        for one in seen:
+            self.add(one)
+        return self
+
+    def finish(self, *, model: str | None = None, world: int | None = None) -> Summary:
+        """Name vLLM groups from their config.json, merge what then coincides, and mark the
+        groups that a deployment of ``model`` over ``world`` ranks would never read."""
+        merged: dict[tuple[str, str, str, str, str], Group] = {}
+        for group in self.groups.values():
+            if group.base:  # a vLLM layout: its config.json names it
+                config = self.configs.get(group.base)
+                if config is not None:
+                    group.model, group.dtype, group.layout, group.world = vllm_description(config)
+                else:
+                    group.layout = "no config.json beside it"
+            key = (group.engine, group.model, group.dtype, group.layout, group.base)
+            if key in merged:
+                _merge(merged[key], group)
+            else:
+                merged[key] = group
+        self.groups = merged
+        for group in self.groups.values():
+            group.orphan = _orphan(group, model, world)
+        return self
+
+    @property
+    def chunk_files(self) -> int:
+        return sum(g.files for g in self.groups.values())
+
+    @property
+    def chunk_bytes(self) -> int:
+        return sum(g.bytes for g in self.groups.values())
+
+    def engines(self) -> list[str]:
+        return sorted({g.engine for g in self.groups.values()})
+
+
+def _merge(into: Group, other: Group) -> None:
+    into.files += other.files
+    into.bytes += other.bytes
+    into.ranks |= other.ranks
+    into.oldest = min(into.oldest, other.oldest)
+    into.newest = max(into.newest, other.newest)
+    into.ages = [a + b for a, b in zip(into.ages, other.ages, strict=True)]
+
+
+def _orphan(group: Group, model: str | None, world: int | None) -> str:
+    if model and group.model and model_key(group.model) != model_key(model):
+        return "another model"
+    shared = group.layout == "parallel-agnostic" or "MLA" in group.layout
+    if world and group.world and group.world != world and not shared:
+        return f"another world size ({group.world} ranks, not {world})"
+    return ""
+
+
+def engine_name(engine: str) -> str:
+    return ENGINE_NAMES.get(engine, engine)
+
+
+__all__ = ["AGES", "CHUNK", "FILES_PER_FOLDER", "Group", "Summary", "age_bucket", "last_use"]

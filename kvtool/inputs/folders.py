@@ -1,0 +1,126 @@
+"""``kvtool inspect`` and ``kvtool gc``'s inputs: the folder, the limits, what is in scope,
+and how the folder's mount records access. Every mistake is one InputError, before anything is
+read or removed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from kvtool.errors import InputError
+from kvtool.files import output_file, path_option
+from kvtool.folders.layouts import ENGINES
+from kvtool.folders.select import Limits
+from kvtool.folders.walk import atime_mode
+from kvtool.probe.host import Host
+from kvtool.units import parse_bytes, parse_count, parse_duration
+
+
+class FolderInputs(NamedTuple):
+    root: Path
+    mode: str  # how the mount records access: strictatime, relatime, noatime, unknown
+    mountpoint: str
+    model: str | None
+    world: int | None
+
+
+class GcInputs(NamedTuple):
+    folder: FolderInputs
+    limits: Limits
+    engine: str | None
+    include_unknown: bool
+    dry_run: bool
+    log: Path | None
+    free_bytes: int
+
+
+def resolve_folder(
+    text: str, *, host: Host, model: str | None = None, world: str | None = None
+) -> FolderInputs:
+    """The folder to read: it exists, is a folder and can be listed (a link to one is
+    followed here, once; nothing below it is)."""
+    path = path_option(text, option="DIR")
+    if not path.exists():
+        raise InputError(f"{path} does not exist", "give the engine's KV folder")
+    if not path.is_dir():
+        raise InputError(f"{path} is a file, not a folder", "give the folder that holds it")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise InputError(f"{path} cannot be read by this user", "run as its owner, or pick another")
+    root = path.resolve()
+    mode, mountpoint = atime_mode(root, host.read("proc_mounts", "/proc/self/mounts"))
+    ranks = None
+    if world is not None:
+        ranks = parse_count(world, what="--world")
+        if ranks < 1:
+            raise InputError(f"--world {world!r} must be at least 1")
+    if model is not None and not model.strip():
+        raise InputError("--model is empty", "give the model the engines serve")
+    return FolderInputs(root, mode, mountpoint, model, ranks)
+
+
+def parse_limit_size(text: str, *, what: str) -> int:
+    """A size limit: ``0`` (nothing may stay), or a number with a unit."""
+    return 0 if text.strip() in ("0", "0B", "0b") else parse_bytes(text, what=what)
+
+
+def resolve_gc(
+    text: str,
+    *,
+    host: Host,
+    max_size: str | None,
+    max_age: str | None,
+    keep_free: str | None,
+    grace: str,
+    engine: str | None,
+    model: str | None,
+    include_unknown: bool,
+    dry_run: bool,
+    log: Path | None,
+) -> GcInputs:
+    """gc's inputs; a folder this user cannot change is refused up front (a dry run only reads
+    it, so it may)."""
+    folder = resolve_folder(text, host=host, model=model)
+    if max_size is None and max_age is None and keep_free is None:
+        raise InputError(
+            "gc needs a limit", "give --max-size SIZE, --max-age DURATION or --keep-free SIZE"
+        )
+    limits = Limits(
+        max_size=None if max_size is None else parse_limit_size(max_size, what="--max-size"),
+        max_age=None if max_age is None else parse_duration(max_age, what="--max-age"),
+        keep_free=None if keep_free is None else parse_bytes(keep_free, what="--keep-free"),
+        grace=parse_duration(grace, what="--grace"),
+    )
+    if engine is not None and engine not in ENGINES:
+        raise InputError(
+            f"--engine {engine!r} is not a layout kvtool knows", "use one of " + ", ".join(ENGINES)
+        )
+    if not dry_run:
+        _check_changeable(folder.root)
+    if log is not None:
+        output_file(log, option="--log")
+        if log.resolve().is_relative_to(folder.root):
+            raise InputError(
+                f"--log {log} is inside {folder.root}", "write the log outside the folder gc cleans"
+            )
+    stats = os.statvfs(folder.root)
+    return GcInputs(
+        folder, limits, engine, include_unknown, dry_run, log, stats.f_bavail * stats.f_frsize
+    )
+
+
+def _check_changeable(root: Path) -> None:
+    try:
+        read_only = bool(os.statvfs(root).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    if read_only:
+        raise InputError(
+            f"{root} is on a read-only mount: gc cannot remove anything",
+            "run gc where it is mounted read-write, or add --dry-run",
+        )
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise InputError(
+            f"{root} is not writable by this user: gc cannot remove anything",
+            "run gc as the folder's owner, or add --dry-run",
+        )

@@ -1,0 +1,97 @@
+"""``kvtool gc`` end to end: its exit codes, its dry run, its log and its bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kvtool.folders.walk import LOCK_NAME
+from tests.conftest import CliResult
+from tests.unit.folders.conftest import build
+
+Kvtool = Callable[..., CliResult]
+
+
+def _names(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def test_dry_run_then_the_real_run(kvtool: Kvtool, tmp_path: Path) -> None:
+    root = tmp_path / "kv"
+    build(root, "sglang-0.5.23.json", age_s=5 * 86400)
+    before = _names(root)
+    dry = kvtool("gc", str(root), "--max-size", "100KiB", "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    listed = {
+        line.split()[2] for line in dry.stdout.splitlines() if line.startswith("would remove ")
+    }
+    assert listed
+    assert _names(root) == before
+    log = tmp_path / "gc.jsonl"
+    done = kvtool("gc", str(root), "--max-size", "100KiB", "--log", str(log), "--json")
+    assert done.exit_code == 0, done.stderr
+    data = json.loads(done.stdout)
+    logged = {json.loads(line)["path"] for line in log.read_text().splitlines()}
+    assert logged == listed == before - _names(root)
+    assert data["removed_files"] == len(listed)
+    assert data["in_scope"]["bytes"] - data["removed_bytes"] <= 100 * 1024
+
+
+def test_an_unreachable_limit_or_a_held_lock_is_exit_1(kvtool: Kvtool, tmp_path: Path) -> None:
+    build(tmp_path, "sglang-0.5.23.json")  # all just written: inside the grace period
+    done = kvtool("gc", str(tmp_path), "--max-size", "0")
+    assert done.exit_code == 1
+    assert "out of reach" in done.stdout
+    (tmp_path / LOCK_NAME).write_text(
+        json.dumps({"host": "node-3", "pid": 1, "started": time.time()})
+    )
+    busy = kvtool("gc", str(tmp_path), "--max-age", "1d")
+    assert busy.exit_code == 1
+    assert "another kvtool gc holds" in busy.stdout
+    assert "node-3" in busy.stdout
+
+
+def test_gc_bad_input_is_one_line_exit_2_and_nothing_removed(
+    kvtool: Kvtool, tmp_path: Path
+) -> None:
+    root = tmp_path / "kv"
+    build(root, "sglang-0.5.23.json", age_s=5 * 86400)
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "a.txt").write_text("x")
+    before = _names(root)
+    for args, match in [
+        ((str(root),), "gc needs a limit"),
+        ((str(root), "--max-size", "big"), "--max-size 'big' is not a size"),
+        ((str(root), "--max-age", "7"), "--max-age '7' is not a duration"),
+        ((str(root), "--max-age", "7d", "--engine", "nfs"), "--engine 'nfs'"),
+        ((str(root), "--max-age", "1d", "--log", str(root / "log")), "inside"),
+        ((str(tmp_path / "junk"), "--max-age", "1d"), "no file of a layout kvtool knows"),
+        ((str(tmp_path / "missing"), "--max-age", "1d"), "does not exist"),
+    ]:
+        done = kvtool("gc", *args)
+        assert done.exit_code == 2, (args, done.stdout, done.stderr)
+        assert match in done.stderr
+        assert "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert _names(root) == before
+    assert (tmp_path / "junk" / "a.txt").exists()
+    assert not (root / LOCK_NAME).exists()
+    assert not (tmp_path / "junk" / LOCK_NAME).exists()
+    assert os.listdir(tmp_path / "junk") == ["a.txt"]
+
+
+def test_a_name_that_is_not_utf8_is_shown_not_fatal(kvtool: Kvtool, tmp_path: Path) -> None:
+    build(tmp_path, "sglang-0.5.23.json", age_s=5 * 86400)
+    odd = os.fsencode(str(tmp_path)) + b"/stray-\xff.bin"
+    with open(odd, "wb") as f:
+        f.write(b"x")
+    os.utime(odd, (time.time() - 5 * 86400,) * 2)
+    seen = kvtool("inspect", str(tmp_path))
+    assert seen.exit_code == 0, seen.stderr
+    assert "stray-\ufffd.bin" in seen.stdout
+    dry = kvtool("gc", str(tmp_path), "--max-size", "0", "--include-unknown", "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    assert "would remove stray-\ufffd.bin" in dry.stdout

@@ -1,0 +1,58 @@
+"""``kvtool inspect`` end to end on folders the engines' writers made."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.conftest import CliResult
+from tests.unit.folders.conftest import build
+
+Kvtool = Callable[..., CliResult]
+
+
+def test_inspect_reports_each_layout(kvtool: Kvtool, tmp_path: Path) -> None:
+    build(tmp_path / "sglang", "sglang-0.5.23.json", age_s=3 * 86400)
+    build(tmp_path / "vllm", "vllm-0.33.0.json")
+    done = kvtool(
+        "inspect", str(tmp_path), "--model", "meta-llama/Llama-3.1-8B-Instruct", "--world", "2"
+    )
+    assert done.exit_code == 0, done.stderr
+    out = done.stdout
+    assert "SGLang HiCacheFile" in out
+    assert "vLLM FS offload" in out
+    assert "meta-llama/Llama-3.1-8B-Instruct" in out
+    assert "another model" in out
+    assert "in-flight temporaries: 2 files" in out
+    assert "under the 100,000 AWS advises" in out
+
+
+def test_inspect_json(kvtool: Kvtool, tmp_path: Path) -> None:
+    build(tmp_path, "vllm-0.33.0.json")
+    done = kvtool("inspect", str(tmp_path), "--json")
+    assert done.exit_code == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["chunks"] == {"files": 10, "bytes": 10 * 8192}
+    assert {g["model"] for g in data["layouts"]} == {
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "google/gemma-3-27b-it",
+    }
+    assert data["temporaries"]["files"] == 1
+    assert data["configs"] == 2
+    assert all(g["orphan"] is None for g in data["layouts"])
+
+
+def test_inspect_bad_input_is_one_line_and_exit_2(kvtool: Kvtool, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    for args, match in [
+        ((str(tmp_path / "nope"),), "does not exist"),
+        ((str(tmp_path / "file"),), "is a file, not a folder"),
+        ((str(tmp_path),), "no file of a layout kvtool knows (1 other files: file)"),
+        ((str(tmp_path), "--world", "x"), "--world"),
+    ]:
+        done = kvtool("inspect", *args)
+        assert done.exit_code == 2, (args, done.stdout)
+        assert match in done.stderr
+        assert "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1

@@ -1,0 +1,289 @@
+"""gc's safety rules, each on real files: a run removes exactly what its dry run listed, whole
+chunks only, never outside the folder, never a temporary, a young chunk or an unknown file, and
+two runs against one folder do not fight."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kvtool.errors import InputError
+from kvtool.folders.gc import STALE_S, Busy, Lock, Scope, Sweep, plan, run_gc
+from kvtool.folders.select import Limits
+from kvtool.folders.walk import LOCK_NAME
+from kvtool.scratch import Interrupted, Scratch
+
+KEY = "a" * 64
+OLD = 5 * 86400
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+def _run(root: Path, **kw):
+    options = {"scope": Scope(), "mode": "relatime", "free_bytes": 0, "dry_run": False}
+    options.update(kw)
+    return run_gc(root, **options)
+
+
+def test_a_dry_run_lists_exactly_what_the_real_run_removes(tmp_path, made):
+    made(tmp_path / "sg", "sglang-0.5.23.json", age_s=OLD)
+    made(tmp_path / "vl", "vllm-0.33.0.json", age_s=2 * OLD)
+    before = _files(tmp_path)
+    listed: list[str] = []
+    planned, outcome = _run(
+        tmp_path,
+        limits=Limits(max_size=100_000, grace=60),
+        dry_run=True,
+        each=lambda r: listed.append(r.path),
+    )
+    assert _files(tmp_path) == before
+    assert outcome.dry_run
+    assert len(listed) == planned.choice.files == outcome.removed_files > 0
+    log = tmp_path.parent / f"{tmp_path.name}.gc.jsonl"
+    removed: list[str] = []
+    planned2, outcome2 = _run(
+        tmp_path,
+        limits=Limits(max_size=100_000, grace=60),
+        log=log,
+        each=lambda r: removed.append(r.path),
+    )
+    try:
+        assert sorted(removed) == sorted(listed)
+        assert _files(tmp_path) == before - set(removed)
+        lines = [json.loads(line) for line in log.read_text().splitlines()]
+        assert sorted(entry["path"] for entry in lines) == sorted(removed)
+        assert {entry["action"] for entry in lines} == {"removed"}
+        assert outcome2.removed_bytes == sum(entry["bytes"] for entry in lines)
+        # the vLLM files are older: they went first, and configs and the temporary stayed
+        assert all(
+            p.startswith("vl/") for p in removed[: len([r for r in removed if r.startswith("vl/")])]
+        )
+        left = _files(tmp_path)
+        assert any(p.endswith("config.json") for p in left)
+        assert any(p.endswith(".tmp") for p in left)
+        assert planned2.choice.total_bytes - outcome2.removed_bytes <= 100_000
+    finally:
+        log.unlink(missing_ok=True)
+
+
+def test_a_chunk_goes_whole_or_not_at_all(tmp_path):
+    now = time.time()
+    old = [tmp_path / f"{KEY}_m-x_{r}_4.bin" for r in range(4)]
+    for path in old:
+        path.write_bytes(b"x" * 100)
+        os.utime(path, (now - OLD, now - OLD))
+    young = tmp_path / f"{KEY}.mamba_m-x_0_4.bin"  # the same page's mamba state, just written
+    young.write_bytes(b"y" * 100)
+    other = tmp_path / f"{'b' * 64}_m-x_0_4.bin"
+    other.write_bytes(b"z" * 100)
+    os.utime(other, (now - OLD, now - OLD))
+    planned, outcome = _run(tmp_path, limits=Limits(max_size=0, grace=600))
+    assert _files(tmp_path) == {p.name for p in (*old, young)}
+    assert planned.choice.short_bytes == 500
+    assert outcome.removed_files == 1
+
+
+def test_a_chunk_used_between_the_plan_and_the_removal_stays_whole(tmp_path):
+    now = time.time()
+    paths = [tmp_path / f"{KEY}_m-x_{r}_2.bin" for r in range(2)]
+    for path in paths:
+        path.write_bytes(b"x" * 10)
+        os.utime(path, (now - OLD, now - OLD))
+    planned = plan(
+        tmp_path, scope=Scope(), limits=Limits(max_size=0, grace=0), mode="relatime", free_bytes=0
+    )
+    assert planned.choice.files == 2
+    os.utime(paths[1], (now, now - OLD))  # read by an engine since
+    sweep = Sweep(tmp_path, planned.choice, scope=Scope(), mode="relatime", dry_run=False)
+    assert list(sweep) == []
+    assert _files(tmp_path) == {p.name for p in paths}
+    assert sweep.outcome().skipped_chunks == 1
+    # rewritten by an engine since (a new file of the same name): it stays too
+    paths[1].unlink()
+    paths[1].write_bytes(b"n" * 10)
+    assert (
+        list(Sweep(tmp_path, planned.choice, scope=Scope(), mode="relatime", dry_run=False)) == []
+    )
+    assert _files(tmp_path) == {p.name for p in paths}
+
+
+def test_never_outside_never_temporaries_never_unknown_unless_asked(tmp_path):
+    now = time.time()
+    root = tmp_path / "kv"
+    outside = tmp_path / "elsewhere"
+    root.mkdir()
+    outside.mkdir()
+    chunk = outside / f"{KEY}_m-x_0_1.bin"
+    chunk.write_bytes(b"o" * 10)
+    (root / "linked").symlink_to(outside)
+    (root / f"{'c' * 64}_m-x_0_1.bin").symlink_to(chunk)
+    tmp = root / f".{'d' * 32}.tmp"
+    tmp.write_bytes(b"t")
+    mine = root / f"{'e' * 64}_m-x_0_1.bin"
+    mine.write_bytes(b"m" * 10)
+    notes = root / "notes.txt"
+    notes.write_text("keep me")
+    for path in (chunk, tmp, mine, notes):
+        os.utime(path, (now - OLD, now - OLD))
+    _run(root, limits=Limits(max_size=0, grace=0))
+    assert chunk.exists()
+    assert tmp.exists()
+    assert notes.exists()
+    assert not mine.exists()
+    assert (root / "linked").is_symlink()
+    _run(root, limits=Limits(max_size=0, grace=0), scope=Scope(include_unknown=True))
+    assert not notes.exists()
+    assert tmp.exists()
+    assert chunk.exists()
+
+
+def test_scope_by_engine_and_model(tmp_path):
+    now = time.time()
+    files = {
+        "sglang": tmp_path / f"{KEY}_meta-llama-Llama-3.1-8B_0_1.bin",
+        "sglang-other": tmp_path / f"{KEY}_Qwen-Qwen3-8B_0_1.bin",
+        "lmcache": tmp_path / "meta-llama-Llama-3.1-8B@1@0@ab12@bfloat16.pt",
+    }
+    for path in files.values():
+        path.write_bytes(b"x")
+        os.utime(path, (now - OLD, now - OLD))
+    _run(
+        tmp_path,
+        limits=Limits(max_size=0, grace=0),
+        scope=Scope(engine="sglang", model="meta-llama/Llama-3.1-8B"),
+    )
+    assert not files["sglang"].exists()
+    assert files["sglang-other"].exists()
+    assert files["lmcache"].exists()
+
+
+def test_a_folder_of_no_known_layout_is_an_error_and_nothing_goes(tmp_path):
+    (tmp_path / "a.txt").write_text("x")
+    with pytest.raises(InputError, match="no file of a layout kvtool knows"):
+        _run(tmp_path, limits=Limits(max_size=0, grace=0))
+    assert _files(tmp_path) == {"a.txt"}
+
+
+def test_a_file_that_will_not_go_does_not_stop_the_rest(tmp_path, monkeypatch):
+    now = time.time()
+    paths = [tmp_path / f"{c * 64}_m-x_0_1.bin" for c in "abc"]
+    for path in paths:
+        path.write_bytes(b"x")
+        os.utime(path, (now - OLD, now - OLD))
+    real = os.unlink
+
+    def unlink(path, *a, **kw):
+        if str(path) == str(paths[1]):
+            raise OSError(16, "Device or resource busy")
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    _planned, outcome = _run(tmp_path, limits=Limits(max_size=0, grace=0))
+    assert _files(tmp_path) == {paths[1].name}
+    assert outcome.removed_files == 2
+    assert len(outcome.failed) == 1
+    assert "busy" in outcome.failed[0]
+
+
+def test_an_interrupted_run_still_leaves_its_whole_log(tmp_path):
+    now = time.time()
+    for c in "abc":
+        path = tmp_path / "kv" / f"{c * 64}_m-x_0_1.bin"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"x")
+        os.utime(path, (now - OLD - ord(c), now - OLD - ord(c)))
+    log = tmp_path / "gc.jsonl"
+    seen: list[str] = []
+
+    def each(removal):
+        seen.append(removal.path)
+        if len(seen) == 2:
+            raise Interrupted(signal.SIGTERM)
+
+    with pytest.raises(Interrupted):
+        _run(tmp_path / "kv", limits=Limits(max_size=0, grace=0), log=log, each=each)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [entry["action"] for entry in lines] == ["removed", "interrupted"]
+    assert not (tmp_path / "kv" / LOCK_NAME).exists()
+
+
+def _lock_file(root: Path, *, host: str, pid: int, age: float) -> Path:
+    path = root / LOCK_NAME
+    path.write_text(json.dumps({"host": host, "pid": pid, "started": time.time() - age}))
+    os.utime(path, (time.time() - age, time.time() - age))
+    return path
+
+
+def test_a_held_lock_means_busy_and_nothing_removed(tmp_path):
+    now = time.time()
+    path = tmp_path / f"{KEY}_m-x_0_1.bin"
+    path.write_bytes(b"x")
+    os.utime(path, (now - OLD, now - OLD))
+    _lock_file(tmp_path, host="node-7", pid=4242, age=5)
+    with pytest.raises(Busy, match="host node-7, pid 4242"):
+        _run(tmp_path, limits=Limits(max_size=0, grace=0))
+    assert path.exists()
+    assert (tmp_path / LOCK_NAME).exists()
+    assert _files(tmp_path) == {path.name, LOCK_NAME}  # no lock attempt left behind
+
+
+def test_a_stale_lock_is_taken_over_and_released_after(tmp_path):
+    now = time.time()
+    path = tmp_path / f"{KEY}_m-x_0_1.bin"
+    path.write_bytes(b"x")
+    os.utime(path, (now - OLD, now - OLD))
+    _lock_file(tmp_path, host="node-7", pid=4242, age=STALE_S + 60)
+    _run(tmp_path, limits=Limits(max_size=0, grace=0))
+    assert _files(tmp_path) == set()
+    # a dead process of this host holds no lock either, however fresh
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    path.write_bytes(b"x")
+    os.utime(path, (now - OLD, now - OLD))
+    _lock_file(tmp_path, host=socket.gethostname(), pid=int(dead.stdout), age=1)
+    _run(tmp_path, limits=Limits(max_size=0, grace=0))
+    assert _files(tmp_path) == set()
+
+
+def test_the_lock_is_one_holder_at_a_time(tmp_path):
+    with Scratch() as first_scratch:
+        first = Lock(tmp_path, first_scratch)
+        first.acquire()
+        with Scratch() as second_scratch, pytest.raises(Busy):
+            Lock(tmp_path, second_scratch).acquire()
+        assert (tmp_path / LOCK_NAME).exists()
+    assert not (tmp_path / LOCK_NAME).exists()
+
+
+def test_two_runs_at_once_remove_what_one_would(tmp_path):
+    now = time.time()
+    root = tmp_path / "kv"
+    root.mkdir()
+    for i in range(300):
+        path = root / f"{i:064x}_m-x_0_1.bin"
+        path.write_bytes(b"x" * 1000)
+        os.utime(path, (now - OLD - i, now - OLD - i))
+    command = [sys.executable, "-m", "kvtool", "gc", str(root), "--max-size", "100kB", "--json"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
+    runs = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    results = [(run.wait(60), run.stdout.read()) for run in runs]
+    for run in runs:
+        run.stdout.close()
+    codes = sorted(code for code, _ in results)
+    assert codes in ([0, 0], [0, 1])
+    removed = sum(json.loads(out).get("removed_files", 0) for _, out in results)
+    assert removed == 200
+    assert len(_files(root)) == 100
+    # the newest hundred stayed
+    assert _files(root) == {f"{i:064x}_m-x_0_1.bin" for i in range(100)}

@@ -1,0 +1,44 @@
+import pytest
+
+from kvtool.errors import InputError
+from kvtool.folders.inspect import inspect_folder, read_vllm_config
+
+
+def test_a_mixed_folder_is_read_once_per_engine(tmp_path, made):
+    made(tmp_path / "sglang", "sglang-0.5.23.json", age_s=3 * 86400)
+    made(tmp_path / "vllm", "vllm-0.33.0.json")
+    (tmp_path / "notes.txt").write_text("hello")
+    found = inspect_folder(
+        tmp_path, mode="relatime", model="meta-llama/Llama-3.1-8B-Instruct", world=2
+    )
+    s = found.summary
+    assert s.engines() == ["sglang", "vllm"]
+    assert (s.chunk_files, s.temp_files, s.config_files, s.unknown_files) == (73, 2, 2, 1)
+    readers = [g for g in s.groups.values() if not g.orphan]
+    assert {(g.engine, g.model) for g in readers} == {
+        ("sglang", "meta-llama-Llama-3.1-8B-Instruct"),
+        ("vllm", "meta-llama/Llama-3.1-8B-Instruct"),
+    }
+    sglang_bytes = sum(g.bytes for g in s.groups.values() if g.engine == "sglang")
+    assert sum(g.ages[2] for g in s.groups.values() if g.engine == "sglang") == sglang_bytes
+    assert found.asked
+    assert found.walk.per_folder[0] == (64, "sglang")
+
+
+def test_a_folder_with_no_known_layout_says_what_it_saw(tmp_path):
+    (tmp_path / "a.txt").write_text("x")
+    (tmp_path / "b.bin").write_bytes(b"")
+    with pytest.raises(InputError, match=r"no file of a layout kvtool knows \(2 other files: "):
+        inspect_folder(tmp_path, mode="relatime")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match="no files at all"):
+        inspect_folder(empty, mode="relatime")
+
+
+def test_a_broken_vllm_config_is_not_read(tmp_path):
+    (tmp_path / "m_0123456789ab").mkdir()
+    (tmp_path / "m_0123456789ab" / "config.json").write_text("{not json")
+    assert read_vllm_config(tmp_path, ("m_0123456789ab",)) is None
+    (tmp_path / "m_0123456789ab" / "config.json").write_text("[1, 2]")
+    assert read_vllm_config(tmp_path, ("m_0123456789ab",)) is None

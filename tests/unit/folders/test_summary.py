@@ -1,0 +1,83 @@
+import time
+
+from kvtool.folders.summary import AGES, Summary, age_bucket, last_use
+from kvtool.folders.walk import Seen, Walk
+
+
+def _seen(folder, name, size=100, used=0.0):
+    return Seen(tuple(folder), name, size, size, used, used, 1)
+
+
+def test_last_use_follows_the_mount():
+    s = Seen((), "f", 1, 1, atime=200.0, mtime=100.0, ino=1)
+    assert last_use(s, "relatime") == 200.0
+    assert last_use(s, "noatime") == 100.0
+    assert last_use(s._replace(atime=50.0), "strictatime") == 100.0
+
+
+def test_age_buckets():
+    assert [age_bucket(x) for x in (0, 3599, 3600, 86400 * 2, 86400 * 8, 86400 * 31)] == [
+        0,
+        0,
+        1,
+        2,
+        3,
+        4,
+    ]
+    assert len(AGES) == 5
+
+
+def test_groups_ages_temporaries_and_unknown():
+    now = 10_000_000.0
+    key = "a" * 64
+    s = Summary(now=now, mode="relatime")
+    s.add(_seen((), f"{key}_m-x_0_2.bin", 10, now - 60))
+    s.add(_seen((), f"{key}_m-x_1_2.bin", 20, now - 2 * 86400))
+    s.add(_seen((), f"{'b' * 64}_m-y_0_1.bin", 5, now - 60))
+    s.add(_seen((), f".{'c' * 32}.tmp", 7, now - 30))
+    s.add(_seen((), "README", 3, now))
+    s.finish(model="m/x", world=2)
+    groups = {g.model: g for g in s.groups.values()}
+    x, y = groups["m-x"], groups["m-y"]
+    assert (x.files, x.bytes, x.ranks, x.world) == (2, 30, {0, 1}, 2)
+    assert x.ages == [10, 0, 20, 0, 0]
+    assert x.oldest == now - 2 * 86400
+    assert x.newest == now - 60
+    assert x.orphan == ""
+    assert y.orphan == "another model"
+    assert (s.temp_files, s.temp_bytes, s.unknown_files, s.unknown_examples) == (
+        1,
+        7,
+        1,
+        ["README"],
+    )
+    assert (s.chunk_files, s.chunk_bytes) == (3, 35)
+
+
+def test_another_world_size_is_an_orphan_but_mla_is_not():
+    s = Summary(now=0.0, mode="relatime")
+    s.add(_seen((), f"{'a' * 64}_m-x_0_4.bin"))
+    s.add(_seen((), f"{'a' * 64}_m-x.bin"))  # MLA: one copy for every TP size
+    s.finish(world=8)
+    orphans = {g.layout: g.orphan for g in s.groups.values()}
+    assert orphans == {
+        "tp 4": "another world size (4 ranks, not 8)",
+        "MLA (one copy for every TP rank)": "",
+    }
+
+
+def test_vllm_groups_are_named_from_their_config(tmp_path, made):
+    made(tmp_path, "vllm-0.33.0.json")
+    from kvtool.folders.inspect import inspect_folder
+
+    found = inspect_folder(tmp_path, mode="relatime")
+    s = found.summary
+    by_model = {g.model: g for g in s.groups.values()}
+    assert set(by_model) == {"meta-llama/Llama-3.1-8B-Instruct", "google/gemma-3-27b-it"}
+    assert by_model["meta-llama/Llama-3.1-8B-Instruct"].layout == "tp 2"
+    assert by_model["meta-llama/Llama-3.1-8B-Instruct"].ranks == {0, 1}
+    assert (s.config_files, s.temp_files) == (2, 1)
+    # a rank folder whose config.json is gone is still counted, and says so
+    (tmp_path / "google_gemma-3-27b-it_dd9fa7979fb5" / "config.json").unlink()
+    again = Summary(now=time.time(), mode="relatime").add_all(Walk(tmp_path)).finish()
+    assert any(g.layout == "no config.json beside it" for g in again.groups.values())
