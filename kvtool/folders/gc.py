@@ -291,7 +291,8 @@ def run_gc(
                 for removal in sweep:
                     if each is not None:
                         each(removal)
-                    yield log_line(removal, dry_run=dry_run)
+                    if log is not None:
+                        yield log_line(removal, dry_run=dry_run)
             except Interrupted as exc:
                 stopped.append(exc)
                 yield (
@@ -342,24 +343,25 @@ class Sweep:
 
     def __iter__(self) -> Iterator[Removal]:
         wanted = self.choice.chunks
-        pending: dict[int, list[Seen]] = {}
+        pending: dict[int, list[tuple[Seen, str]]] = {}
         for seen in Walk(self.root, progress=self.progress):
             if self.lock is not None:
                 self.lock.refresh()
-            found = _chunk_id(seen, self.scope, classify(seen.folder, seen.name))
+            match = classify(seen.folder, seen.name)
+            found = _chunk_id(seen, self.scope, match)
             if found is None or found[1] or found[0] not in wanted:
                 continue
             chunk = found[0]
             members = pending.setdefault(chunk, [])
-            members.append(seen)
+            members.append((seen, match.engine if match else "unknown"))
             if len(members) == wanted[chunk]:
                 del pending[chunk]
                 yield from self._remove(members, self.choice.newest[chunk])
         self.skipped += len(pending)  # a file of theirs went away since the plan: left alone
 
-    def _remove(self, members: list[Seen], newest: float) -> Iterator[Removal]:
-        paths = [os.path.join(self.root, *m.folder, m.name) for m in members]
-        for seen, path in zip(members, paths, strict=True):
+    def _remove(self, members: list[tuple[Seen, str]], newest: float) -> Iterator[Removal]:
+        paths = [os.path.join(self.root, *m.folder, m.name) for m, _engine in members]
+        for (seen, _engine), path in zip(members, paths, strict=True):
             try:
                 info = os.lstat(path)
             except OSError:
@@ -372,10 +374,8 @@ class Sweep:
             if last_use(now_seen, self.mode) > newest:
                 self.skipped += 1  # used since the plan: the whole chunk stays
                 return
-        for seen, path in zip(members, paths, strict=True):
+        for (seen, engine), path in zip(members, paths, strict=True):
             rel = "/".join((*seen.folder, seen.name))
-            match = classify(seen.folder, seen.name)
-            engine = match.engine if match else "unknown"
             if not self.dry_run:
                 try:
                     os.unlink(path)
