@@ -108,13 +108,16 @@ class Lock:
 
     def _holder(self) -> dict[str, Any]:
         try:
-            info = os.stat(self.path)
+            age = time.time() - os.stat(self.path).st_mtime
+        except OSError:
+            return {"age": 0.0}
+        try:
             with open(self.path, encoding="utf-8") as f:
                 data = json.loads(f.read(4096))
         except (OSError, ValueError):
-            return {"age": 0.0}
+            data = {}  # unreadable: it goes stale by its age like any other
         holder = data if isinstance(data, dict) else {}
-        holder["age"] = time.time() - info.st_mtime
+        holder["age"] = age
         return holder
 
     @staticmethod

@@ -256,6 +256,18 @@ def test_a_stale_lock_is_taken_over_and_released_after(tmp_path):
     assert _files(tmp_path) == set()
 
 
+def test_a_damaged_lock_goes_stale_by_its_age(tmp_path):
+    path = tmp_path / LOCK_NAME
+    path.write_text("{not json")
+    with Scratch() as scratch, pytest.raises(Busy):
+        Lock(tmp_path, scratch).acquire()
+    os.utime(path, (time.time() - STALE_S - 60,) * 2)
+    with Scratch() as scratch:
+        Lock(tmp_path, scratch).acquire()
+        assert json.loads(path.read_text())["pid"] == os.getpid()
+    assert not path.exists()
+
+
 def test_the_lock_is_one_holder_at_a_time(tmp_path):
     with Scratch() as first_scratch:
         first = Lock(tmp_path, first_scratch)
