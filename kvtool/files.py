@@ -272,12 +272,13 @@ def _writable_folder(folder: Path, option: str, path: Path, *, named: str) -> No
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InputError(
             f"{option} {path}: {named}{folder} is not writable"
-            + (" (a read-only mount)" if _read_only_mount(folder) else ""),
+            + (" (a read-only mount)" if read_only_mount(folder) else ""),
             "pick a folder this user can write",
         )
 
 
-def _read_only_mount(folder: Path) -> bool:
+def read_only_mount(folder: Path) -> bool:
+    """Whether ``folder`` is on a file system mounted read-only (False when it cannot tell)."""
     import os
 
     try:

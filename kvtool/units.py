@@ -140,13 +140,13 @@ _BYTE_UNITS = {
     "tib": 1024**4,
     "pib": 1024**5,
 }
-_BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_NUMBER_UNIT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")  # sizes, durations
 
 
 def parse_bytes(text: str, *, what: str = "--fsx-capacity") -> int:
     """Parse a size such as ``96TiB``, ``100 TB`` or ``1200GiB`` into bytes; the unit is
     required, so ``96`` alone is refused rather than read as 96 bytes."""
-    match = _BYTES_RE.match(text)
+    match = _NUMBER_UNIT_RE.match(text)
     unit = match.group(2).lower() if match else ""
     if not match or unit not in _BYTE_UNITS:
         raise InputError(
@@ -167,7 +167,7 @@ def parse_transfer_size(text: str, *, what: str = "--transfer-size") -> int:
     """A transfer (block) size as fio and dd read it: ``4M`` or ``4m`` = 4 MiB, ``64k`` = 64
     KiB; ``4MiB`` as everywhere. ``4MB`` is refused: fio reads it as 4 MiB where kvtool's
     other sizes read 4,000,000 B, so it says which is meant."""
-    match = _BYTES_RE.match(text)
+    match = _NUMBER_UNIT_RE.match(text)
     unit = match.group(2).lower() if match else ""
     if match and unit in _FIO_UNITS:
         _check_digits(match.group(1), text, what)
@@ -237,13 +237,12 @@ _DURATION_UNITS = {
     "d": 86400.0,
     "w": 7 * 86400.0,
 }
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_duration(text: str, *, what: str) -> float:
     """A duration such as ``90s``, ``30m``, ``12h``, ``7d`` or ``2w`` in seconds; the unit is
     required (``7`` alone could mean days or seconds)."""
-    match = _DURATION_RE.match(text)
+    match = _NUMBER_UNIT_RE.match(text)
     unit = match.group(2).lower() if match else ""
     if not match or unit not in _DURATION_UNITS:
         raise InputError(

@@ -76,7 +76,7 @@ def gc(
     from kvtool.cli import status
     from kvtool.cli.render import folders as render
     from kvtool.cli.render.text import Counter
-    from kvtool.folders.gc import Busy, Scope, run_gc
+    from kvtool.folders.gc import Busy, Removal, Scope, run_gc
     from kvtool.inputs.folders import resolve_gc
     from kvtool.probe.host import LocalHost
 
@@ -85,10 +85,8 @@ def gc(
         grace=grace, engine=engine, model=model, include_unknown=include_unknown,
         dry_run=dry_run, log=log,
     )  # fmt: skip
-    listed: list[str] = []
-    each = render.dry_run_line if dry_run and not as_json else None
-    if dry_run and as_json:
-        each = lambda removal: listed.append(removal.path)  # noqa: E731
+    listed: list[Removal] = []  # a dry run's, for --json
+    each = None if not dry_run else listed.append if as_json else render.dry_run_line
     try:
         with Counter(not as_json, "kvtool gc") as progress:
             planned, outcome = run_gc(

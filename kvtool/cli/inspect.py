@@ -24,7 +24,7 @@ def inspect(
         ),
     ] = None,
     as_json: JsonOpt = False,
-) -> int | None:
+) -> None:
     """Read DIR once and report, per engine, model, dtype and parallel layout: files, bytes,
     last-use ages, orphans, in-flight temporaries, unknown files, and the files per folder
     against FSx for Lustre's guidance. Reads only; follows no links.
@@ -60,4 +60,3 @@ def inspect(
         print_json(render.inspection_json(found))
     else:
         render.print_inspection(found)
-    return None

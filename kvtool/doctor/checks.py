@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
 from kvtool.findings import Finding, Status
+from kvtool.folders.summary import FILES_PER_FOLDER
 from kvtool.plan.fsx_rules import TCP_CLIENT_GBPS, FsxFacts, fsx_settings
 from kvtool.probe.facts import NodeFacts
 from kvtool.probe.parse import (
@@ -44,7 +45,6 @@ SHARED_FILE_SYSTEMS = frozenset(
         "efs",
     }
 )
-FILES_PER_DIRECTORY = 100_000  # AWS FSx for Lustre performance tips (facts file, section 7)
 TCP_PER_OSS_GBPS = 5  # same page: per client and file-server pair over TCP
 EFA_PROOF_FRACTION = 0.5  # kvtool's judgement: at least half the probe's MiB as EFA sends
 LARGE_MEMORY_GIB = 64  # performance tips: lru tunings for clients with more than 64 GiB
@@ -355,7 +355,7 @@ def check_directory(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
         "fan chunk files out over sub-directories by a hash prefix (two hex levels make"
         " 65,536 directories; LMCache and SGLang name files by hash)"
     )
-    if entries is not None and entries >= FILES_PER_DIRECTORY:
+    if entries is not None and entries >= FILES_PER_FOLDER:
         return [
             _f(
                 "layout.files_per_dir",
@@ -365,7 +365,7 @@ def check_directory(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
                 fix=fix,
             )
         ]
-    if planned is not None and planned > FILES_PER_DIRECTORY:
+    if planned is not None and planned > FILES_PER_FOLDER:
         return [
             _f(
                 "layout.files_per_dir",

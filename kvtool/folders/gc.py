@@ -1,12 +1,12 @@
 """``kvtool gc``: cap a shared KV folder by removing least-recently-used chunks.
 
-Two walks. The first reads every file once and keeps one row per file in flat arrays (about
-40 bytes a file); ``select.choose`` then picks whole chunks, oldest first, until the limits
-hold. The second walk removes them: a chunk's files are gathered until all of them are seen,
-each is checked again (still the same regular file, not used since the plan), and only then
-are they removed together. Nothing outside the folder (links are never followed), no in-flight
-temporary, no engine's config, no chunk used within the grace period, and no file of an
-unknown layout (unless asked) is ever touched.
+Two walks. The first reads every file once and keeps one row per file in flat arrays (four
+8-byte fields: 32 bytes a file); ``select.choose`` then picks whole chunks, oldest first, until
+the limits hold. The second walk removes them: a chunk's files are gathered until all of them
+are seen, each is checked again (still the same regular file, not used since the plan), and only
+then are they removed together. Nothing outside the folder (links are never followed), no
+in-flight temporary, no engine's config, no chunk used within the grace period, and no file of
+an unknown layout (unless asked) is ever touched.
 
 Several nodes may run gc against one shared folder: a lock file in the folder (created with
 ``link``, atomic on NFS and Lustre, refreshed while the run lasts) lets one run at a time; a
@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 from kvtool.folders.layouts import CHUNK, TEMP, Match, classify, model_key
 from kvtool.folders.select import Choice, Limits, choose
 from kvtool.folders.summary import last_use
-from kvtool.folders.walk import LOCK_NAME, Seen, Walk, now
+from kvtool.folders.walk import LOCK_NAME, Seen, Walk
 from kvtool.scratch import Scratch
 
 STALE_S = 600.0  # a lock not refreshed for ten minutes is taken over
@@ -80,31 +80,38 @@ class Lock:
         self._refreshed = 0.0
 
     def acquire(self) -> None:
-        owner = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
-        for attempt in range(2):
-            mine = self.path.with_name(
-                f"{LOCK_NAME}.{owner['host']}.{os.getpid()}.{secrets.token_hex(4)}"
-            )
-            self._scratch.path(mine)
-            mine.write_text(json.dumps(owner) + "\n")
-            try:
-                os.link(mine, self.path)
-                self._held = True
-                self._refreshed = time.monotonic()
-                self._scratch.on_exit(self.release)
+        if self._link():
+            return
+        holder = self._holder()
+        if self._stale(holder):
+            aside = self.path.with_name(f"{LOCK_NAME}.{os.getpid()}.{secrets.token_hex(4)}.stale")
+            with contextlib.suppress(OSError):
+                os.rename(self.path, aside)
+                os.unlink(aside)
+            if self._link():
                 return
-            except FileExistsError:
-                holder = self._holder()
-                if attempt == 0 and self._stale(holder):
-                    with contextlib.suppress(OSError):
-                        os.rename(self.path, self.path.with_name(mine.name + ".stale"))
-                        os.unlink(self.path.with_name(mine.name + ".stale"))
-                    continue
-                raise Busy(_describe(holder)) from None
-            finally:
-                with contextlib.suppress(OSError):
-                    mine.unlink()
-        raise Busy("the lock changed hands while it was taken over")
+            holder = self._holder()
+        raise Busy(_describe(holder))
+
+    def _link(self) -> bool:
+        """Try once to put this run's lock in place: True when it is there."""
+        owner = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
+        mine = self.path.with_name(
+            f"{LOCK_NAME}.{owner['host']}.{os.getpid()}.{secrets.token_hex(4)}"
+        )
+        self._scratch.path(mine)
+        mine.write_text(json.dumps(owner) + "\n")
+        try:
+            os.link(mine, self.path)
+        except FileExistsError:
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                mine.unlink()
+        self._held = True
+        self._refreshed = time.monotonic()
+        self._scratch.on_exit(self.release)
+        return True
 
     def _holder(self) -> dict[str, Any]:
         try:
@@ -223,7 +230,7 @@ def plan(
         used.append(last_use(seen, mode))
         sizes.append(seen.size)
         alloc.append(seen.allocated)
-    clock = now()
+    clock = time.time()
 
     def arr(values: array[Any], dtype: Any) -> Any:
         return np.frombuffer(values, dtype=dtype) if len(values) else np.zeros(0, dtype)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
 from kvtool.errors import InputError
+from kvtool.files import read_json_object
 from kvtool.folders.summary import Summary
-from kvtool.folders.walk import Walk, now
+from kvtool.folders.walk import Walk
 
 CONFIG_LIMIT = 1 << 20  # a vLLM config.json is a few hundred bytes; a bigger one is not read
 
@@ -35,7 +35,7 @@ def inspect_folder(
 ) -> Inspection:
     """Walk ``root`` once (bounded memory) and sum what each engine's layout holds there;
     ``mode`` is how its mount records access (``walk.atime_mode``)."""
-    summary = Summary(now=now(), mode=mode)
+    summary = Summary(now=time.time(), mode=mode)
     walk = Walk(root, progress=progress)
     for seen in walk:
         summary.add(seen)
@@ -60,8 +60,6 @@ def read_vllm_config(root: Path, folder: tuple[str, ...]) -> dict[str, object] |
     """A vLLM FS tier's config.json, or None when it cannot be read as a JSON object (it is
     then reported as a group without a config)."""
     try:
-        with open(os.path.join(root, *folder, "config.json"), "rb") as f:
-            data = json.loads(f.read(CONFIG_LIMIT))
-    except (OSError, ValueError):
+        return read_json_object(root.joinpath(*folder, "config.json"), what="vLLM config")
+    except InputError:
         return None
-    return data if isinstance(data, dict) else None

@@ -78,7 +78,7 @@ class Match(NamedTuple):
     model: str  # as the engine wrote it ("" where the name does not carry it)
     dtype: str  # "" where the name does not carry it
     layout: str  # the parallel layout every rank shares, e.g. "tp 8" ("" when not named)
-    world: int  # ranks in that layout (0 when not named)
+    world: int  # ranks in that layout (0 when not named, or when every layout reads it: MLA)
     rank: int  # this file's rank (-1 when not named)
     chunk: str  # files with one chunk id are one chunk: removed together or not at all
     base: str = ""  # vLLM: the folder whose config.json describes this file
@@ -336,7 +336,8 @@ def _kvtool(folder: tuple[str, ...], name: str) -> Match | None:
 
 def vllm_description(config: dict[str, object]) -> tuple[str, str, str, int]:
     """(model, dtype, layout, world) from a vLLM FS tier's ``config.json`` (its FileMapper's
-    fields: model_name, dtype, tp_size, pp_size, pcp_size, dcp_size, kv_cache_groups)."""
+    fields: model_name, dtype, tp_size, pp_size, pcp_size, dcp_size, kv_cache_groups); world
+    0 for a parallel-agnostic folder, which every layout reads."""
 
     def number(key: str) -> int:
         value = config.get(key, 1)
@@ -349,10 +350,11 @@ def vllm_description(config: dict[str, object]) -> tuple[str, str, str, int]:
     ]
     if isinstance(groups, list) and len(groups) > 1:
         parts.append(f"{len(groups)} KV cache groups")
+    world = tp * pp * pcp
     if config.get("parallel_agnostic") is True:
-        parts = ["parallel-agnostic"]
+        parts, world = ["parallel-agnostic"], 0
     dtype = str(config.get("dtype", "")).removeprefix("torch.")
-    return str(config.get("model_name", "")), dtype, ", ".join(parts), tp * pp * pcp
+    return str(config.get("model_name", "")), dtype, ", ".join(parts), world
 
 
 def model_key(name: str) -> str:

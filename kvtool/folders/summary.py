@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvtool.folders.layouts import (
-    CHUNK,
     CONFIG,
     ENGINE_NAMES,
     TEMP,
@@ -28,7 +27,9 @@ AGES: tuple[tuple[str, float], ...] = (
     ("< 30 days", 30 * 86400.0),
     ("older", float("inf")),
 )
-FILES_PER_FOLDER = 100_000  # AWS FSx for Lustre performance tips (docs/doctor.md)
+# AWS FSx for Lustre performance tips (../shared/reference/fsx-lustre-gds-facts.md, section 7):
+# the most files one directory should hold; doctor checks a KV folder against it too
+FILES_PER_FOLDER = 100_000
 
 
 def last_use(seen: Seen, mode: str) -> float:
@@ -177,14 +178,10 @@ def _merge(into: Group, other: Group) -> None:
 def _orphan(group: Group, model: str | None, world: int | None) -> str:
     if model and group.model and model_key(group.model) != model_key(model):
         return "another model"
-    shared = group.layout == "parallel-agnostic" or "MLA" in group.layout
-    if world and group.world and group.world != world and not shared:
+    if world and group.world and group.world != world:  # world 0: every layout reads it
         return f"another world size ({group.world} ranks, not {world})"
     return ""
 
 
 def engine_name(engine: str) -> str:
     return ENGINE_NAMES.get(engine, engine)
-
-
-__all__ = ["AGES", "CHUNK", "FILES_PER_FOLDER", "Group", "Summary", "age_bucket", "last_use"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -131,8 +130,3 @@ def atime_mode(root: Path, mounts_text: str | None) -> tuple[str, str]:
         return "strictatime", mount.mountpoint
     # relatime is the kernel's default since 2.6.30, whether or not the options show it
     return "relatime", mount.mountpoint
-
-
-def now() -> float:
-    """The clock the ages are measured against (one reading per run)."""
-    return time.time()

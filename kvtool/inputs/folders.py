@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kvtool.errors import InputError
-from kvtool.files import output_file, path_option
+from kvtool.files import output_file, path_option, read_only_mount
 from kvtool.folders.layouts import ENGINES
 from kvtool.folders.select import Limits
 from kvtool.folders.walk import atime_mode
@@ -110,11 +110,7 @@ def resolve_gc(
 
 
 def _check_changeable(root: Path) -> None:
-    try:
-        read_only = bool(os.statvfs(root).f_flag & os.ST_RDONLY)
-    except OSError:
-        read_only = False
-    if read_only:
+    if read_only_mount(root):
         raise InputError(
             f"{root} is on a read-only mount: gc cannot remove anything",
             "run gc where it is mounted read-write, or add --dry-run",

@@ -209,7 +209,9 @@ def print_gc(inputs: GcInputs, planned: Plan, outcome: Outcome) -> None:
     print_notes(notes)
 
 
-def gc_json(inputs: GcInputs, planned: Plan, outcome: Outcome, listed: list[str]) -> dict[str, Any]:
+def gc_json(
+    inputs: GcInputs, planned: Plan, outcome: Outcome, listed: list[Removal]
+) -> dict[str, Any]:
     choice = planned.choice
     limits = inputs.limits
     data: dict[str, Any] = {
@@ -237,5 +239,5 @@ def gc_json(inputs: GcInputs, planned: Plan, outcome: Outcome, listed: list[str]
         "at": time.time(),
     }
     if outcome.dry_run:
-        data["would_remove"] = listed
+        data["would_remove"] = [removal.path for removal in listed]
     return data
