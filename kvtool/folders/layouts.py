@@ -337,7 +337,10 @@ def _kvtool(folder: tuple[str, ...], name: str) -> Match | None:
 def vllm_description(config: dict[str, object]) -> tuple[str, str, str, int]:
     """(model, dtype, layout, world) from a vLLM FS tier's ``config.json`` (its FileMapper's
     fields: model_name, dtype, tp_size, pp_size, pcp_size, dcp_size, kv_cache_groups); world
-    0 for a parallel-agnostic folder, which every layout reads."""
+    0 for a parallel-agnostic folder, which every layout reads. vLLM 0.33.0 writes
+    ``"parallel_agnostic": false`` for every other folder and leaves the key out of an agnostic
+    one, whose sizes it forces to 1 (file_mapper.py ``FileMapper.__init__``); an older
+    FileMapper's tp-1 folder, written before the key existed, reads as agnostic too."""
 
     def number(key: str) -> int:
         value = config.get(key, 1)
@@ -351,7 +354,7 @@ def vllm_description(config: dict[str, object]) -> tuple[str, str, str, int]:
     if isinstance(groups, list) and len(groups) > 1:
         parts.append(f"{len(groups)} KV cache groups")
     world = tp * pp * pcp
-    if config.get("parallel_agnostic") is True:
+    if "parallel_agnostic" not in config and world == dcp == 1:
         parts, world = ["parallel-agnostic"], 0
     dtype = str(config.get("dtype", "")).removeprefix("torch.")
     return str(config.get("model_name", "")), dtype, ", ".join(parts), world

@@ -81,3 +81,25 @@ def test_vllm_groups_are_named_from_their_config(tmp_path, made):
     (tmp_path / "google_gemma-3-27b-it_dd9fa7979fb5" / "config.json").unlink()
     again = Summary(now=time.time(), mode="relatime").add_all(Walk(tmp_path)).finish()
     assert any(g.layout == "no config.json beside it" for g in again.groups.values())
+
+
+def test_a_parallel_agnostic_vllm_folder_is_read_by_every_layout():
+    from kvtool.folders.layouts import vllm_description
+
+    # FileMapper.get_run_config() of vllm 0.33.0 (file_mapper.py), run from the wheel:
+    # parallel_agnostic=True forces the sizes to 1 and leaves the key out
+    agnostic = {"model_name": "m/x", "tokens_per_hash": 16, "blocks_per_file": 1, "tp_size": 1,
+                "pp_size": 1, "pcp_size": 1, "dcp_size": 1, "dtype": "torch.bfloat16",
+                "kv_cache_groups": [], "inference_engine": "vllm"}  # fmt: skip
+    tp8 = {**agnostic, "tp_size": 8, "parallel_agnostic": False}
+    tp1 = {**agnostic, "parallel_agnostic": False}
+    assert vllm_description(agnostic) == ("m/x", "bfloat16", "parallel-agnostic", 0)
+    assert vllm_description(tp8) == ("m/x", "bfloat16", "tp 8", 8)
+    assert vllm_description(tp1) == ("m/x", "bfloat16", "tp 1", 1)
+    s = Summary(now=0.0, mode="relatime")
+    for base, config in (("m_x_aaaaaaaaaaaa", agnostic), ("m_x_bbbbbbbbbbbb", tp8)):
+        s.configs[base] = config
+        s.add(_seen((f"{base}_r0", "abc", "de_g0"), "abcde" + "0" * 59 + ".bin"))
+    s.finish(world=4)
+    orphans = {g.layout: g.orphan for g in s.groups.values()}
+    assert orphans == {"parallel-agnostic": "", "tp 8": "another world size (8 ranks, not 4)"}
