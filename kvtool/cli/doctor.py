@@ -73,6 +73,17 @@ def doctor(
         Path | None,
         typer.Option("--snapshot", metavar="DIR", help="Check a captured folder, not this node."),
     ] = None,
+    contents: Annotated[
+        bool,
+        typer.Option(
+            "--contents/--no-contents",
+            help="Read what the engines' files in PATH hold (orphans, cap, files per folder).",
+        ),
+    ] = True,
+    cap: Annotated[
+        str | None,
+        typer.Option("--cap", metavar="SIZE", help="The most the folder may hold, e.g. 20TiB."),
+    ] = None,
     merge: Annotated[
         bool, typer.Option("--merge", help="Combine per-node --json reports into one view.")
     ] = False,
@@ -86,6 +97,10 @@ def doctor(
 ) -> int:
     """Check that PATH, on this node, is ready to be a shared KV tier (T3).
 
+    It also reads what the engines' files there hold, as kvtool inspect does: with --model
+    (and --tp) files no deployment of it reads are orphans; with --cap a folder past it
+    FAILs. --no-contents skips that walk (a folder of millions of files takes a while).
+
     Exit status: 0 nothing FAILs, 1 something FAILs, 2 bad usage.
 
     Examples:
@@ -94,6 +109,8 @@ def doctor(
 
       kvtool doctor /fsx/kvcache --gds required --json > node.json
 
+      kvtool doctor /fsx/kvcache --model llama-3.1-70b --tp 8 --cap 20TiB
+
       kvtool doctor /fsx/kvcache --capture /tmp/doctor-snapshot
 
       kvtool doctor --snapshot /tmp/doctor-snapshot
@@ -101,7 +118,7 @@ def doctor(
       kvtool doctor --merge node-a.json node-b.json
     """
     from kvtool.cli.render import doctor as render
-    from kvtool.cli.render.text import print_json, print_notes
+    from kvtool.cli.render.text import Counter, print_json, print_notes
     from kvtool.files import output_file, write_text
     from kvtool.findings import junit_xml
 
@@ -148,10 +165,18 @@ def doctor(
         probe_mib=probe_mib,
         capture=capture,
         snapshot=snapshot,
+        contents=contents,
+        cap=cap,
     )
-    report = run_doctor(
-        inputs.host, inputs.path, gather_options=inputs.gather, options=inputs.options
-    )
+    with Counter(not as_json, "kvtool doctor: reading the folder") as progress:
+        report = run_doctor(
+            inputs.host,
+            inputs.path,
+            gather_options=inputs.gather,
+            options=inputs.options,
+            folder=inputs.folder,
+            progress=progress,
+        )
     if junit is not None:
         write_text(
             junit, junit_xml(f"kvtool doctor {report.path}", report.findings, hostname=report.node)

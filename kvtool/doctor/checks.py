@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
 from kvtool.findings import Finding, Status
-from kvtool.folders.summary import FILES_PER_FOLDER
+from kvtool.plan.folder_rules import FILES_PER_FOLDER
 from kvtool.plan.fsx_rules import TCP_CLIENT_GBPS, FsxFacts, fsx_settings
 from kvtool.probe.facts import NodeFacts
 from kvtool.probe.parse import (

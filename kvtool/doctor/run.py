@@ -8,23 +8,41 @@ tunings, AZ, EFA use) that is not the same everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from kvtool.doctor.checks import DoctorOptions, run_checks
+from kvtool.doctor.folder import FolderAsk, folder_facts
 from kvtool.errors import InputError
 from kvtool.findings import Finding, Report, finding_from_json
+from kvtool.plan.folder_rules import folder_findings
 from kvtool.probe.gather import GatherOptions, gather
 from kvtool.probe.host import Host
 
 
 def run_doctor(
-    host: Host, path: str, *, gather_options: GatherOptions, options: DoctorOptions
+    host: Host,
+    path: str,
+    *,
+    gather_options: GatherOptions,
+    options: DoctorOptions,
+    folder: FolderAsk | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Report:
-    """Observe ``path`` through ``host`` and check it. Never raises for what the node lacks."""
+    """Observe ``path`` through ``host`` and check it, and with ``folder`` read what the
+    engines' layouts hold there (``plan/folder_rules.py``; ``progress(files, bytes)`` during
+    the walk). Never raises for what the node lacks."""
     facts = gather(host, path, gather_options)
     hostname = (host.read("hostname", "/proc/sys/kernel/hostname") or "").strip() or "unknown"
-    return Report(path=path, node=hostname, findings=tuple(run_checks(facts, options)))
+    findings = run_checks(facts, options)
+    if folder is None:
+        findings += folder_findings(None, skipped="--no-contents: the folder was not read")
+    elif not facts.path_info.get("is_dir") and facts.path_info.get("captured") is not False:
+        findings += folder_findings(None, skipped=f"{path} is not a folder")
+    else:
+        contents, why = folder_facts(host, path, folder, progress=progress)
+        findings += folder_findings(contents, cap=folder.cap, skipped=why)
+    return Report(path=path, node=hostname, findings=tuple(findings))
 
 
 class MergedReport(NamedTuple):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -29,12 +29,40 @@ def inspect_folder(
     *,
     mode: str,
     mountpoint: str = "",
-    model: str | None = None,
+    model: str | Sequence[str] | None = None,
+    world: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Inspection:
+    """``read_folder``, and an InputError when nothing there is of a layout kvtool knows (the
+    wrong folder, most likely: it says what it saw)."""
+    found = read_folder(
+        root, mode=mode, mountpoint=mountpoint, model=model, world=world, progress=progress
+    )
+    summary = found.summary
+    if summary.chunk_files + summary.temp_files + summary.config_files == 0:
+        examples = ", ".join(summary.unknown_examples[:5]) or "no files at all"
+        raise InputError(
+            f"{root} holds no file of a layout kvtool knows "
+            f"({summary.unknown_files:,} other files: {examples})",
+            "point it at an engine's KV folder: LMCache, SGLang HiCacheFile, vLLM or llm-d FS"
+            " offload, or kvtool's T3",
+        )
+    return found
+
+
+def read_folder(
+    root: Path,
+    *,
+    mode: str,
+    mountpoint: str = "",
+    model: str | Sequence[str] | None = None,
     world: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Inspection:
     """Walk ``root`` once (bounded memory) and sum what each engine's layout holds there;
-    ``mode`` is how its mount records access (``walk.atime_mode``)."""
+    ``mode`` is how its mount records access (``walk.atime_mode``). An empty folder, or one of
+    no known layout, is an answer here, not an error (doctor reads a tier before its first
+    write)."""
     summary = Summary(now=time.time(), mode=mode)
     walk = Walk(root, progress=progress)
     for seen in walk:
@@ -44,16 +72,8 @@ def inspect_folder(
             if config is not None:
                 summary.configs["/".join(seen.folder)] = config
     summary.finish(model=model, world=world)
-    known = summary.chunk_files + summary.temp_files + summary.config_files
-    if known == 0:
-        examples = ", ".join(summary.unknown_examples[:5]) or "no files at all"
-        raise InputError(
-            f"{root} holds no file of a layout kvtool knows "
-            f"({summary.unknown_files:,} other files: {examples})",
-            "point it at an engine's KV folder: LMCache, SGLang HiCacheFile, vLLM or llm-d FS"
-            " offload, or kvtool's T3",
-        )
-    return Inspection(root, summary, walk, mountpoint, bool(model or world), model)
+    shown = model if isinstance(model, str) or model is None else next(iter(model), None)
+    return Inspection(root, summary, walk, mountpoint, bool(model or world), shown)
 
 
 def read_vllm_config(root: Path, folder: tuple[str, ...]) -> dict[str, object] | None:

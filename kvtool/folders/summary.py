@@ -5,7 +5,7 @@ the number of files.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,9 +27,6 @@ AGES: tuple[tuple[str, float], ...] = (
     ("< 30 days", 30 * 86400.0),
     ("older", float("inf")),
 )
-# AWS FSx for Lustre performance tips (../shared/reference/fsx-lustre-gds-facts.md, section 7):
-# the most files one directory should hold; doctor checks a KV folder against it too
-FILES_PER_FOLDER = 100_000
 
 
 def last_use(seen: Seen, mode: str) -> float:
@@ -133,9 +130,12 @@ class Summary:
             self.add(one)
         return self
 
-    def finish(self, *, model: str | None = None, world: int | None = None) -> Summary:
+    def finish(
+        self, *, model: str | Sequence[str] | None = None, world: int | None = None
+    ) -> Summary:
         """Name vLLM groups from their config.json, merge what then coincides, and mark the
-        groups that a deployment of ``model`` over ``world`` ranks would never read."""
+        groups that a deployment of ``model`` (a name, or every name one model goes by) over
+        ``world`` ranks would never read."""
         merged: dict[tuple[str, str, str, str, str], Group] = {}
         for group in self.groups.values():
             if group.base:  # a vLLM layout: its config.json names it
@@ -175,8 +175,9 @@ def _merge(into: Group, other: Group) -> None:
     into.ages = [a + b for a, b in zip(into.ages, other.ages, strict=True)]
 
 
-def _orphan(group: Group, model: str | None, world: int | None) -> str:
-    if model and group.model and model_key(group.model) != model_key(model):
+def _orphan(group: Group, model: str | Sequence[str] | None, world: int | None) -> str:
+    names = (model,) if isinstance(model, str) else model or ()
+    if names and group.model and model_key(group.model) not in {model_key(n) for n in names}:
         return "another model"
     if world and group.world and group.world != world:  # world 0: every layout reads it
         return f"another world size ({group.world} ranks, not {world})"

@@ -11,6 +11,7 @@ from kvtool.files import output_folder
 
 if TYPE_CHECKING:
     from kvtool.doctor.checks import DoctorOptions, GdsMode
+    from kvtool.doctor.folder import FolderAsk
     from kvtool.findings import Report
     from kvtool.probe.gather import GatherOptions
     from kvtool.probe.host import Host
@@ -70,6 +71,7 @@ class DoctorInputs(NamedTuple):
     gather: GatherOptions
     options: DoctorOptions
     notes: tuple[str, ...] = ()  # options given that have no effect
+    folder: FolderAsk | None = None  # None: --no-contents
 
 
 def read_reports(paths: list[str]) -> list[Report]:
@@ -101,9 +103,12 @@ def resolve_doctor(
     probe_mib: str = "64",
     capture: Path | None = None,
     snapshot: Path | None = None,
+    contents: bool = True,
+    cap: str | None = None,
 ) -> DoctorInputs:
-    """The host to read (live, a snapshot, or live and captured), what to gather, and the
-    checks' options (the chunk size and planned chunk files from the model's shape)."""
+    """The host to read (live, a snapshot, or live and captured), what to gather, the
+    checks' options (the chunk size and planned chunk files from the model's shape) and what
+    the folder's contents are checked against (the model's Hub id, the ranks, the cap)."""
     from kvtool.doctor.checks import DoctorOptions
     from kvtool.probe.gather import GatherOptions
     from kvtool.probe.host import CapturingHost, LocalHost, SnapshotHost
@@ -123,7 +128,16 @@ def resolve_doctor(
             "--capture records this node; --snapshot checks a recorded one",
             "drop one of them",
         )
-    chunk_bytes, planned, notes = _chunks(model, engine, tp, kv_dtype, chunk_tokens, sessions, ctx)
+    if cap is not None and not contents:
+        raise InputError("--cap is checked against the folder's contents", "drop --no-contents")
+    cap_bytes = None
+    if cap is not None:
+        from kvtool.units import parse_bytes
+
+        cap_bytes = parse_bytes(cap, what="--cap")
+    chunk_bytes, planned, notes, ask = _chunks(
+        model, engine, tp, kv_dtype, chunk_tokens, sessions, ctx
+    )
     if snapshot is not None:
         if not snapshot.is_dir():
             raise InputError(
@@ -164,6 +178,7 @@ def resolve_doctor(
             probe_mib=mib,
         ),
         tuple(notes),
+        ask._replace(cap=cap_bytes) if contents else None,
     )
 
 
@@ -175,9 +190,12 @@ def _chunks(
     chunk_tokens: str,
     sessions: str | None,
     ctx: str | None,
-) -> tuple[int | None, int | None, list[str]]:
-    """One rank's chunk file in bytes, the chunk files the planned sessions write, and notes
-    for shape options given without a model."""
+) -> tuple[int | None, int | None, list[str], FolderAsk]:
+    """One rank's chunk file in bytes, the chunk files the planned sessions write, notes for
+    shape options given without a model, and the model and ranks the folder's orphans are
+    judged by."""
+    from kvtool.doctor.folder import FolderAsk, names_engines_write
+
     if model is None:
         if sessions is not None or ctx is not None:
             raise InputError("--sessions and --ctx need --model", "add --model NAME")
@@ -186,16 +204,26 @@ def _chunks(
         return None, None, unused_shape_options(
             engine=engine, kv_dtype=kv_dtype, tp=tp, chunk_tokens=chunk_tokens,
             why="the chunk checks need a model's chunk size",
-        )  # fmt: skip
+        ), FolderAsk()  # fmt: skip
     from kvtool.inputs.shape import parse_chunk_tokens, resolve_shape
+    from kvtool.profiles.resolve import resolve_model
     from kvtool.units import parse_count
 
-    shape = resolve_shape(model, engine=engine, kv_dtype=kv_dtype, tp=tp)
+    resolved = resolve_model(model)
+    shape = resolve_shape(resolved, engine=engine, kv_dtype=kv_dtype, tp=tp)
+    notes = []
+    written = names_engines_write(resolved, typed=model)
+    if not written:
+        notes.append(
+            f"--model {model} is a config file: orphans are judged by world size only (the"
+            " engines write a model's Hub id; give that to judge them by model too)"
+        )
+    ask = FolderAsk(models=written, world=shape.tp if shape.tp_given else None)
     tokens = parse_chunk_tokens(chunk_tokens)
     chunk = shape.chunk_bytes(tokens)
     if sessions is None:
-        return chunk, None, []
+        return chunk, None, notes, ask
     context = parse_count(ctx or "8k", what="--ctx")
     writers = 1 if shape.spec.is_mla else shape.tp  # LMCache saves an MLA model from one rank
     files = parse_count(sessions, what="--sessions") * -(-context // tokens) * writers
-    return chunk, files, []
+    return chunk, files, notes, ask

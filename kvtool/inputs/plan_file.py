@@ -13,8 +13,10 @@ if TYPE_CHECKING:
     from kvtool.model.shape import KvShape
     from kvtool.plan.checklist import Evidence
     from kvtool.plan.deployment import Hardware
+    from kvtool.plan.folder_rules import FolderFacts
     from kvtool.plan.measured import MeasuredTier
     from kvtool.plan.workload import PlanFile
+    from kvtool.profiles.resolve import ResolvedModel
 
 
 class CheckInputs(NamedTuple):
@@ -37,6 +39,7 @@ def read_plan(plan_file: Path) -> CheckInputs:
     from kvtool.plan.infra import fsx_from_cloudformation, fsx_from_terraform, overlay
     from kvtool.plan.workload import plan_from_mapping
     from kvtool.profiles.load import load_node_profile, load_storage_profile
+    from kvtool.profiles.resolve import resolve_model
 
     source = str(plan_file)
     plan = plan_from_mapping(read_yaml_mapping(plan_file, what="plan file"), source=source)
@@ -66,9 +69,45 @@ def read_plan(plan_file: Path) -> CheckInputs:
         bench = read_bench(folder / plan.measured.bench)
         measured = bench.measured(chips=hardware.node.chips)
     doctor = tuple(read_doctor_report(folder / name) for name in plan.measured.doctor)
+    resolved = resolve_model(w.model)
+    shape = resolve_shape(resolved, engine=w.engine, kv_dtype=w.kv_dtype, tp=w.tp)
+    contents: FolderFacts | None = None
+    why = ""
+    if plan.t3_dir is not None:
+        contents, why = _read_t3_dir(plan, plan_file, resolved, shape)
     return CheckInputs(
         plan=plan,
-        shape=resolve_shape(w.model, engine=w.engine, kv_dtype=w.kv_dtype, tp=w.tp),
+        shape=shape,
         hardware=hardware,
-        evidence=Evidence(measured=measured, doctor=doctor),
+        evidence=Evidence(measured=measured, doctor=doctor, folder=contents, folder_skipped=why),
     )
+
+
+def _read_t3_dir(
+    plan: PlanFile, plan_file: Path, resolved: ResolvedModel, shape: KvShape
+) -> tuple[FolderFacts | None, str]:
+    """The plan's ``t3_dir`` (relative to the plan's folder), read as ``kvtool inspect``
+    reads it; its orphans judged by the model's Hub names and the plan's tp when it gives
+    one (a tp kvtool chose is not the deployment's)."""
+    import os
+
+    from kvtool.doctor.folder import FolderAsk, folder_facts, names_engines_write
+    from kvtool.errors import InputError
+    from kvtool.probe.host import LocalHost
+
+    assert plan.t3_dir is not None
+    path = plan_file.parent / os.path.expanduser(plan.t3_dir)
+    where = f"{plan_file}: t3_dir {plan.t3_dir}"
+    if not path.exists():
+        raise InputError(
+            f"{where} does not exist here",
+            "run kvtool check where the folder is mounted, or drop t3_dir and name a doctor"
+            " report recorded there in measured.doctor",
+        )
+    if not path.is_dir():
+        raise InputError(f"{where} is a file, not a folder", "name the KV folder")
+    ask = FolderAsk(
+        models=names_engines_write(resolved, typed=plan.workload.model),
+        world=shape.tp if shape.tp_given else None,
+    )
+    return folder_facts(LocalHost(), str(path), ask)

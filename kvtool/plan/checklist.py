@@ -18,6 +18,9 @@ Rules, each a finding with its fix:
 * ``measured.bandwidth``: a measured T3 read bandwidth (``kvtool bench --json`` or stated)
   within ``tolerance`` of what the plan assumes per node; ``measured.doctor``: no node's doctor
   report FAILs.
+* ``folder.contents``, ``folder.orphans``, ``folder.cap``, ``folder.files_per_dir``: with
+  ``t3_dir``, what the shared KV folder holds against the plan's model, tp and ``t3_cap``
+  (``plan/folder_rules.py``, the rules doctor applies too).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from kvtool.plan.deployment import (
     plan_workload,
     serve,
 )
+from kvtool.plan.folder_rules import FolderFacts, folder_findings
 from kvtool.plan.fsx import file_system
 from kvtool.plan.fsx_rules import FsxFacts, fsx_settings
 from kvtool.plan.measured import MeasuredTier
@@ -54,6 +58,8 @@ class Evidence(NamedTuple):
 
     measured: tuple[MeasuredTier, ...] = ()
     doctor: tuple[Report, ...] = ()
+    folder: FolderFacts | None = None  # the plan's t3_dir, read (plan/folder_rules.py)
+    folder_skipped: str = ""  # why it could not be read
 
 
 def _gb(bytes_per_s: float) -> str:
@@ -135,7 +141,12 @@ def check_plan(
         findings.append(
             _bandwidth(cluster, plan, share, max(session_bytes.values()) // divisor["T3"])
         )
-    findings += _measured(plan, evidence or Evidence(), share)
+    evidence = evidence or Evidence()
+    findings += _measured(plan, evidence, share)
+    if plan.t3_dir is not None:
+        findings += folder_findings(
+            evidence.folder, cap=plan.t3_cap, skipped=evidence.folder_skipped
+        )
     return findings
 
 

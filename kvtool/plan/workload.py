@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from kvtool.errors import InputError
 from kvtool.plan.reload import parse_t3_path
-from kvtool.units import parse_count, parse_fraction
+from kvtool.units import parse_bytes, parse_count, parse_fraction
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,10 @@ def _flag(value: Any, what: str) -> bool:
 MAX_IDLE_S = 366 * 86_400  # a mean idle time past a year is a typo, not a workload
 MAX_PEAK_TO_MEAN = 10_000
 
-PLAN_KEYS = ("fsx", "t3_path", "io_threads", "odirect", "posture", "measured", "tolerance")
+PLAN_KEYS = (
+    "fsx", "t3_path", "io_threads", "odirect", "posture", "measured", "tolerance", "t3_dir",
+    "t3_cap",
+)  # fmt: skip
 FSX_KEYS = (
     "deployment_type",
     "storage_type",
@@ -244,6 +247,8 @@ class PlanFile(NamedTuple):
     tolerance: float
     terraform: str | None
     cloudformation: str | None
+    t3_dir: str | None = None  # the shared KV folder, read where it is mounted
+    t3_cap: int | None = None  # the most it may hold (bytes)
 
 
 def plan_from_mapping(data: Mapping[str, Any], *, source: str) -> PlanFile:
@@ -292,6 +297,16 @@ def plan_from_mapping(data: Mapping[str, Any], *, source: str) -> PlanFile:
     if posture not in (None, "eager", "lazy"):
         raise InputError(f"{source}: posture must be eager or lazy, got {posture!r}")
     t3_path = parse_t3_path(str(data.get("t3_path", "efa")), what=f"{source}: t3_path")
+    t3_dir = _optional_text(data.get("t3_dir"))
+    if t3_dir == "":
+        raise InputError(f"{source}: t3_dir is empty", "give the KV folder, e.g. /fsx/kvcache")
+    t3_cap = None
+    if data.get("t3_cap") is not None:
+        if t3_dir is None:
+            raise InputError(
+                f"{source}: t3_cap needs t3_dir", "name the folder it caps: t3_dir: /fsx/kvcache"
+            )
+        t3_cap = parse_bytes(str(data["t3_cap"]), what=f"{source}: t3_cap")
     tolerance = _number(data.get("tolerance", 0.2), f"{source}: tolerance")
     if tolerance >= 1:
         raise InputError(f"{source}: tolerance must be below 1 (0.2 = 20%), got {tolerance:g}")
@@ -312,6 +327,8 @@ def plan_from_mapping(data: Mapping[str, Any], *, source: str) -> PlanFile:
         tolerance=tolerance,
         terraform=terraform,
         cloudformation=cloudformation,
+        t3_dir=t3_dir,
+        t3_cap=t3_cap,
     )
 
 

@@ -19,7 +19,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -79,6 +79,11 @@ class Host(Protocol):
 
     def aws(self, key: str, service: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         """A boto3 call's response, or ``{"error": "..."}`` (no credentials, unreachable)."""
+        ...
+
+    def computed(self, key: str, produce: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
+        """A fact that takes work on the machine itself (a folder's walk): ``produce()`` on a
+        live host, the recorded answer of a snapshot (None when it was not captured)."""
         ...
 
 
@@ -261,6 +266,9 @@ class LocalHost:
         plain: dict[str, Any] = json.loads(json.dumps(response, default=str))
         return plain
 
+    def computed(self, key: str, produce: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
+        return produce()
+
 
 def odirect_probe(directory: str, size_mib: int, *, keep: bool = False) -> dict[str, Any]:
     """Write and read back ``size_mib`` MiB with O_DIRECT through a page-aligned buffer, in a
@@ -383,6 +391,9 @@ class SnapshotHost:
     def aws(self, key: str, service: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         return self._json(key) or {"error": f"{key} was not captured in the snapshot"}
 
+    def computed(self, key: str, produce: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
+        return self._json(key)
+
 
 class CapturingHost:
     """Wraps a host and writes each observation into ``folder`` in ``SnapshotHost``'s layout,
@@ -437,6 +448,12 @@ class CapturingHost:
         response = self.inner.aws(key, service, operation, dict(params))
         self._put_json(key, response)
         return response
+
+    def computed(self, key: str, produce: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
+        result = self.inner.computed(key, produce)
+        if result is not None:
+            self._put_json(key, result)
+        return result
 
 
 def s3_client(

@@ -31,6 +31,12 @@ class Nullable(NamedTuple):
     spec: Any
 
 
+FOLDER_COUNTS = (
+    "chunk_files", "chunk_bytes", "temp_files", "temp_bytes", "unknown_files", "unknown_bytes",
+    "layouts", "orphan_files", "orphan_bytes", "world", "busiest_files", "unreadable_folders",
+    "folders",
+)  # fmt: skip
+
 # A field name ending in "!" must be present (the code indexes it).
 _ERROR = {"error": TEXT}
 SHAPES: dict[str, dict[str, Any]] = {
@@ -64,6 +70,14 @@ SHAPES: dict[str, dict[str, Any]] = {
         "nvfs_after": Nullable(TEXT),
         "output": TEXT,
         "reason": TEXT,
+    },
+    "folder_contents": {  # plan/folder_rules.FolderFacts, as doctor/folder.py records it
+        "path!": TEXT,
+        **{f"{name}!": COUNT for name in FOLDER_COUNTS},
+        "engines!": [TEXT],
+        "orphans!": [TEXT],
+        "model!": TEXT,
+        "busiest_folder!": TEXT,
     },
     "aws_fsx": {
         **_ERROR,

@@ -68,6 +68,7 @@ def test_a_size_fsx_cannot_provision_fails_with_the_nearest(kvtool: Run, tmp_pat
             "  per_unit_storage_throughput: 1000\n  efa_enabled: true\n",
         )
         .replace("  bench: bench-t3.json\n  doctor: [doctor-node-a.json]\n", "")
+        .replace("t3_dir: kvcache ", f"t3_dir: {EXAMPLES / 'kvcache'} ")
     )
     result = kvtool("check", str(plan), "--json")
     finding = {f["id"]: f for f in json.loads(result.stdout)["findings"]}["plan.fsx_size"]
@@ -218,3 +219,20 @@ def test_check_places_sessions_as_size_hardware_does(
     tiers = json.loads(sized.stdout)[0]["tiers"]
     assert counts[:3] == [t["sessions"] for t in tiers[:3]], (evidence, tiers)
     assert counts[0] > 0
+
+
+def test_a_t3_folder_past_its_cap_fails_the_build(kvtool: Run, tmp_path: Path) -> None:
+    for name in ("terraform-plan.json", "bench-t3.json", "doctor-node-a.json"):
+        shutil.copy(EXAMPLES / name, tmp_path / name)
+    shutil.copytree(EXAMPLES / "kvcache", tmp_path / "kvcache")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        (EXAMPLES / "plan-pass.yaml").read_text().replace("t3_cap: 1TiB", "t3_cap: 60KiB")
+    )
+    result = kvtool("check", str(plan), "--json")
+    assert result.exit_code == 1
+    found = {f["id"]: f for f in json.loads(result.stdout)["findings"]}
+    assert found["folder.cap"]["status"] == "FAIL"  # 16 x 4 KiB = 64 KiB
+    assert found["folder.cap"]["message"] == "over its cap by 4.00 KiB"
+    assert found["folder.orphans"]["status"] == "PASS"  # the Instruct alias is the plan's model
+    assert kvtool("check", str(EXAMPLES / "plan-pass.yaml")).exit_code == 0

@@ -18,6 +18,7 @@ from kvtool.probe.gather import GatherOptions, gather
 from kvtool.probe.host import SCRATCH_PREFIX, LocalHost, odirect_probe
 from tests.conftest import CliResult
 from tests.unit.doctor.snapshots import KV_PATH, broken, healthy
+from tests.unit.folders.conftest import build
 
 Run = Callable[..., CliResult]
 ROOT = Path(__file__).parents[2]
@@ -76,6 +77,32 @@ def test_live_run_on_a_real_folder_leaves_nothing_behind(kvtool: Run, tmp_path: 
     assert list(folder.iterdir()) == []  # the probe's scratch file is gone
 
 
+def test_a_folder_past_its_cap_fails_and_the_capture_replays_it(
+    kvtool: Run, tmp_path: Path
+) -> None:
+    folder, capture = tmp_path / "kv", tmp_path / "capture"
+    build(folder, "sglang-0.5.23.json")  # SGLang's own names, 258,148 bytes
+    args = ("--no-aws", "--gds", "off", "--no-write", "--json", "--cap", "200KB")
+    model = ("--model", "llama-3.1-8b", "--tp", "2")
+    live = kvtool("doctor", str(folder), *model, "--capture", str(capture), *args)
+    assert live.exit_code == 1
+    found = {f["id"]: f for f in json.loads(live.stdout)["findings"]}
+    assert found["folder.cap"]["status"] == "FAIL"
+    assert found["folder.cap"]["message"] == "over its cap by 56.8 KiB"  # 58,148 B
+    assert found["folder.orphans"]["status"] == "WARN"  # the other five models' files
+    assert (
+        "57 files that meta-llama/Llama-3.1-8B (or 3 other names) over 2 ranks"
+        in (found["folder.orphans"]["message"])
+    )
+    assert (capture / "folder_contents.json").is_file()
+    replay = kvtool("doctor", "--snapshot", str(capture), str(folder), *args)
+    assert json.loads(replay.stdout)["findings"] == json.loads(live.stdout)["findings"]
+    skipped = kvtool("doctor", str(folder), "--no-aws", "--gds", "off", "--no-write", "--json",
+                     "--no-contents")  # fmt: skip
+    found = {f["id"]: f for f in json.loads(skipped.stdout)["findings"]}
+    assert found["folder.cap"]["status"] == "SKIP"
+
+
 def test_odirect_probe_on_a_real_folder(tmp_path: Path) -> None:
     result = odirect_probe(str(tmp_path), 2)
     if result["ok"]:
@@ -122,6 +149,7 @@ def test_merge_cli_flags_differences(kvtool: Run, snapshot: Path, tmp_path: Path
         (["--merge"], "--merge needs doctor --json reports"),
         (["{dir}", "{dir}"], "doctor checks one PATH"),
         (["{dir}", "--sessions", "10"], "--sessions and --ctx need --model"),
+        (["{dir}", "--cap", "-5GiB"], "--cap"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(

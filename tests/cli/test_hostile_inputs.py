@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -391,7 +392,9 @@ def test_an_example_file_with_any_leaf_replaced_ends_in_a_documented_exit(
     if name.endswith(".yaml"):
         # the plan names its evidence by relative path: keep them beside it
         for other in CHECK.iterdir():
-            if other.name != name:
+            if other.is_dir():  # the plan's t3_dir
+                shutil.copytree(other, tmp_path / other.name, dirs_exist_ok=True)
+            elif other.name != name:
                 (tmp_path / other.name).write_bytes(other.read_bytes())
         target.write_text(json.dumps(mutated, allow_nan=True))  # JSON is YAML
     else:

@@ -37,7 +37,8 @@ def _mode_notes(mode: str) -> list[str]:
 
 
 def print_inspection(found: Inspection) -> None:
-    from kvtool.folders.summary import AGES, FILES_PER_FOLDER, engine_name
+    from kvtool.folders.summary import AGES, engine_name
+    from kvtool.plan.folder_rules import FILES_PER_FOLDER
 
     s, walk = found.summary, found.walk
     notes = _mode_notes(s.mode)
@@ -116,7 +117,7 @@ def print_inspection(found: Inspection) -> None:
 
 
 def inspection_json(found: Inspection) -> dict[str, Any]:
-    from kvtool.folders.summary import FILES_PER_FOLDER
+    from kvtool.plan.folder_rules import FILES_PER_FOLDER
 
     s, walk = found.summary, found.walk
     return {

@@ -17,6 +17,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from kvtool.plan.folder_rules import FolderFacts
+
 PROBE = Path(__file__).parents[2] / "fixtures" / "probe"
 KV_PATH = "/mnt/lustre/kvcache"
 PROBE_MIB = 64
@@ -132,6 +134,18 @@ def healthy(folder: Path) -> Path:
                 {"NetworkInterfaceId": "eni-0aaa1111bbb222333", "Groups": [{"GroupId": "sg-0f5a"}]}
             ]
         },
+        # what doctor/folder.py records of the folder: LMCache's files of Llama 3.1 70B at tp 8
+        "folder_contents": FolderFacts(
+            path=KV_PATH,
+            chunk_files=8_000,
+            chunk_bytes=8_000 * 80 * 2**20 // 8,
+            engines=("LMCache",),
+            layouts=1,
+            model="meta-llama/Llama-3.1-70B",
+            world=8,
+            busiest_files=8_000,
+            folders=1,
+        )._asdict(),
         "aws_security_groups": {
             "SecurityGroups": [
                 {

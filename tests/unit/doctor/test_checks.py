@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kvtool.doctor.checks import DoctorOptions
+from kvtool.doctor.folder import FolderAsk
 from kvtool.doctor.run import merge_reports, run_doctor
 from kvtool.errors import InputError
 from kvtool.findings import Finding, Report
@@ -19,12 +20,13 @@ from .snapshots import KV_PATH, broken, healthy
 LLAMA_70B_CHUNK = 256 * 327_680  # one 256-token chunk of Llama 3.1 70B in bf16: 80 MiB
 
 
-def doctor(folder: Path, **options: object) -> Report:
+def doctor(folder: Path, cap: int | None = 2**40, **options: object) -> Report:
     return run_doctor(
         SnapshotHost(folder),
         KV_PATH,
         gather_options=GatherOptions(),
         options=DoctorOptions(**options),  # type: ignore[arg-type]
+        folder=FolderAsk(cap=cap),
     )
 
 

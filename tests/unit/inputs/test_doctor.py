@@ -52,6 +52,8 @@ def test_capture_wraps_the_live_host_and_snapshot_replaces_it(tmp_path: Path) ->
         ("{tmp}", {"sessions": "10"}, "--sessions and --ctx need --model"),
         ("{tmp}", {"snapshot": "{tmp}/empty"}, "is empty"),
         ("{tmp}", {"probe_mib": "lots"}, "--probe-mib"),
+        ("{tmp}", {"cap": "lots"}, "--cap"),
+        ("{tmp}", {"cap": "1TiB", "contents": False}, "drop --no-contents"),
     ],
 )
 def test_each_mistake_names_its_option(
@@ -108,3 +110,23 @@ def test_capture_with_snapshot_is_refused_not_ignored(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="--capture records this node; --snapshot checks"):
         resolve_doctor(None, snapshot=ROOT / "examples" / "doctor-snapshot", capture=tmp_path / "c")
     assert not (tmp_path / "c").exists()
+
+
+def test_the_folder_is_judged_by_the_models_hub_names_and_the_tp_given(tmp_path: Path) -> None:
+    inputs = resolve_doctor(str(tmp_path), model="llama-3.1-70b", tp="8", cap="20TiB")
+    assert inputs.folder is not None
+    assert inputs.folder.models[0] == "meta-llama/Llama-3.1-70B"
+    assert "meta-llama/Llama-3.1-70B-Instruct" in inputs.folder.models
+    assert (inputs.folder.world, inputs.folder.cap) == (8, 20 * 2**40)
+    untold = resolve_doctor(str(tmp_path), model="llama-3.1-70b")
+    assert untold.folder is not None
+    assert untold.folder.world is None  # tp 1 is a default, not the deployment's world size
+    assert resolve_doctor(str(tmp_path), contents=False).folder is None
+
+
+def test_a_config_file_names_no_model_and_says_so(tmp_path: Path) -> None:
+    config = ROOT / "profiles" / "models" / "llama-3.1-8b" / "config.json"
+    inputs = resolve_doctor(str(tmp_path), model=str(config), tp="2")
+    assert inputs.folder is not None
+    assert (inputs.folder.models, inputs.folder.world) == ((), 2)
+    assert any("orphans are judged by world size only" in n for n in inputs.notes)

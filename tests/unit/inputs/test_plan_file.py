@@ -50,3 +50,38 @@ def test_the_plans_kv_dtype_and_tp_reach_the_shape(tmp_path: Path) -> None:
     assert (inputs.shape.fmt.name, inputs.shape.tp, inputs.shape.tp_given) == ("fp8_e4m3", 2, True)
     assert inputs.plan.fsx is None
     assert inputs.evidence.measured == ()
+
+
+def _plan_with_folder(tmp_path: Path, extra: str) -> Path:
+    for name in ("terraform-plan.json", "bench-t3.json", "doctor-node-a.json"):
+        shutil.copy(EXAMPLES / name, tmp_path / name)
+    text = (EXAMPLES / "plan-pass.yaml").read_text()
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("t3_"))
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(text + "\n" + extra)
+    return plan
+
+
+def test_t3_dir_is_read_relative_to_the_plan_with_the_plans_tp(tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLES / "kvcache", tmp_path / "kv")
+    inputs = read_plan(_plan_with_folder(tmp_path, "t3_dir: kv\ntp: 4\n"))
+    folder = inputs.evidence.folder
+    assert folder is not None
+    assert (folder.chunk_files, folder.chunk_bytes) == (16, 16 * 4096)
+    assert folder.world == 4
+    assert folder.orphan_files == 16  # LMCache's files say world 8
+    assert inputs.plan.t3_cap is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("t3_dir: nope\n", "t3_dir nope does not exist here"),
+        ("t3_dir: bench-t3.json\n", "t3_dir bench-t3.json is a file, not a folder"),
+    ],
+)
+def test_a_t3_dir_that_is_not_a_folder_here_is_one_line(
+    tmp_path: Path, extra: str, message: str
+) -> None:
+    with pytest.raises(InputError, match=message):
+        read_plan(_plan_with_folder(tmp_path, extra))

@@ -55,6 +55,10 @@ ORDER = [
     "plan.bandwidth",
     "measured.bandwidth",
     "measured.doctor",
+    "folder.contents",
+    "folder.orphans",
+    "folder.cap",
+    "folder.files_per_dir",
 ]
 GIB = 2**30
 # Llama 3.1 70B, bf16, vLLM: 2 x 80 layers x 8 KV heads x 128 x 2 B = 327,680 B/token; the
@@ -114,7 +118,7 @@ def placed(finding: Finding) -> dict[str, int]:
 def test_the_passing_example_grades_every_rule_in_order() -> None:
     findings = check(PASS)
     assert [f.id for f in findings] == ORDER
-    assert {f.area for f in findings} == {"plan", "fsx", "client", "measured"}
+    assert {f.area for f in findings} == {"plan", "fsx", "client", "measured", "folder"}
     statuses = {f.id: f.status for f in findings}
     # 5.86 GB/s per node is below the 87.5 GB/s EFA link: the one WARN
     assert statuses.pop("plan.bandwidth") == "WARN"
@@ -258,6 +262,7 @@ def test_without_a_file_system_the_overflow_has_nowhere_to_go() -> None:
         "fsx.checklist",
         "measured.bandwidth",
         "measured.doctor",
+        *ORDER[-4:],  # the folder rules
     ]
     assert found["fsx.checklist"].status == "SKIP"
     assert found["fsx.checklist"].message == "the plan deploys no FSx file system"

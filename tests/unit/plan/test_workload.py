@@ -452,3 +452,15 @@ def test_a_peak_or_an_idle_time_past_any_workload_is_refused() -> None:
     assert "must be 1 to 10,000, got 1e+30" in error(lambda: load(peak_to_mean=1e30)).message
     assert "is over a year" in error(lambda: load(mean_idle_s=1e30)).message
     assert load(peak_to_mean=10_000).peak_to_mean == 10_000
+
+
+def test_a_plans_t3_folder_and_its_cap() -> None:
+    plan = plan_from_mapping({**BASE, "t3_dir": "/fsx/kvcache", "t3_cap": "20TiB"}, source="p")
+    assert (plan.t3_dir, plan.t3_cap) == ("/fsx/kvcache", 20 * 2**40)
+    assert plan_from_mapping(BASE, source="p").t3_dir is None
+    e = error(lambda: plan_from_mapping({**BASE, "t3_cap": "20TiB"}, source="p"))
+    assert e.message == "p: t3_cap needs t3_dir"
+    e = error(lambda: plan_from_mapping({**BASE, "t3_dir": " "}, source="p"))
+    assert e.message == "p: t3_dir is empty"
+    e = error(lambda: plan_from_mapping({**BASE, "t3_dir": "/x", "t3_cap": "big"}, source="p"))
+    assert e.message.startswith("p: t3_cap")

@@ -584,10 +584,10 @@ def test_capturing_a_snapshot_reproduces_it_file_for_file(tmp_path: Path) -> Non
     facts = gather(CapturingHost(SnapshotHost(EXAMPLE), tmp_path), KV_PATH)
     assert gather(SnapshotHost(tmp_path), KV_PATH) == facts
     written = sorted(p.name for p in tmp_path.iterdir())
-    # everything gather reads; hostname.txt is run_doctor's, README.md is documentation
-    assert written == sorted(
-        p.name for p in EXAMPLE.iterdir() if p.name not in ("README.md", "hostname.txt")
-    )
+    # everything gather reads; hostname.txt and folder_contents.json are run_doctor's,
+    # README.md is documentation
+    theirs = ("README.md", "hostname.txt", "folder_contents.json")
+    assert written == sorted(p.name for p in EXAMPLE.iterdir() if p.name not in theirs)
     for name in written:
         assert (tmp_path / name).read_text() == (EXAMPLE / name).read_text(), name
 
