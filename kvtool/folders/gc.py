@@ -1,10 +1,11 @@
 """``kvtool gc``: cap a shared KV folder by removing least-recently-used chunks.
 
-Two walks. The first reads every file once and keeps one row per file in flat arrays (four
-8-byte fields: 32 bytes a file); ``select.choose`` then picks whole chunks, oldest first, until
-the limits hold. The second walk removes them: a chunk's files are gathered until all of them
-are seen, each is checked again (still the same regular file, not used since the plan), and only
-then are they removed together. Nothing outside the folder (links are never followed), no
+Two walks. The first reads every file once and keeps one row per file in flat arrays (five
+8-byte fields: 40 bytes a file); ``select.choose`` then picks whole chunks, oldest first, until
+the limits hold. The second walk removes them: it lists names only, passes over every file whose
+hash of folder and name is not one the plan chose, gathers a chunk's files until all of them are
+seen, stats each again (still a regular file, not used or rewritten since the plan), and only
+then removes them together. Nothing outside the folder (links are never followed), no
 in-flight temporary, no engine's config, no chunk used within the grace period, and no file of
 an unknown layout (unless asked) is ever touched.
 
@@ -184,6 +185,29 @@ def _chunk_id(seen: Seen, scope: Scope, match: Match | None) -> tuple[int, bool]
     return hash(match.chunk), False
 
 
+class NameFilter:
+    """The files a plan chose, by a hash of folder and name, as a bitmap of ``2**BITS`` bits
+    (4 MiB, however many files): the second walk classifies only the names it lets through. A
+    name it lets through that the plan did not choose (about chosen / 2**BITS of the others)
+    is still classified and judged, so the filter only narrows, never widens."""
+
+    BITS = 25
+    MASK = (1 << BITS) - 1
+
+    def __init__(self, hashes: Any) -> None:
+        import numpy as np
+
+        slots = np.asarray(hashes, dtype=np.int64) & self.MASK
+        table = np.zeros(1 << (self.BITS - 3), np.uint8)
+        np.bitwise_or.at(table, slots >> 3, np.left_shift(1, slots & 7).astype(np.uint8))
+        self.table = table.tobytes()
+        self.files = len(slots)
+
+    def __contains__(self, name_hash: int) -> bool:
+        slot = name_hash & self.MASK
+        return bool(self.table[slot >> 3] >> (slot & 7) & 1)
+
+
 class Plan(NamedTuple):
     """The first walk's result: the choice, the clock it was made against, what was seen."""
 
@@ -193,6 +217,7 @@ class Plan(NamedTuple):
     unknown_files: int
     unknown_examples: list[str]
     temp_files: int
+    chosen_files: NameFilter | None = None  # hash((folder, name)) of each chosen file
 
 
 def plan(
@@ -208,6 +233,7 @@ def plan(
     import numpy as np
 
     ids, used, sizes, alloc, pinned = array("q"), array("d"), array("q"), array("q"), array("q")
+    names = array("q")  # hash((folder, name)): the second walk stats and classifies only these
     known = unknown = temps = 0
     examples: list[str] = []
     for seen in Walk(root, progress=progress):
@@ -227,6 +253,7 @@ def plan(
             pinned.append(chunk)
             continue
         ids.append(chunk)
+        names.append(hash((seen.folder, seen.name)))
         used.append(last_use(seen, mode))
         sizes.append(seen.size)
         alloc.append(seen.allocated)
@@ -245,7 +272,8 @@ def plan(
         limits=limits,
         free_bytes=free_bytes,
     )
-    return Plan(choice, clock, known, unknown, examples, temps)
+    files = NameFilter(arr(names, np.int64)[choice.rows])
+    return Plan(choice, clock, known, unknown, examples, temps, files)
 
 
 def run_gc(
@@ -293,6 +321,7 @@ def run_gc(
         sweep = Sweep(
             root, planned.choice, scope=scope, mode=mode, dry_run=dry_run, lock=lock,
             progress=step("removing" if not dry_run else "checking"),
+            chosen_files=planned.chosen_files,
         )  # fmt: skip
         stopped: list[BaseException] = []
 
@@ -338,8 +367,10 @@ class Sweep:
         dry_run: bool,
         lock: Lock | None = None,
         progress: Callable[[int, int], None] | None = None,
+        chosen_files: NameFilter | None = None,
     ) -> None:
         self.root = root
+        self.chosen_files = chosen_files
         self.choice = choice
         self.scope = scope
         self.mode = mode
@@ -353,39 +384,55 @@ class Sweep:
 
     def __iter__(self) -> Iterator[Removal]:
         wanted = self.choice.chunks
-        pending: dict[int, list[tuple[Seen, str]]] = {}
-        for seen in Walk(self.root, progress=self.progress):
+        # a chunk's files seen so far, as (folder, name, engine): no stat is kept, since each is
+        # taken again just before the removal
+        pending: dict[int, list[tuple[tuple[str, ...], str, str]]] = {}
+        chosen = self.chosen_files
+        table, mask = (chosen.table, chosen.MASK) if chosen is not None else (b"", 0)
+        for seen in Walk(self.root, progress=self.progress, names_only=True):
             if self.lock is not None:
                 self.lock.refresh()
+            if chosen is not None:  # NameFilter.__contains__, inlined: once a file
+                slot = hash((seen.folder, seen.name)) & mask
+                if not table[slot >> 3] >> (slot & 7) & 1:
+                    continue  # not a file the plan chose (a hash that collides is classified)
             match = classify(seen.folder, seen.name)
             found = _chunk_id(seen, self.scope, match)
             if found is None or found[1] or found[0] not in wanted:
                 continue
             chunk = found[0]
             members = pending.setdefault(chunk, [])
-            members.append((seen, match.engine if match else "unknown"))
+            members.append((seen.folder, seen.name, match.engine if match else "unknown"))
             if len(members) == wanted[chunk]:
                 del pending[chunk]
                 yield from self._remove(members, self.choice.newest[chunk])
         self.skipped += len(pending)  # a file of theirs went away since the plan: left alone
 
-    def _remove(self, members: list[tuple[Seen, str]], newest: float) -> Iterator[Removal]:
-        paths = [os.path.join(self.root, *m.folder, m.name) for m, _engine in members]
-        for (seen, _engine), path in zip(members, paths, strict=True):
+    def _remove(
+        self, members: list[tuple[tuple[str, ...], str, str]], newest: float
+    ) -> Iterator[Removal]:
+        root = str(self.root)
+        checked: list[tuple[str, str, Seen, str]] = []  # (path, below the root, as now, engine)
+        for folder, name, engine in members:
+            rel = "/".join((*folder, name))
+            path = f"{root}/{rel}"
             try:
                 info = os.lstat(path)
             except OSError:
                 self.skipped += 1
                 return
-            if not stat.S_ISREG(info.st_mode) or info.st_ino != seen.ino:
+            if not stat.S_ISREG(info.st_mode):
                 self.skipped += 1
                 return
-            now_seen = seen._replace(atime=info.st_atime, mtime=info.st_mtime)
-            if last_use(now_seen, self.mode) > newest:
-                self.skipped += 1  # used since the plan: the whole chunk stays
+            now = Seen(
+                folder, name, info.st_size, info.st_blocks * 512, info.st_atime, info.st_mtime,
+                info.st_ino,
+            )  # fmt: skip
+            if last_use(now, self.mode) > newest:
+                self.skipped += 1  # used (or written anew) since the plan: the whole chunk stays
                 return
-        for (seen, engine), path in zip(members, paths, strict=True):
-            rel = "/".join((*seen.folder, seen.name))
+            checked.append((path, rel, now, engine))
+        for path, rel, seen, engine in checked:
             if not self.dry_run:
                 try:
                     os.unlink(path)

@@ -4,7 +4,7 @@ holds. Pure: arrays of one row per file in, the chosen chunks out.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,6 +31,7 @@ class Choice(NamedTuple):
     chunk_count: int  # in scope, before
     protected_bytes: int  # young or in flight: never removed
     short_bytes: int  # how far from --max-size / --keep-free even after every removable chunk
+    rows: Any = None  # numpy int64: the input rows (files) of the chosen chunks
 
 
 def choose(
@@ -48,11 +49,12 @@ def choose(
     ``used[i]`` (seconds since the epoch), ``sizes[i]`` and ``allocated[i]`` bytes. A chunk
     is as recent as its most recent file; ``pinned`` chunk ids (a file of theirs is being
     written) are never removed, nor is a chunk used within ``limits.grace`` seconds. Chunks
-    leave oldest first; the one with the smaller id goes first among equally old ones."""
+    leave oldest first; the one with the smaller id goes first among equally old ones.
+    ``rows`` lists every input row of a chosen chunk."""
     import numpy as np
 
     if len(ids) == 0:
-        return Choice({}, {}, 0, 0, 0, 0, 0, 0, 0)
+        return Choice({}, {}, 0, 0, 0, 0, 0, 0, 0, np.zeros(0, np.int64))
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
     chunk_ids, starts, counts = np.unique(sorted_ids, return_index=True, return_counts=True)
@@ -83,6 +85,10 @@ def choose(
             short = max(short, need - (int(freed_alloc[-1]) if len(freed_alloc) else 0))
         take = max(take, min(k, len(candidates)))
     chosen = candidates[:take]
+    n = counts[chosen]
+    ends = np.cumsum(n)
+    within = np.arange(int(ends[-1]) if len(ends) else 0) - np.repeat(ends - n, n)
+    rows = order[np.repeat(starts[chosen], n) + within]
     return Choice(
         chunks={int(c): int(n) for c, n in zip(chunk_ids[chosen], counts[chosen], strict=True)},
         newest={int(c): float(t) for c, t in zip(chunk_ids[chosen], newest[chosen], strict=True)},
@@ -93,4 +99,5 @@ def choose(
         chunk_count=len(chunk_ids),
         protected_bytes=protected,
         short_bytes=short,
+        rows=rows,
     )

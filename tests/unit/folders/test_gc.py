@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kvtool.errors import InputError
-from kvtool.folders.gc import STALE_S, Busy, Lock, Scope, Sweep, plan, run_gc
+from kvtool.folders.gc import STALE_S, Busy, Lock, NameFilter, Scope, Sweep, plan, run_gc
 from kvtool.folders.select import Limits
 from kvtool.folders.walk import LOCK_NAME
 from kvtool.scratch import Interrupted, Scratch
@@ -119,6 +119,47 @@ def test_a_chunk_used_between_the_plan_and_the_removal_stays_whole(tmp_path):
         list(Sweep(tmp_path, planned.choice, scope=Scope(), mode="relatime", dry_run=False)) == []
     )
     assert _files(tmp_path) == {p.name for p in paths}
+
+
+def test_the_second_walks_name_filter_only_narrows_what_the_plan_chose(tmp_path, made):
+    made(tmp_path, "sglang-0.5.23.json", age_s=OLD)
+    planned = plan(
+        tmp_path,
+        scope=Scope(),
+        limits=Limits(max_size=100_000, grace=60),
+        mode="relatime",
+        free_bytes=0,
+    )
+    assert planned.chosen_files is not None
+    assert planned.chosen_files.files == planned.choice.files > 0
+
+    def swept(chosen):
+        sweep = Sweep(
+            tmp_path, planned.choice, scope=Scope(), mode="relatime", dry_run=True,
+            chosen_files=chosen,
+        )  # fmt: skip
+        return sorted(r.path for r in sweep)
+
+    listed = swept(planned.chosen_files)
+    assert len(listed) == planned.choice.files
+    # every name let through, as colliding hashes would be: classify still decides
+    everything = NameFilter([hash(((), p.name)) for p in tmp_path.iterdir()])
+    assert swept(everything) == listed == swept(None)
+    assert swept(NameFilter([])) == []
+    names = [hash(((), p.name)) for p in tmp_path.iterdir()]
+    assert all(n in everything for n in names)
+    assert sum(n in planned.chosen_files for n in names) >= planned.choice.files  # none missed
+
+
+def test_the_name_filter_is_a_bitmap_that_keeps_every_hash_put_in():
+    hashes = [0, 7, 8, -1, 2**62 + 12345, -(2**40) - 3]
+    names = NameFilter(hashes)
+    assert all(h in names for h in hashes)
+    assert len(names.table) == 2**22  # 4 MiB however many files
+    assert (1 << 25) + 7 in names  # the same low 25 bits: a collision, let through
+    assert 1 not in names
+    assert 9 not in names
+    assert 2**62 + 1 not in names
 
 
 def test_never_outside_never_temporaries_never_unknown_unless_asked(tmp_path):

@@ -75,6 +75,8 @@ def test_whole_chunks_oldest_first_never_young_never_pinned(rows, max_size, grac
     assert set(c.chunks) <= set(removable)
     assert all(c.chunks[i] == files[i] for i in c.chunks)  # whole chunks
     assert c.bytes == sum(total[i] for i in c.chunks)
+    # rows: every file of a chosen chunk, each once (gc's second walk looks for these)
+    assert sorted(c.rows.tolist()) == [n for n, row in enumerate(rows) if row[0] in c.chunks]
     # a prefix of the removable chunks by age: none left behind is older than one taken
     if c.chunks:
         taken = max(newest[i] for i in c.chunks)

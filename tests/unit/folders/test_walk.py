@@ -31,6 +31,22 @@ def test_every_file_once_links_never_followed(tmp_path):
     assert sorted(walk.per_folder) == [(0, "a"), (1, "."), (1, "a/b")]  # regular files only
 
 
+def test_a_names_only_walk_finds_the_same_files_without_a_stat_each(tmp_path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "one").write_bytes(b"x" * 10)
+    (tmp_path / "two").write_bytes(b"y" * 3)
+    (tmp_path / "link-file").symlink_to(tmp_path / "two")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / LOCK_NAME).write_text("{}")
+    full = Walk(tmp_path)
+    every = sorted((s.folder, s.name) for s in full)
+    names = Walk(tmp_path, names_only=True)
+    found = sorted((s.folder, s.name) for s in names)
+    assert found == every == [((), "two"), (("a", "b"), "one")]
+    assert (names.link_count, names.other, names.folders) == (1, 1, 3)
+    assert all(s.size == 0 and s.ino == 0 for s in Walk(tmp_path, names_only=True))  # no stat
+
+
 def test_largest_folders_kept_and_progress_reported(tmp_path):
     for i, n in enumerate((5, 1, 3)):
         folder = tmp_path / f"d{i}"
