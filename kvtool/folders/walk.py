@@ -79,37 +79,26 @@ class Walk:
                                 pending.append(((*folder, entry.name), entry.path))
                                 continue
                             if self._names_only:  # the file type from the listing, no stat
-                                if not entry.is_file(follow_symlinks=False):
-                                    self.other += 1
-                                    continue
-                                if not folder and entry.name.startswith(LOCK_NAME):
-                                    continue
-                                count += 1
-                                files += 1
-                                yield Seen(folder, entry.name, 0, 0, 0.0, 0.0, 0)
-                                if self._progress is not None and files % self._every == 0:
-                                    self._progress(files, size)
-                                continue
-                            info = entry.stat(follow_symlinks=False)
+                                regular = entry.is_file(follow_symlinks=False)
+                                seen = Seen(folder, entry.name, 0, 0, 0.0, 0.0, 0)
+                            else:
+                                info = entry.stat(follow_symlinks=False)
+                                regular = stat.S_ISREG(info.st_mode)
+                                seen = Seen(
+                                    folder, entry.name, info.st_size, info.st_blocks * 512,
+                                    info.st_atime, info.st_mtime, info.st_ino,
+                                )  # fmt: skip
                         except OSError:
                             continue  # removed while we looked: nothing to say of it
-                        if not stat.S_ISREG(info.st_mode):
+                        if not regular:
                             self.other += 1
                             continue
                         if not folder and entry.name.startswith(LOCK_NAME):
                             continue
                         count += 1
                         files += 1
-                        size += info.st_size
-                        yield Seen(
-                            folder,
-                            entry.name,
-                            info.st_size,
-                            info.st_blocks * 512,
-                            info.st_atime,
-                            info.st_mtime,
-                            info.st_ino,
-                        )
+                        size += seen.size
+                        yield seen
                         if self._progress is not None and files % self._every == 0:
                             self._progress(files, size)
             except OSError as exc:
