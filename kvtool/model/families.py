@@ -130,6 +130,43 @@ REFUSED: dict[str, str] = {
     "BailingMoeV3ForCausalLM": "vllm/model_executor/models/bailing_moe_v3.py",
     "OlmoHybridForCausalLM": "vllm/model_executor/models/olmo_hybrid.py",
     "AliceAIForCausalLM": "vllm/model_executor/models/alice_ai.py",
+    # checked against vLLM 0.33.0's model files: sizing these as plain attention from their
+    # fields would be wrong, so they are refused until modelled (issue "every architecture")
+    "DeepseekV4ForCausalLM": "vllm/models/deepseek_v4/attention.py:240 (compressed KV per"
+    " layer, sparse-attention indexer caches and compressor states)",
+    "DeepseekV4ForConditionalGeneration": "vllm/models/deepseek_v4/attention.py:240 (compressed"
+    " KV, indexer caches, compressor states)",
+    "DeepseekV41ForCausalLM": "vllm/models/deepseek_v41 (DeepSeek-V4's compressed caches)",
+    "Cohere2ForCausalLM": "vllm/model_executor/models/commandr.py:246 (window sliding_window"
+    " + 1 on the layers sliding_window_pattern marks)",
+    "DeciLMForCausalLM": "vllm/model_executor/models/nemotron_nas.py:152 (KV heads per layer"
+    " from block_configs, some layers without attention)",
+    "DoryForCausalLM": "vllm/model_executor/models/dory.py:119 (MLP-only layers, a KV cache per"
+    " recurrent loop)",
+    "InklingForConditionalGeneration": "vllm/models/inkling/nvidia/model.py:152 (its own"
+    " attention: KV heads and head_dim per layer, a short-conv state)",
+    "Step1ForCausalLM": "vllm/model_executor/models/step1.py:136 (KV heads from"
+    " num_attention_groups)",
+    "TeleChat2ForCausalLM": "vllm/model_executor/models/telechat2.py:49 (heads and layers from"
+    " n_head and n_layer through vLLM's attribute_map)",
+    "Step3p5ForCausalLM": "vllm/model_executor/models/step3p5.py:261 (KV heads from"
+    " num_attention_groups, query heads per layer kind)",
+    "ExaoneMoeForCausalLM": "vllm/model_executor/models/exaone_moe.py:263 (a window per layer"
+    " from sliding_windows)",
+    "PanguEmbeddedForCausalLM": "vllm/model_executor/models/openpangu.py:478 (windows from"
+    " interleaved_sliding_window)",
+    "IQuestLoopCoderForCausalLM": "vllm/model_executor/models/iquest_loopcoder.py:156 (loop_num"
+    " attention modules per layer, the later ones sliding)",
+    "LongcatFlashForCausalLM": "vllm/model_executor/models/longcat_flash.py:269 (two MLA"
+    " attention modules per decoder layer)",
+    "Glm5NextForCausalLM": "vllm/models/glm5next/common/model.py:396 (MLA with a sparse"
+    " indexer beside KDA linear-attention layers)",
+}
+
+# model types refused whatever architecture the config names (a config may omit it)
+REFUSED_TYPES: dict[str, str] = {
+    "deepseek_v4": "DeepseekV4ForCausalLM",
+    "deepseek_v41": "DeepseekV41ForCausalLM",
 }
 
 
@@ -194,6 +231,8 @@ def check_known(
 ) -> None:
     """Let a known family through; a plain-attention unknown one through with a note; refuse
     an unknown one whose config suggests other layer kinds (ConfigError naming the fields)."""
+    if not architecture or architecture not in REFUSED:
+        architecture = REFUSED_TYPES.get(model_type, architecture)
     if architecture in REFUSED:
         raise ConfigError(
             f"{source}: kvtool does not model {architecture}'s layer kinds"

@@ -93,3 +93,41 @@ def test_hybrids_kvtool_does_not_model_are_refused_even_without_tell_tale_fields
     config = {**PLAIN, "architectures": [arch], "model_type": arch.lower()}
     with pytest.raises(ConfigError, match=f"does not model {arch}"):
         spec_from_config(config, name="x")
+
+
+DEEPSEEK_V4 = {  # the fields DeepSeek-V4's config adds beside MLA's (none on the marker list)
+    **PLAIN,
+    "architectures": ["DeepseekV4ForCausalLM"],
+    "model_type": "deepseek_v4",
+    "compress_ratios": [1, 4, 128],
+    "index_n_heads": 64,
+    "index_head_dim": 128,
+    "hc_mult": 4,
+    "sliding_window": 128,
+}
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        DEEPSEEK_V4,
+        {k: v for k, v in DEEPSEEK_V4.items() if k != "architectures"},  # by model_type alone
+        {**PLAIN, "architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2"},
+        {**PLAIN, "architectures": ["DeciLMForCausalLM"], "model_type": "nemotron-nas"},
+        {**PLAIN, "architectures": ["Step1ForCausalLM"], "model_type": "step1"},
+        # MLA fields alone would size it as one MLA cache per layer: it has two
+        {
+            **PLAIN,
+            "architectures": ["LongcatFlashForCausalLM"],
+            "model_type": "longcat_flash",
+            "kv_lora_rank": 512,
+            "qk_rope_head_dim": 64,
+        },
+    ],
+)
+def test_architectures_whose_vllm_code_is_not_plain_attention_are_refused_by_name(
+    config: dict[str, object],
+) -> None:
+    """DeepSeek-V4 used to be sized as sliding-window attention, about 89% too small."""
+    with pytest.raises(ConfigError, match=r"kvtool does not model \w+'s layer kinds \(vllm/"):
+        spec_from_config(config, name="x")
