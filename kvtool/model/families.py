@@ -161,6 +161,12 @@ REFUSED: dict[str, str] = {
     " attention modules per decoder layer)",
     "Glm5NextForCausalLM": "vllm/models/glm5next/common/model.py:396 (MLA with a sparse"
     " indexer beside KDA linear-attention layers)",
+    "Step3TextForCausalLM": "vllm/model_executor/models/step3_text.py:201 (one KV head;"
+    " the config's num_attention_groups)",
+    "Cohere2MoeForCausalLM": "vllm/model_executor/models/cohere2_moe.py:269 (window"
+    " sliding_window + 1 on the layers its pattern marks)",
+    "MiniMaxM3SparseForCausalLM": "vllm/models/minimax_m3/nvidia/model.py:713 (sparse layers"
+    " with their own attention and an indexer cache)",
 }
 
 # model types refused whatever architecture the config names (a config may omit it)
