@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvtool.errors import ConfigError
-from kvtool.model.families import ARCHITECTURE_TYPES, REFUSED, check_known, foreign_fields
+from kvtool.model.families import ARCHITECTURE_TYPES, check_known
+from kvtool.model.plain import WRAPPERS, Plain, plain_rules
 from kvtool.model.spec import (
     AttentionLayers,
     FeedForward,
@@ -125,24 +126,30 @@ def infer_model_type(config: Mapping[str, Any], notes: list[str]) -> str:
         why = f"it has {falcon[0]}" if falcon else arch
         notes.append(f"config names no model_type; read by Falcon's rules because {why}")
         return "falcon"
-    what = f"architecture {arch!r} is not one kvtool has verified" if arch else "no architectures"
-    notes.append(
-        f"config names no model_type and {what}: sized as plain attention layers from its"
-        " fields (unverified)"
-    )
-    return "unknown"
+    return "unknown"  # sized by the architecture's record, or refused (families.check_known)
 
 
 class ConfigFields:
     """Reads config fields and names the missing one, with the model_type that needs it."""
 
     def __init__(
-        self, config: Mapping[str, Any], source: str, notes: list[str] | None = None
+        self,
+        config: Mapping[str, Any],
+        source: str,
+        notes: list[str] | None = None,
+        *,
+        plain: Plain | None = None,
     ) -> None:
         self.config = config
         self.source = source
         self.model_type = infer_model_type(config, notes if notes is not None else [])
-        self.defaults = FAMILY_DEFAULTS.get(self.model_type, {})
+        # an architecture vLLM builds with plain attention: its recorded rules, not the
+        # model_type's (vLLM picks the class by architecture)
+        self.plain = plain
+        self.defaults = {
+            **FAMILY_DEFAULTS.get(self.model_type, {}),
+            **(plain.defaults if plain else {}),
+        }
 
     def get(self, *names: str, default: Any = None) -> Any:
         for name in names:
@@ -230,15 +237,11 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
         raise ConfigError(f"{source or name}: a model config must be a JSON object")
     text = text_config_of(config)
     notes: list[str] = []
-    fields = ConfigFields(text, source or name, notes)
+    architecture = _architecture_of(config, text, notes)
+    fields = ConfigFields(text, source or name, notes, plain=plain_rules(architecture))
     if text is not config:
         notes.append("read the language model from text_config")
-    archs = config.get("architectures") or []
-    architecture = str(archs[0]) if isinstance(archs, list) and archs else ""
-    # a config without model_type already has its note (infer_model_type); with foreign
-    # fields it is refused like any unknown family
-    if fields.model_type != "unknown" or foreign_fields(text) or architecture in REFUSED:
-        check_known(fields.model_type, architecture, text, fields.source, notes)
+    check_known(fields.model_type, architecture, text, fields.source, notes)
 
     layer_types = _layer_types(fields, notes)
     num_layers = len(layer_types)
@@ -246,7 +249,7 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
         num_heads = fields.require_int("num_attention_heads", "n_head", "num_heads")
     else:  # attention-free (Mamba): heads only matter for attention layers
         num_heads = fields.whole("num_attention_heads", "n_head", "num_heads", default=0)
-    hidden_size = fields.require_int("hidden_size", "n_embd", "d_model")
+    hidden_size = fields.require_int("hidden_size", "n_embd", "d_model", "n_embed")
     dtype = normalize_dtype(fields.get("torch_dtype", "dtype"))
     if dtype is None:
         dtype = "bf16"
@@ -287,6 +290,25 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
         weights_dtype=weights_dtype_of(config, dtype),
         max_position_embeddings=max_context_of(fields),
     )
+
+
+def _architecture_of(config: Mapping[str, Any], text: Mapping[str, Any], notes: list[str]) -> str:
+    """``architectures[0]``; for a multimodal wrapper whose KV cache is its language model's
+    (``plain.WRAPPERS``), the architecture ``text_config`` names."""
+    archs = config.get("architectures") or []
+    architecture = str(archs[0]) if isinstance(archs, list) and archs else ""
+    if architecture in WRAPPERS:
+        inner = text.get("architectures") if text is not config else None
+        inner_name = str(inner[0]) if isinstance(inner, list) and inner else ""
+        if not inner_name:
+            raise ConfigError(
+                f"{architecture} builds the language model text_config.architectures names"
+                f" ({WRAPPERS[architecture]}), and this config's text_config names none",
+                "add text_config.architectures (see the model's config.json)",
+            )
+        notes.append(f"{architecture}: sized as its language model, {inner_name}")
+        return inner_name
+    return architecture
 
 
 def _optional_int(fields: ConfigFields, *names: str) -> int | None:
@@ -387,6 +409,8 @@ def weights_dtype_of(config: Mapping[str, Any], model_dtype: str) -> str:
 
 def _layer_types(fields: ConfigFields, notes: list[str]) -> list[str]:
     """One kvtool kind per block: full, sliding, chunked, linear, or none (MLP-only blocks)."""
+    if fields.plain is not None:
+        return _plain_layer_types(fields, fields.plain, notes)
     listed = fields.get("layer_types", "layers_block_type")
     if listed is None and isinstance(fields.get("hybrid_override_pattern"), str):
         pattern = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
@@ -474,15 +498,44 @@ def _layer_types(fields: ConfigFields, notes: list[str]) -> list[str]:
             raise ConfigError(f"{fields.source}: Kimi-Linear needs linear_attn_config.kda_layers")
         return ["linear" if i + 1 in kda else "full" for i in range(num_layers)]
     if window is not None and fields.get("use_sliding_window", default=True) is not False:
-        if model_type == "unknown":
-            raise ConfigError(
-                f"{fields.source}: the config has sliding_window but no model_type, architectures"
-                " or layer_types, so kvtool cannot tell which layers slide (Gemma 2 alternates,"
-                " Mistral slides on every layer)",
-                "add the model's model_type (or layer_types) to the config",
-            )
         return ["sliding"] * num_layers
     return ["full"] * num_layers
+
+
+def _plain_layer_types(fields: ConfigFields, plain: Plain, notes: list[str]) -> list[str]:
+    """Full or sliding per layer, as vLLM decides for a plain-attention class: a layer marked
+    ``sliding_attention`` gets ``sliding_window`` when the class reads ``layer_types``; every
+    other layer gets the cache-level window, which is set only when ``layer_types`` is absent
+    or all sliding (``engine/arg_utils.py:2290``)."""
+    num_layers = fields.require_int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    window = fields.get("sliding_window") or None  # 0 means none (config/model.py:819)
+    if window is not None and fields.get("use_sliding_window") is False:
+        notes.append(
+            "sliding_window ignored: use_sliding_window is false (the config classes with that"
+            " flag clear the window)"
+        )
+        window = None
+    listed = fields.get("layer_types")
+    if listed is not None and (
+        not isinstance(listed, list) or not all(isinstance(t, str) for t in listed)
+    ):
+        raise ConfigError(f"{fields.source}: layer_types must be a list of layer-type names")
+    sliding = [t == "sliding_attention" for t in listed] if listed else []
+    everywhere = window if not listed or all(sliding) else None
+    if not listed or plain.windows == "model":
+        if listed and not all(sliding) and any(sliding) and window is not None:
+            notes.append(
+                f"layer_types ignored: {plain.source} gives no layer its own window, and vLLM"
+                " sets the model-wide window only when every layer slides"
+            )
+        return ["full" if everywhere is None else "sliding"] * num_layers
+    if window is None and any(sliding):
+        notes.append(
+            "layer_types marks sliding layers but the config has no sliding_window: vLLM runs"
+            " them as full attention"
+        )
+    kinds = ["sliding" if s and window is not None else "full" for s in sliding]
+    return _checked_length(fields, kinds)
 
 
 def _checked_length(fields: ConfigFields, kinds: list[str]) -> list[str]:
@@ -523,10 +576,23 @@ def _kv_heads(fields: ConfigFields, num_heads: int, notes: list[str]) -> int:
             notes.append("Falcon multi_query: one KV head shared by all query heads")
             return 1
         return fields.whole("num_kv_heads", default=num_heads)
+    if fields.plain is not None:
+        return _plain_kv_heads(fields, fields.plain, num_heads)
     heads = fields.get("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
     if heads is None:
         return num_heads
     return fields.positive_int("num_key_value_heads", heads)
+
+
+def _plain_kv_heads(fields: ConfigFields, plain: Plain, num_heads: int) -> int:
+    if plain.kv_heads == "mha":
+        return num_heads
+    if plain.kv_heads == "chatglm":
+        if not fields.get("multi_query_attention", default=False):
+            return num_heads
+        return fields.require_int("multi_query_group_num")
+    heads = fields.get("num_key_value_heads")
+    return num_heads if heads is None else fields.positive_int("num_key_value_heads", heads)
 
 
 def _head_dim(fields: ConfigFields, num_heads: int, hidden_size: int, notes: list[str]) -> int:
@@ -537,7 +603,16 @@ def _head_dim(fields: ConfigFields, num_heads: int, hidden_size: int, notes: lis
     if fields.model_type == "plamo2":
         return fields.require_int("hidden_size_per_head")
     derived = hidden_size // num_heads
-    explicit = fields.get("head_dim", "attention_head_dim")
+    if fields.plain is not None and fields.plain.head_dim == "hidden":
+        ignored = fields.get("head_dim")
+        if ignored is not None and ignored != derived:
+            notes.append(
+                f"head_dim {ignored} in the config ignored: {fields.plain.source} uses"
+                f" hidden_size/num_attention_heads = {derived}"
+            )
+        return derived
+    names = ("head_dim",) if fields.plain is not None else ("head_dim", "attention_head_dim")
+    explicit = fields.get(*names)
     if explicit is None:
         return derived
     head_dim = fields.positive_int("head_dim", explicit)

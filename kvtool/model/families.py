@@ -1,12 +1,12 @@
 """The closed world: the model families whose layer kinds kvtool knows, and what to do with one
 it does not. Pure.
 
-A family kvtool knows is sized by its rules (``model/config.py``). A family it does not know is
-sized as plain attention only when nothing in its config suggests another kind of layer — a
-Mamba or other state-space mixer, linear or lightning attention, a per-layer block list, KV
-shared between layers — and always with a note naming it as unverified; otherwise it is refused
-with the fields kvtool could not interpret. Guessing "attention" for a Jamba or a Mamba-2 model
-gives an answer several times off, with nothing to say so.
+A family kvtool knows is sized by its rules (``model/config.py``): by ``model_type`` here, or
+by architecture when vLLM builds it with plain attention layers (``model/plain.py``, each
+record read from the model file). Every other architecture is refused by name, with what it has
+that kvtool does not model when that is known (``REFUSED``) and the config fields that suggest
+other layer kinds when it is not: guessing "attention" for DeepSeek-V4 or a Jamba gives an
+answer several times off, with nothing to say so.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvtool.errors import ConfigError
+from kvtool.model.plain import PLAIN_ATTENTION, WRAPPERS, Plain
 
 # model_type -> the vLLM model file its layer layout was checked against
 KNOWN: dict[str, str] = {
@@ -57,6 +58,10 @@ KNOWN: dict[str, str] = {
     "plamo2": "vllm 0.26.0 vllm/model_executor/models/plamo2.py",
     "minimax_text_01": "vllm 0.23.0 vllm/model_executor/models/minimax_text_01.py",
     "minimax_m1": "vllm 0.23.0 vllm/model_executor/models/minimax_text_01.py",
+    # DeepSeek-V2's latent cache (MLAAttention, kv_lora_rank + qk_rope_head_dim, one per layer);
+    # both are on vLLM's is_deepseek_mla list (model_arch_config_convertor.py:297)
+    "axk1": "vllm/model_executor/models/AXK1.py:548",
+    "glm4_moe_lite": "vllm/model_executor/models/glm4_moe_lite.py:150",
 }
 
 # families whose layout kvtool has checked only against vLLM (and the textbook formula): SGLang's
@@ -119,6 +124,13 @@ ARCHITECTURE_TYPES = {
     "Qwen3_5ForConditionalGeneration": "qwen3_5",
     "DeepseekV32ForCausalLM": "deepseek_v32",
     "GlmMoeDsaForCausalLM": "glm_moe_dsa",
+    "Qwen3_5ForCausalLM": "qwen3_5_text",
+    "Qwen3_5MoeForCausalLM": "qwen3_5_moe_text",
+    "AXK1ForCausalLM": "axk1",
+    "Glm4MoeLiteForCausalLM": "glm4_moe_lite",
+    # vLLM's Mistral-format reader names it so with model_type deepseek_v3
+    # (transformers_utils/configs/mistral.py:34); deepseek_v2.py:1215 builds DeepSeek-V3's MLA
+    "MistralLarge3ForCausalLM": "deepseek_v3",
 }
 
 # Hybrid and attention-free architectures vLLM 0.33.0 serves whose layer kinds kvtool does not
@@ -126,7 +138,8 @@ ARCHITECTURE_TYPES = {
 REFUSED: dict[str, str] = {
     "Lfm2ForCausalLM": "vllm/model_executor/models/lfm2.py (short conv)",
     "Lfm2MoeForCausalLM": "vllm/model_executor/models/lfm2_moe.py (short conv)",
-    "BailingMoeV25ForCausalLM": "vllm/model_executor/models/bailing_moe_linear.py",
+    "BailingMoeV2_5ForCausalLM": "vllm/model_executor/models/bailing_moe_linear.py:365"
+    " (MLA beside linear-attention layers)",
     "BailingMoeV3ForCausalLM": "vllm/model_executor/models/bailing_moe_v3.py",
     "OlmoHybridForCausalLM": "vllm/model_executor/models/olmo_hybrid.py",
     "AliceAIForCausalLM": "vllm/model_executor/models/alice_ai.py",
@@ -167,6 +180,44 @@ REFUSED: dict[str, str] = {
     " sliding_window + 1 on the layers its pattern marks)",
     "MiniMaxM3SparseForCausalLM": "vllm/models/minimax_m3/nvidia/model.py:713 (sparse layers"
     " with their own attention and an indexer cache)",
+    "DbrxForCausalLM": "vllm/model_executor/models/dbrx.py:200 (KV heads in"
+    " attn_config.kv_n_heads, MLP widths in ffn_config: not read)",
+    "DomynEdgeForCausalLM": "vllm/model_executor/models/domyn_edge.py:97 (head_dim and window"
+    " per layer from per_layer_config)",
+    "ExaoneMoEForCausalLM": "vllm/model_executor/models/exaone_moe.py:263 (a window per layer"
+    " from sliding_windows)",
+    "Gemma4ForCausalLM": "vllm/model_executor/models/gemma4.py:501 (KV heads and head_dim per"
+    " layer, KV shared across layers)",
+    "HrmTextForCausalLM": "vllm/model_executor/models/hrm_text.py:217 (recurrent H and L"
+    " stacks, each with its own caches)",
+    "HYV4ForCausalLM": "vllm/models/hy_v4/nvidia/attention.py:508 (MLA with a lightning"
+    " indexer cache)",
+    "InklingForCausalLM": "vllm/models/inkling/nvidia/model.py:152 (its own attention: KV"
+    " heads and head_dim per layer, a short-conv state)",
+    "LongcatFlashNgramForCausalLM": "vllm/model_executor/models/longcat_flash.py:269 (two MLA"
+    " attention modules per decoder layer)",
+    "MiniCPM3ForCausalLM": "vllm/model_executor/models/minicpm3.py:126 (full K and V per head"
+    " of qk_nope + qk_rope dims, not an MLA latent, though the config has kv_lora_rank)",
+    "MiMoV2ForCausalLM": "vllm/model_executor/models/mimo_v2.py:346 (hybrid_layer_pattern,"
+    " separate K and V head sizes per layer kind)",
+    "MiMoV2FlashForCausalLM": "vllm/model_executor/models/mimo_v2.py:346 (hybrid_layer_pattern,"
+    " separate K and V head sizes per layer kind)",
+    "NemotronHPuzzleForCausalLM": "vllm/model_executor/models/nemotron_h.py:295 (per-layer"
+    " configs from get_nemotron_h_config_for_layer)",
+    "PanguProMoEV2ForCausalLM": "vllm/model_executor/models/openpangu.py:630 (sink attention"
+    " with its own V size, per-layer windows)",
+    "PanguUltraMoEForCausalLM": "vllm/model_executor/models/openpangu.py:366 (MLA or sink"
+    " attention, chosen by fields)",
+    "Plamo3ForCausalLM": "vllm/model_executor/models/plamo3.py:199 (windows from"
+    " interleaved_sliding_window)",
+    "Qwen4ExpForCausalLM": "vllm/models/qwen4_exp/nvidia/model.py:228 (Gated DeltaNet layers"
+    " of its own beside attention)",
+    "Rnj1ForCausalLM": "vllm/model_executor/models/rnj1.py:160 (chunked_attention layers kept"
+    " as a window with a look-back chunk)",
+    "SarvamMLAForCausalLM": "vllm/model_executor/models/sarvam.py:223 (MLA layers, but vLLM's"
+    " is_deepseek_mla list omits sarvam_mla: which backend serves them is not settled)",
+    "Step5ForCausalLM": "vllm/models/step5/nvidia/model.py:1196 (KV heads and head_dim per"
+    " layer kind from attention_other_setting)",
 }
 
 # model types refused whatever architecture the config names (a config may omit it)
@@ -191,8 +242,25 @@ def coverage_rows() -> list[tuple[str, str, str, str]]:
         if text_type in VLLM_ONLY:
             status += "; vLLM and formula only"
         rows.append((arch, text_type, status, source))
-    rows += [(arch, "", "refused", source) for arch, source in sorted(REFUSED.items())]
-    return rows
+    for arch, plain in PLAIN_ATTENTION.items():
+        rows.append((arch, "", "exact: " + _plain_summary(plain), plain.source))
+    for arch, source in WRAPPERS.items():
+        rows.append((arch, "", "as the language model text_config names", source))
+    rows += [(arch, "", "refused", source) for arch, source in REFUSED.items()]
+    return sorted(rows, key=lambda row: row[0].lower())
+
+
+def _plain_summary(plain: Plain) -> str:
+    parts = ["plain attention"]
+    if plain.head_dim == "hidden":
+        parts.append("head_dim = hidden/heads")
+    if plain.kv_heads != "config":
+        parts.append(
+            {"mha": "a KV head per query head", "chatglm": "multi_query_group_num"}[plain.kv_heads]
+        )
+    if plain.windows == "model":
+        parts.append("no per-layer window")
+    return ", ".join(parts)
 
 
 def coverage_markdown() -> str:
@@ -235,8 +303,10 @@ def check_engine(model_type: str, engine: str, *, sizes_hybrids: bool) -> None:
 def check_known(
     model_type: str, architecture: str, config: Mapping[str, Any], source: str, notes: list[str]
 ) -> None:
-    """Let a known family through; a plain-attention unknown one through with a note; refuse
-    an unknown one whose config suggests other layer kinds (ConfigError naming the fields)."""
+    """Let through a family kvtool has checked against vLLM's code (by model_type, or an
+    architecture in ``plain.PLAIN_ATTENTION``); refuse everything else by name (ConfigError):
+    a refused architecture with what it has that kvtool does not model, an unrecorded one with
+    the config fields that suggest other layer kinds, if any."""
     if not architecture or architecture not in REFUSED:
         architecture = REFUSED_TYPES.get(model_type, architecture)
     if architecture in REFUSED:
@@ -245,6 +315,10 @@ def check_known(
             f" ({REFUSED[architecture]})",
             "see docs/sizing.md for the families kvtool sizes",
         )
+    plain = PLAIN_ATTENTION.get(architecture)
+    if plain is not None:
+        _check_plain(architecture, plain, config, source)
+        return
     if model_type in KNOWN:
         if model_type in DROPPED_BY_VLLM:
             notes.append(
@@ -252,18 +326,38 @@ def check_known(
                 f" {DROPPED_BY_VLLM[model_type]}): sized by the rules of its last in-tree model"
             )
         return
-    named = architecture or model_type
-    foreign = foreign_fields(config)
-    if foreign:
-        shown = ", ".join(foreign[:6]) + (", ..." if len(foreign) > 6 else "")
+    if model_type == "unknown" and not architecture:
         raise ConfigError(
-            f"{source}: kvtool does not know {named} (model_type {model_type!r}) and its config"
-            f" has fields of layers that are not plain attention ({shown}); sizing it as"
-            " attention would be wrong",
-            "see docs/sizing.md for the families kvtool sizes; a family it does not cover is"
-            " refused rather than guessed",
+            f"{source}: the config names neither model_type nor architectures, so kvtool cannot"
+            " tell which of vLLM's model classes builds it",
+            'add the model\'s "architectures" (and "model_type") from its config.json',
         )
-    notes.append(
-        f"{named} (model_type {model_type!r}) is not a family kvtool has verified: sized as plain"
-        " attention from its fields, as nothing in the config suggests other layer kinds"
+    named = architecture or f"model_type {model_type!r}"
+    if architecture and model_type != "unknown":
+        named += f" (model_type {model_type!r})"
+    foreign = foreign_fields(config)
+    shown = ", ".join(foreign[:6]) + (", ..." if len(foreign) > 6 else "")
+    why = f"; its config has fields of layers that are not plain attention ({shown})"
+    raise ConfigError(
+        f"{source}: kvtool has not checked how vLLM 0.33.0 builds {named}"
+        f"{why if foreign else ''}, so it refuses it rather than guess",
+        "docs/sizing.md lists every architecture kvtool sizes; for a model built exactly like"
+        ' Llama, set "architectures": ["LlamaForCausalLM"] in a copy of its config',
     )
+
+
+def _check_plain(architecture: str, plain: Plain, config: Mapping[str, Any], source: str) -> None:
+    for field, why in plain.refuse.items():
+        if config.get(field) not in (None, True):
+            raise ConfigError(
+                f"{source}: kvtool does not model {architecture} with {field}"
+                f" {config[field]!r:.40} ({why})",
+                "see docs/sizing.md for the families kvtool sizes",
+            )
+    missing = [field for field in plain.requires if config.get(field) is None]
+    if missing:
+        raise ConfigError(
+            f"{source}: {architecture}'s config needs {', '.join(missing)}: its config class"
+            " fills them by a rule kvtool does not copy",
+            "take the values from the model's config.json on Hugging Face",
+        )

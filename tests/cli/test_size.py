@@ -219,7 +219,8 @@ def test_unknown_hybrid_family_is_refused_in_one_line(
     }))  # fmt: skip
     done = kvtool("size", str(config))
     assert done.exit_code == 2
-    assert "kvtool does not know NewHybridForCausalLM" in done.stderr
+    assert "vLLM 0.33.0 builds NewHybridForCausalLM (model_type 'new_hybrid')" in done.stderr
+    assert "mamba_d_state" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 
 

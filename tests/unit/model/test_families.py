@@ -1,6 +1,6 @@
-"""The closed world (model/families.py): a family kvtool does not know is sized as plain
-attention only when nothing in its config suggests other layer kinds, with a note; otherwise it
-is refused. Every bundled profile is a known family."""
+"""The closed world (model/families.py): every architecture vLLM 0.33.0 registers for text
+generation is sized by rules checked against its model file, or refused by name; anything else
+is refused, never sized as something it resembles. Every bundled profile is a known family."""
 
 from __future__ import annotations
 
@@ -11,9 +11,18 @@ import pytest
 
 from kvtool.errors import ConfigError
 from kvtool.model.config import spec_from_config
-from kvtool.model.families import KNOWN, foreign_fields
+from kvtool.model.families import (
+    ARCHITECTURE_TYPES,
+    KNOWN,
+    REFUSED,
+    coverage_rows,
+    foreign_fields,
+)
+from kvtool.model.plain import PLAIN_ATTENTION, WRAPPERS
 
-PROFILES = Path(__file__).parents[3] / "profiles" / "models"
+ROOT = Path(__file__).parents[3]
+PROFILES = ROOT / "profiles" / "models"
+REGISTRY = ROOT / "tests" / "fixtures" / "models" / "vllm-0.33.0-text-generation.json"
 PLAIN = {
     "architectures": ["CohereForCausalLM"],
     "model_type": "cohere",
@@ -25,12 +34,55 @@ PLAIN = {
 }
 
 
-def test_an_unknown_plain_attention_family_is_sized_with_a_note() -> None:
-    spec = spec_from_config(PLAIN, name="c")
-    assert any(
-        "CohereForCausalLM" in n and "not a family kvtool has verified" in n for n in spec.notes
-    )
-    assert spec.layer_kinds == ("full",) * 4
+def registry() -> list[str]:
+    return list(json.loads(REGISTRY.read_text())["architectures"])
+
+
+def test_the_registry_fixture_is_vllm_0_33_0_s_whole_list() -> None:
+    assert len(registry()) == 124
+    assert {"LlamaForCausalLM", "DeepseekV4ForCausalLM", "Gemma4ForCausalLM"} <= set(registry())
+
+
+@pytest.mark.parametrize("arch", registry())
+def test_every_vllm_text_generation_architecture_is_sized_or_refused(arch: str) -> None:
+    sized = arch in PLAIN_ATTENTION or arch in WRAPPERS or ARCHITECTURE_TYPES.get(arch) in KNOWN
+    refused = arch in REFUSED
+    assert sized != refused, f"{arch}: sized={sized} refused={refused}"
+    assert sum(row[0] == arch for row in coverage_rows()) == 1
+
+
+@pytest.mark.parametrize("arch", sorted(REFUSED))
+def test_a_refused_architecture_is_refused_whatever_its_fields(arch: str) -> None:
+    config = {**PLAIN, "architectures": [arch], "model_type": "llama"}
+    with pytest.raises(ConfigError, match=f"does not model {arch}'s layer kinds"):
+        spec_from_config(config, name="x")
+
+
+@pytest.mark.parametrize("arch", sorted(PLAIN_ATTENTION))
+def test_a_plain_attention_architecture_is_sized_without_a_guess(arch: str) -> None:
+    rules = PLAIN_ATTENTION[arch]
+    config = {**PLAIN, "architectures": [arch], "model_type": arch.lower()}
+    config.update({field: [] if field == "layer_types" else 4096 for field in rules.requires})
+    if "layer_types" in rules.requires:
+        config["layer_types"] = ["full_attention", "sliding_attention"] * 2
+    spec = spec_from_config(config, name="x")
+    assert spec.num_layers == 4
+    assert not any("verified" in note for note in spec.notes)
+
+
+def test_an_unrecorded_architecture_is_refused_by_name_even_when_it_looks_plain() -> None:
+    config = {**PLAIN, "architectures": ["BrandNewForCausalLM"], "model_type": "brand_new"}
+    with pytest.raises(
+        ConfigError, match=r"has not checked how vLLM 0\.33\.0 builds BrandNewForCausalLM"
+    ) as caught:
+        spec_from_config(config, name="x")
+    assert "LlamaForCausalLM" in (caught.value.hint or "")
+
+
+def test_a_config_naming_neither_type_nor_architecture_is_refused() -> None:
+    config = {k: v for k, v in PLAIN.items() if k not in ("architectures", "model_type")}
+    with pytest.raises(ConfigError, match="names neither model_type nor architectures"):
+        spec_from_config(config, name="x")
 
 
 @pytest.mark.parametrize(
@@ -49,7 +101,7 @@ def test_an_unknown_plain_attention_family_is_sized_with_a_note() -> None:
 def test_an_unknown_family_with_other_layer_kinds_is_refused(extra: dict[str, object]) -> None:
     config = {**PLAIN, "architectures": ["SomeHybridForCausalLM"], "model_type": "some_hybrid"}
     config.update(extra)
-    with pytest.raises(ConfigError, match="kvtool does not know SomeHybridForCausalLM") as caught:
+    with pytest.raises(ConfigError, match=r"vLLM 0\.33\.0 builds SomeHybridForCausalLM") as caught:
         spec_from_config(config, name="h")
     for field in extra:
         assert field in str(caught.value)
@@ -64,13 +116,10 @@ def test_a_config_without_model_type_but_with_mamba_fields_is_refused() -> None:
 
 
 @pytest.mark.parametrize("folder", sorted(p.name for p in PROFILES.iterdir() if p.is_dir()))
-def test_every_bundled_profile_is_a_known_family_and_sized_without_the_unverified_note(
-    folder: str,
-) -> None:
+def test_every_bundled_profile_is_a_known_family(folder: str) -> None:
     config = json.loads((PROFILES / folder / "config.json").read_text())
     spec = spec_from_config(config, name=folder)
     assert spec.model_type in KNOWN
-    assert not any("not a family kvtool has verified" in n for n in spec.notes)
 
 
 def test_plain_attention_fields_are_not_foreign() -> None:
@@ -81,7 +130,7 @@ def test_plain_attention_fields_are_not_foreign() -> None:
 def test_the_coverage_table_in_docs_is_the_code_s() -> None:
     from kvtool.model.families import coverage_markdown
 
-    docs = (Path(__file__).parents[3] / "docs" / "sizing.md").read_text()
+    docs = (ROOT / "docs" / "sizing.md").read_text()
     shown = docs.split("<!-- coverage:start -->\n")[1].split("<!-- coverage:end -->")[0]
     assert shown == coverage_markdown()
 
