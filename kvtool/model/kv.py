@@ -84,6 +84,8 @@ class SizeResult(NamedTuple):
     # max_model_len = ctx_tokens; None for engines without one
     admission_bytes_per_session: int | None = None
     max_num_batched_tokens: int | None = None
+    # the same charge on one GPU: what vLLM's per-rank pool must hold to admit the request
+    admission_bytes_per_rank_per_session: int | None = None
 
 
 class _Priced(NamedTuple):
@@ -187,11 +189,12 @@ def size_kv(
             f"--tp {tp}: byte counts add up all {tp} ranks, replicas included;"
             " 'per rank' is one GPU's share"
         )
-    admission = None
+    admission = rank_admission = None
     batched = None
     if rules.admission_in_flight:
         batched = max_num_batched_tokens or rules.default_max_num_batched_tokens
-        admission = replicas * admission_bytes(priced, groups, bs, ctx_tokens, batched, rules)
+        rank_admission = admission_bytes(priced, groups, bs, ctx_tokens, batched, rules)
+        admission = replicas * rank_admission
     return SizeResult(
         model=spec.name,
         engine=rules.name,
@@ -211,6 +214,7 @@ def size_kv(
         notes=tuple(dict.fromkeys(notes)),
         admission_bytes_per_session=admission,
         max_num_batched_tokens=batched,
+        admission_bytes_per_rank_per_session=rank_admission,
     )
 
 

@@ -54,6 +54,7 @@ def test_size_json_is_a_list_even_for_one_context(kvtool: Run) -> None:
         "tokens_held": 200_000,
         "bytes_per_session": 14_054_400_000,
         "fixed_bytes_per_session": 0,
+        "bytes_per_rank_per_session": 14_054_400_000,
     }
 
 
@@ -259,3 +260,18 @@ def test_slow_fan_in_keeps_its_digits() -> None:
     from kvtool.cli.render.plan import _rate
 
     assert (_rate(0.0123), _rate(4.567), _rate(1234.5)) == ("0.0123", "4.57", "1,234")
+
+
+def test_tp_gives_one_gpu_s_admission_charge_beside_the_whole_request(
+    kvtool: Callable[..., CliResult],
+) -> None:
+    done = kvtool("size", "gemma-3-27b", "--ctx", "128K", "--tp", "2", "--json")
+    assert done.exit_code == 0, done.stderr
+    [data] = json.loads(done.stdout)
+    assert data["admission_bytes_per_rank_per_session"] * 2 == data["admission_bytes_per_session"]
+    assert (
+        sum(g["bytes_per_rank_per_session"] for g in data["layer_groups"])
+        == (data["kv_bytes_per_rank_per_session"])
+    )
+    text = kvtool("size", "gemma-3-27b", "--ctx", "128K", "--tp", "2")
+    assert "admits at, one rank" in text.stdout

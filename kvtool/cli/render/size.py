@@ -24,6 +24,7 @@ def _group_json(result: SizeResult) -> list[dict[str, Any]]:
             "tokens_held": g.tokens_held,
             "bytes_per_session": g.bytes_per_session,
             "fixed_bytes_per_session": g.fixed_bytes_per_session,
+            "bytes_per_rank_per_session": g.bytes_per_rank_per_session,
         }
         for g in result.groups
     ]
@@ -57,6 +58,7 @@ def size_json(
             "kv_bytes_total": r.kv_bytes_total,
             "fixed_bytes_per_session": r.fixed_bytes_per_session,
             "admission_bytes_per_session": r.admission_bytes_per_session,
+            "admission_bytes_per_rank_per_session": r.admission_bytes_per_rank_per_session,
             "max_num_batched_tokens": r.max_num_batched_tokens,
             "max_num_batched_tokens_source": batched_why or None,
             "max_context_tokens": resolved.spec.max_position_embeddings,
@@ -135,6 +137,8 @@ def print_size(
     columns.append(f"total ({plural(first.sessions, 'session')})")
     if admission:
         columns.append("vLLM admits at")
+        if first.tp > 1:
+            columns.append("admits at, one rank")
     totals = Table(*columns)
     for r in results:
         row = [
@@ -149,6 +153,8 @@ def print_size(
         row.append(format_bytes(r.kv_bytes_total))
         if admission:
             row.append(format_bytes(r.admission_bytes_per_session or 0))
+            if first.tp > 1:
+                row.append(format_bytes(r.admission_bytes_per_rank_per_session or 0))
         totals.add_row(*row)
     echo(totals.render())
     notes = [n for r in results for n in r.notes]

@@ -245,6 +245,7 @@ def test_admission_charge_matches_vllm(
     result = size_kv(spec, rules=get_engine("vllm"), fmt=fmt, ctx_tokens=ctx, sessions=1, tp=tp,
                      max_num_batched_tokens=batched)  # fmt: skip
     assert result.admission_bytes_per_session == per_rank * tp
+    assert result.admission_bytes_per_rank_per_session == per_rank  # one GPU's budget
 
 
 @pytest.mark.parametrize(
