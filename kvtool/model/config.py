@@ -257,6 +257,14 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
 
     groups: list[LayerGroup] = []
     if fields.get("kv_lora_rank") is not None:
+        if fields.get("sliding_window"):
+            # MLAAttention builds a SlidingWindowMLASpec from the model-wide window
+            # (model_executor/layers/attention/mla_attention.py:1390)
+            raise ConfigError(
+                f"{fields.source}: kvtool does not model MLA layers with a sliding window"
+                f" (sliding_window {fields.get('sliding_window')!r:.20})",
+                "see docs/sizing.md for the families kvtool sizes",
+            )
         mla_layers = sum(1 for kind in layer_types if kind in ATTENTION_KINDS)
         groups.extend(_mla_groups(fields, mla_layers, num_heads, notes))
         groups.extend(_state_groups(fields, layer_types, hidden_size))

@@ -166,3 +166,19 @@ def test_every_record_cites_a_vllm_file_and_line() -> None:
     for arch, source in WRAPPERS.items():
         assert source.split(":")[-1].isdigit(), arch
     assert plain_rules("LlamaForCausalLM") is None
+
+
+def test_mla_with_a_model_wide_sliding_window_is_refused() -> None:
+    """MLAAttention turns a model-wide window into SlidingWindowMLASpec
+    (model_executor/layers/attention/mla_attention.py:1390): not the latent kvtool sizes."""
+    raw = config(
+        "Glm4MoeLiteForCausalLM",
+        model_type="glm4_moe_lite",
+        kv_lora_rank=512,
+        qk_rope_head_dim=64,
+        qk_nope_head_dim=192,
+        v_head_dim=256,
+    )
+    assert spec_from_config(raw, name="x").is_mla
+    with pytest.raises(ConfigError, match="MLA layers with a sliding window"):
+        spec_from_config({**raw, "sliding_window": 4096}, name="x")
