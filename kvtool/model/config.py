@@ -297,7 +297,19 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
         feed_forward=_feed_forward(fields, layer_types, hidden_size),
         weights_dtype=weights_dtype_of(config, dtype),
         max_position_embeddings=max_context_of(fields),
+        attention_sinks=_has_sinks(fields),
     )
+
+
+def _has_sinks(fields: ConfigFields) -> bool:
+    """Learned attention sinks: gpt-oss's on every layer (models/gpt_oss.py), a plain
+    architecture's as its record says."""
+    plain = fields.plain
+    if plain is None:
+        return fields.model_type == "gpt_oss"
+    if plain.sinks == "granite":
+        return bool(fields.get("attention_sinks", default=fields.get("layer_types") is not None))
+    return plain.sinks == "yes"
 
 
 def _architecture_of(config: Mapping[str, Any], text: Mapping[str, Any], notes: list[str]) -> str:
@@ -782,6 +794,18 @@ def _state_groups(
         linear = fields.get("linear_attn_config")
         assert isinstance(linear, Mapping)  # checked by _layer_types
         heads, head_dim = int(linear["num_heads"]), int(linear["head_dim"])
+        recurrent = state_dtype or "fp32"
+        # Kimi-K3's layer (full-rank gate, models/kimi_k3/nvidia/model.py:715) prefills on
+        # FlashKDA when kda.py:363 allows: head_dim 128, bf16 model, bf16/fp32 state, a
+        # bounded gate; the GPU is checked when sizing (model/backends.py)
+        model_dtype = normalize_dtype(fields.get("torch_dtype", "dtype")) or "bf16"
+        flashkda = (
+            bool(linear.get("use_full_rank_gate"))
+            and linear.get("gate_lower_bound") is not None
+            and head_dim == 128
+            and model_dtype in ("bf16", "fp32")  # fp32 checkpoints run in bf16 (--dtype auto)
+            and recurrent in ("bf16", "fp32")
+        )
         return [
             StateLayers(
                 kind="kda",
@@ -790,8 +814,9 @@ def _state_groups(
                 conv_kernel=int(linear.get("short_conv_kernel_size", 4)),
                 state_heads=heads,
                 state_head_elems=head_dim * head_dim,
-                state_dtype=state_dtype or "fp32",
+                state_dtype=recurrent,
                 inner_dim=heads * head_dim,
+                flashkda=flashkda,
             )
         ]
     if fields.get("linear_num_value_heads") is not None:  # Gated DeltaNet (Qwen3-Next, Qwen3.5)
@@ -809,6 +834,7 @@ def _state_groups(
                 state_head_elems=key_dim * value_dim,
                 state_dtype=state_dtype,
                 inner_dim=value_heads * value_dim,
+                key_head_dim=key_dim,
             )
         ]
     raise ConfigError(

@@ -6,7 +6,8 @@ and version):
 
 * ``formula``: the textbook arithmetic. K+V per KV head per layer per token, the MLA latent,
   windowed layers bounded by their window, no paging, no tensor-parallel replication.
-* ``vllm`` (0.33.0, v1 engine): 16-token blocks (64 for MLA, FlashMLA's only size), KV heads
+* ``vllm`` (0.33.0, v1 engine): blocks of the attention backend the GPU gets
+  (``model/backends.py``: 16; MLA 16, 32 or 64; sparse MLA 64), KV heads
   per rank ``max(1, heads // tp)`` so heads are replicated when ``tp`` exceeds them, the MLA
   latent replicated on every rank, sliding layers keep the blocks that overlap the last
   ``window - 1`` tokens, hybrid Mamba/GDN models get an attention block raised until one
@@ -77,6 +78,9 @@ class EngineRules(NamedTuple):
     # head_size 64 nor with attention sinks); both empty: not modelled for this engine
     nvfp4_kv_families: frozenset[int] = frozenset()
     nvfp4_kv_limited_families: frozenset[int] = frozenset()
+    # the attention backend the GPU gets decides the block size and refuses some KV dtypes
+    # (model/backends.py: vLLM 0.33.0's CUDA backends)
+    gpu_backends: bool = False
 
 
 ENGINES: dict[str, EngineRules] = {
@@ -100,8 +104,8 @@ ENGINES: dict[str, EngineRules] = {
         EngineRules(
             name="vllm",
             source="vLLM 0.33.0, v1 engine",
-            block_size=16,
-            mla_block_size=64,
+            block_size=16,  # both: only without an attention backend (model/backends.py)
+            mla_block_size=16,
             shards_over_tp=True,
             window_rule="blocks",
             windowed_model_types=None,
@@ -120,6 +124,7 @@ ENGINES: dict[str, EngineRules] = {
             block_size_multiple=16,
             nvfp4_kv_families=frozenset({100}),
             nvfp4_kv_limited_families=frozenset({80, 90, 120}),
+            gpu_backends=True,
         ),
         EngineRules(
             name="sglang",

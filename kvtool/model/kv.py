@@ -15,9 +15,19 @@ one GPU's share.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from kvtool.errors import InputError
+from kvtool.model.backends import (
+    ASSUMED_GPU,
+    Backend,
+    Gpu,
+    attention_backend,
+    prefill_checkpoint_alignment,
+    prefill_checkpoint_pages,
+    state_backend_note,
+)
 from kvtool.model.engines import ENGINES, EngineRules
 from kvtool.model.families import check_engine
 from kvtool.model.formats import KvFormat, resolve_format
@@ -109,6 +119,7 @@ def size_kv(
     tp: int = 1,
     block_size: int | None = None,
     max_num_batched_tokens: int | None = None,
+    gpu: Gpu = ASSUMED_GPU,
 ) -> SizeResult:
     """Price ``spec`` under ``rules`` and ``fmt`` for ``sessions`` x ``ctx_tokens``.
 
@@ -132,8 +143,11 @@ def size_kv(
             " (--dtype auto), and sizes its cache in that"
         )
     _check_engine_supports(spec, rules, fmt, tp)
+    backend = None
+    if rules.gpu_backends and any(not isinstance(g, StateLayers) for g in spec.groups):
+        backend = attention_backend(spec, fmt.name, gpu)
     priced = [_price(group, spec, rules, fmt, tp, notes) for group in spec.groups]
-    bs = _block_size(spec, rules, priced, block_size, notes)
+    bs = _block_size(spec, rules, priced, block_size, notes, gpu, backend)
     replicas = tp if rules.shards_over_tp else 1
 
     groups: list[GroupSize] = []
@@ -193,7 +207,7 @@ def size_kv(
     batched = None
     if rules.admission_in_flight:
         batched = max_num_batched_tokens or rules.default_max_num_batched_tokens
-        rank_admission = admission_bytes(priced, groups, bs, ctx_tokens, batched, rules)
+        rank_admission = admission_bytes(priced, groups, bs, ctx_tokens, batched, rules, gpu)
         admission = replicas * rank_admission
     return SizeResult(
         model=spec.name,
@@ -220,9 +234,8 @@ def size_kv(
 
 # State pages vLLM charges a request in its "align" mamba cache mode (prefix caching on, the
 # default for hybrid models): two, plus a prefill checkpoint page for the mixers that keep one
-# (MambaMixer2 and Qwen's Gated DeltaNet); one page in "none" mode (attention-free models,
-# where prefix caching is off by default). v1/kv_cache_interface.py MambaSpec.
-_CHECKPOINT_PAGES = {"mamba2": 1, "gated_deltanet": 1}
+# on this GPU (backends.prefill_checkpoint_pages); one page in "none" mode (attention-free
+# models, where prefix caching is off by default). v1/kv_cache_interface.py MambaSpec.
 
 
 def admission_bytes(
@@ -232,6 +245,7 @@ def admission_bytes(
     max_model_len: int,
     max_num_batched_tokens: int,
     rules: EngineRules,
+    gpu: Gpu = ASSUMED_GPU,
 ) -> int:
     """Per-rank bytes vLLM charges one request when admitting it (``max_memory_usage_bytes``
     of each layer's spec, v1/kv_cache_interface.py): full attention and MLA
@@ -245,7 +259,8 @@ def admission_bytes(
     for item, group_size in zip(priced, groups, strict=True):
         layers = item.group.num_layers
         if isinstance(item.group, StateLayers):
-            state_pages = 2 + _CHECKPOINT_PAGES.get(item.group.kind, 0) if hybrid else 1
+            checkpoint = prefill_checkpoint_pages(item.group, gpu)
+            state_pages = 2 + checkpoint if hybrid else 1
             per_layer = group_size.bytes_per_rank_per_session // layers
             buckets.append((layers, per_layer, state_pages))
             continue
@@ -423,14 +438,34 @@ def _block_size(
     priced: list[_Priced],
     requested: int | None,
     notes: list[str],
+    gpu: Gpu = ASSUMED_GPU,
+    backend: Backend | None = None,
 ) -> int:
     if requested is not None and requested < 1:
         raise InputError(f"--block-size must be at least 1 token, got {requested}")
-    bs = requested or (rules.mla_block_size if spec.is_mla else rules.block_size)
+    if backend is not None and requested is None:
+        bs = backend.block_size
+        notes.append(
+            f"vLLM 0.33.0 runs this model's attention on {backend.name} on {gpu.describe()}:"
+            f" {bs}-token blocks ({backend.why})"
+        )
+    else:
+        bs = requested or (rules.mla_block_size if spec.is_mla else rules.block_size)
     state = [item for item in priced if isinstance(item.group, StateLayers)]
     align = rules.hybrid_block_alignment
+    if align and backend is not None:
+        # the kernel block alignment starts at the block size already set (interface.py:1068)
+        align = max(align, bs)
     if align and spec.is_mla:
         align = max(align, MLA_KERNEL_BLOCK)  # vllm platforms/interface.py: MLA kernels
+    if align and state:
+        # the state layers' prefill-checkpoint alignment, lcm'd in (interface.py:1090); vLLM
+        # folds it only when every state layer has one (mamba/abstract.py:98)
+        mixers = [item.group for item in state if isinstance(item.group, StateLayers)]
+        steps = [prefill_checkpoint_alignment(group, gpu) for group in mixers]
+        if all(step > 1 for step in steps):
+            align = math.lcm(align, *steps)
+        notes.extend(line for group in mixers if (line := state_backend_note(group, gpu)))
     page_1 = _attention_page_1_token(priced)
     if state and align and page_1:
         mamba_page = max(item.rank_bytes_per_sequence for item in state)

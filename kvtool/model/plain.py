@@ -50,6 +50,9 @@ class Plain(NamedTuple):
     refuse: Mapping[str, str] = _NONE
     # fields the config must carry: the config class fills them in a way kvtool does not model
     requires: tuple[str, ...] = ()
+    # learned attention sinks (fewer backends serve them): "granite" = granite.py:109, the
+    # config's attention_sinks, else whether it has layer_types
+    sinks: Literal["no", "yes", "granite"] = "no"
 
 
 _M = "vllm/model_executor/models/"
@@ -81,17 +84,24 @@ PLAIN_ATTENTION: dict[str, Plain] = {
     "ExaoneForCausalLM": Plain(_M + "exaone.py:168", windows="model"),
     "Exaone4ForCausalLM": Plain(_M + "exaone4.py:185"),
     # vLLM's FlintConfig defaults head_dim to 128
-    "FlintForCausalLM": Plain("vllm/models/flint/model.py:297", defaults={"head_dim": 128}),
+    "FlintForCausalLM": Plain(
+        "vllm/models/flint/model.py:297", defaults={"head_dim": 128}, sinks="yes"
+    ),
     "GemmaForCausalLM": Plain(_M + "gemma.py:183", windows="model"),
     "Glm4ForCausalLM": Plain(_M + "glm4.py:117", windows="model", defaults={"head_dim": 128}),
     "GPT2LMHeadModel": Plain(_M + "gpt2.py:95", head_dim="hidden", kv_heads="mha"),
     "GPTJForCausalLM": Plain(_M + "gpt_j.py:104", head_dim="hidden", kv_heads="mha"),
-    "GraniteForCausalLM": Plain(_M + "granite.py:225"),
-    "GraniteSWAForCausalLM": Plain(_M + "granite.py:225"),
-    "GraniteMoeForCausalLM": Plain(_M + "granitemoe.py:214", head_dim="hidden"),
-    "GraniteMoeSharedForCausalLM": Plain(_M + "granitemoe.py:214", head_dim="hidden"),
+    "GraniteForCausalLM": Plain(_M + "granite.py:225", sinks="granite"),
+    "GraniteSWAForCausalLM": Plain(_M + "granite.py:225", sinks="granite"),
+    "GraniteMoeForCausalLM": Plain(_M + "granitemoe.py:214", head_dim="hidden", sinks="granite"),
+    "GraniteMoeSharedForCausalLM": Plain(
+        _M + "granitemoe.py:214", head_dim="hidden", sinks="granite"
+    ),
     "GraniteMoeSWAForCausalLM": Plain(
-        _M + "granitemoe.py:214", head_dim="hidden", requires=("layer_types", "sliding_window")
+        _M + "granitemoe.py:214",
+        head_dim="hidden",
+        requires=("layer_types", "sliding_window"),
+        sinks="granite",
     ),
     "HYV3ForCausalLM": Plain(_M + "hy_v3.py:292", windows="model", defaults={"head_dim": 128}),
     "HyperCLOVAXForCausalLM": Plain(_M + "hyperclovax.py:171", windows="model"),

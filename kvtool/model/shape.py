@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from kvtool.model.backends import ASSUMED_GPU, Gpu
 from kvtool.model.engines import EngineRules
 from kvtool.model.formats import KvFormat
 from kvtool.model.kv import SizeResult, size_kv
@@ -38,10 +39,15 @@ class KvShape(NamedTuple):
     tp: int = 1
     block_size: int | None = None
     tp_given: bool = False
+    gpu: Gpu = ASSUMED_GPU
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    def on_gpu(self, gpu: Gpu) -> KvShape:
+        """The shape on ``gpu``: vLLM's attention backend there decides the block size."""
+        return self._replace(gpu=gpu)
 
     def serving_tp(self, tp: int) -> KvShape:
         """The shape under a serving layout of ``tp`` chips per engine: engines that do not
@@ -61,6 +67,7 @@ class KvShape(NamedTuple):
             tp=self.tp,
             block_size=self.block_size,
             max_num_batched_tokens=max_num_batched_tokens,
+            gpu=self.gpu,
         )
 
     def session_bytes(self, ctx_tokens: int) -> int:
@@ -76,6 +83,7 @@ class KvShape(NamedTuple):
             sessions=1,
             tp=self.tp,
             block_size=1,
+            gpu=self.gpu,
         )
 
     def chunk_bytes(self, tokens: int) -> int:

@@ -92,6 +92,10 @@ class StateLayers(NamedTuple):
     inner_dim: int = 0
     n_groups: int = 0  # Mamba2: B/C groups, replicated per rank when tp does not divide them
     group_state: int = 0  # Mamba2: d_state, the conv channels each group adds twice
+    key_head_dim: int = 0  # Gated DeltaNet: linear_key_head_dim (picks the prefill kernel)
+    # KDA built by Kimi-K3's layer with everything FlashKDA needs but the GPU
+    # (model/backends.py): its prefill keeps a checkpoint page
+    flashkda: bool = False
 
 
 LayerGroup = AttentionLayers | MlaLayers | IndexerLayers | StateLayers
@@ -141,6 +145,9 @@ class ModelSpec(NamedTuple):
     feed_forward: FeedForward | None = None
     weights_dtype: str = ""
     max_position_embeddings: int | None = None
+    # learned per-head attention sinks (gpt-oss, Flint, Granite SWA): the KV is the same, but
+    # fewer attention backends serve them (model/backends.py)
+    attention_sinks: bool = False
 
     @property
     def is_mla(self) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kvtool.errors import InputError
+from kvtool.model.backends import ASSUMED_GPU, Gpu, gpu_of
 from kvtool.model.engines import BatchedTokens, batched_tokens
 from kvtool.model.kv import SizeResult
 from kvtool.model.params import WEIGHT_BYTES, ParamCount, count_params, weight_bytes
@@ -214,16 +215,11 @@ def _room_for_kv(node: NodeProfile, weights_per_node: int, utilization: float) -
     return kv_space_per_node(probe) > 0
 
 
-# the CUDA compute capability family (major x 10) of the accelerators the node profiles name
-CAPABILITY_FAMILY = {"A100": 80, "A10G": 80, "L4": 80, "L40S": 80, "H100": 90, "H200": 90,
-                     "B200": 100, "B300": 100, "GB200": 100}  # fmt: skip
-
-
 def capability_family(node: NodeProfile) -> int | None:
     """The accelerator's compute-capability family (90 for an H200); None when not NVIDIA or
     not known."""
-    name = node.accelerator.upper()
-    return next((f for key, f in CAPABILITY_FAMILY.items() if key in name.split()), None)
+    gpu = gpu_of(node.accelerator)
+    return None if gpu is None else gpu.capability[0] * 10
 
 
 def kv_format_notes(shape: KvShape, node: NodeProfile) -> list[str]:
@@ -493,7 +489,18 @@ def serve(
         weights_dtype=weights_dtype,
         gpu_memory_utilization=hardware.gpu_memory_utilization,
     )
-    return serving, shape.serving_tp(serving.tp)
+    return serving, shape.serving_tp(serving.tp).on_gpu(node_gpu(hardware.node))
+
+
+def node_gpu(node: NodeProfile) -> Gpu:
+    """The GPU whose vLLM kernels decide block sizes on ``node``; an H100/H200 assumed (and
+    said) for an accelerator kvtool knows no CUDA capability for (Trainium)."""
+    gpu = gpu_of(node.accelerator)
+    if gpu is not None:
+        return gpu
+    return ASSUMED_GPU._replace(
+        why=f"{node.accelerator} runs vLLM's Neuron plugin, whose kernels kvtool does not model"
+    )
 
 
 def plan_contexts(

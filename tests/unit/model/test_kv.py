@@ -10,6 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kvtool.errors import InputError
+from kvtool.model.backends import ASSUMED_GPU, Gpu
 from kvtool.model.engines import ENGINES
 from kvtool.model.formats import FORMATS, resolve_format
 from kvtool.model.kv import SizeResult, kv_bytes_per_token, size_kv
@@ -30,6 +31,7 @@ def size(
     sessions: int = 1,
     tp: int = 1,
     block_size: int | None = None,
+    gpu: Gpu = ASSUMED_GPU,
 ) -> SizeResult:
     spec = bundled_spec(name)
     return size_kv(
@@ -40,7 +42,12 @@ def size(
         sessions=sessions,
         tp=tp,
         block_size=block_size,
+        gpu=gpu,
     )
+
+
+B200 = Gpu("NVIDIA B200", (10, 0))
+A100 = Gpu("NVIDIA A100", (8, 0))
 
 
 # --- the brief's figures ------------------------------------------------------------------
@@ -114,8 +121,11 @@ def test_deepseek_v32_indexer_does_not_shrink_with_fp8() -> None:
     assert bf16 == fp8 == 132 * 61
 
 
-def test_deepseek_v32_nvfp4_uses_nvfp4_ds_mla() -> None:
-    assert size("deepseek-v3.2", kv_dtype="nvfp4").groups[0].bytes_per_token == 352 * 61
+def test_deepseek_v32_nvfp4_uses_nvfp4_ds_mla_which_only_blackwell_runs() -> None:
+    result = size("deepseek-v3.2", kv_dtype="nvfp4", gpu=B200)
+    assert result.groups[0].bytes_per_token == 352 * 61
+    with pytest.raises(InputError, match="nvfp4_ds_mla runs on sm100 only"):
+        size("deepseek-v3.2", kv_dtype="nvfp4")  # an H100/H200
 
 
 def test_mla_without_sparse_attention_fp8_is_plain_576() -> None:
@@ -210,12 +220,17 @@ def test_chunked_layers_peak_at_one_chunk() -> None:
 
 
 def test_qwen3_next_state_and_vllm_hybrid_block() -> None:
+    """On an H100/H200 the Gated DeltaNet prefill runs on FlashInfer, whose 64-token checkpoint
+    alignment vLLM folds into the hybrid block (platforms/interface.py:1090); on an A100 it
+    runs on Triton and the block aligns to the attention kernel's 16 only."""
     result = size("qwen3-next-80b-a3b", ctx=1000)
     attn, state = result.groups
     per_layer_state = 3 * 8192 * 2 + 32 * 128 * 128 * 2  # conv + recurrent = 1,097,728 B
-    assert result.block_size == 16 * -(-per_layer_state // (16 * 2048))  # 544
-    assert attn.tokens_held == 1088
-    assert state.fixed_bytes_per_session == 36 * 544 * 2048  # state page padded to the block
+    assert result.block_size == 64 * -(-per_layer_state // (64 * 2048)) == 576
+    assert attn.tokens_held == 1152
+    assert state.fixed_bytes_per_session == 36 * 576 * 2048  # state page padded to the block
+    a100 = size("qwen3-next-80b-a3b", ctx=1000, gpu=A100)
+    assert a100.block_size == 16 * -(-per_layer_state // (16 * 2048)) == 544
     formula = size("qwen3-next-80b-a3b", engine="formula", ctx=1000).groups[1]
     assert formula.fixed_bytes_per_session == 36 * per_layer_state
 

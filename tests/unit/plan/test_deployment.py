@@ -174,3 +174,19 @@ def test_s3_connections_belong_to_each_instance_of_an_ultraserver() -> None:
     assert t4.io_threads == 64 * 18
     assert t4.node_bytes_per_s == pytest.approx(64 * 18 * 85e6)  # under 225 GB/s of ENA
     assert "1,152 connections (64 x 18 instances)" in t4.description
+
+
+def test_the_node_s_gpu_decides_vllm_s_block_size() -> None:
+    """DeepSeek-R1's MLA runs on FLASH_ATTN_MLA (16-token blocks) on an H200 and on
+    FLASHINFER_MLA (32) on a B200; Trainium gets the CUDA rules, with a note saying so."""
+    spec, _ = model("deepseek-r1")
+    blocks = {
+        node: plan_contexts(shape(spec), contexts=[8192], sessions=1, hardware=hardware(node))
+        .sizes[0]
+        .block_size
+        for node in ("p5en", "p6-b200")
+    }
+    assert blocks == {"p5en": 16, "p6-b200": 32}
+    llama, _ = model("llama-3.1-70b")
+    trn = plan_contexts(shape(llama), contexts=[8192], sessions=1, hardware=hardware("trn2"))
+    assert any("AWS Trainium2 runs vLLM's Neuron plugin" in n for n in trn.sizes[0].notes)

@@ -303,7 +303,7 @@ def test_a_tier_without_a_published_bandwidth_gives_no_ttft_rather_than_a_crash(
 
 @pytest.mark.parametrize(
     ("model", "granularity"),
-    [("qwen3-next-80b-a3b", 544), ("nemotron-h-56b", 4128), ("llama-3.1-8b", 1)],
+    [("qwen3-next-80b-a3b", 576), ("nemotron-h-56b", 4128), ("llama-3.1-8b", 1)],
 )
 def test_a_model_with_state_layers_rounds_hits_to_its_hybrid_block(
     model: str, granularity: int
