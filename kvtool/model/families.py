@@ -220,10 +220,18 @@ REFUSED: dict[str, str] = {
     " layer kind from attention_other_setting)",
 }
 
+REFUSED["Gemma4ForConditionalGeneration"] = REFUSED["Gemma4ForCausalLM"]
+REFUSED["Gemma4UnifiedForConditionalGeneration"] = REFUSED["Gemma4ForCausalLM"]
+REFUSED["MiMoV2OmniForCausalLM"] = REFUSED["MiMoV2ForCausalLM"]
+
 # model types refused whatever architecture the config names (a config may omit it)
 REFUSED_TYPES: dict[str, str] = {
     "deepseek_v4": "DeepseekV4ForCausalLM",
     "deepseek_v41": "DeepseekV41ForCausalLM",
+    "gemma4": "Gemma4ForCausalLM",
+    "gemma4_text": "Gemma4ForCausalLM",
+    "mimo_v2": "MiMoV2ForCausalLM",
+    "mimo_v2_flash": "MiMoV2FlashForCausalLM",
 }
 
 

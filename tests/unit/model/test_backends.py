@@ -206,3 +206,13 @@ def test_kimi_k3_s_kda_keeps_a_checkpoint_page_on_flashkda_kimi_linear_s_does_no
     unbounded = kimi(use_full_rank_gate=True)  # no gate_lower_bound: Triton, no page
     (state,) = [g for g in unbounded.groups if isinstance(g, StateLayers)]
     assert not state.flashkda
+
+
+def test_the_released_qwen3_5_35b_a3b_and_kimi_k3_configs() -> None:
+    """The bundled real configs: Qwen3.5-35B-A3B gets the issue's 1,088-token blocks on an
+    H100/H200, and Kimi-K3 (full-rank, bounded gate, head_dim 128) prefills on FlashKDA."""
+    assert vllm(bundled_spec("qwen3.5-35b-a3b"), H200, ctx=1000).block_size == 1088
+    k3 = bundled_spec("kimi-k3")
+    (state,) = [g for g in k3.groups if isinstance(g, StateLayers)]
+    assert (state.num_layers, state.flashkda) == (69, True)
+    assert any("FlashKDA" in note for note in vllm(k3, H200).notes)

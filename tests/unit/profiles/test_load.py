@@ -28,6 +28,7 @@ NOT_LOADABLE_BY_AUTOCONFIG = {
     "kimi-k2": "kimi_k2 needs trust_remote_code (see the DeepseekV3Config test below)",
     "phi-3-mini-128k": "this early revision's rope_scaling type 'su' lacks fields 5.24 requires",
     "minimax-m1": "transformers 5.24 has no minimax_m1 config class (remote code)",
+    "kimi-k3": "kimi_k3 is vLLM's own config class (transformers_utils/configs/kimi_k3.py)",
 }
 REMOTE_CODE_ONLY = set(NOT_LOADABLE_BY_AUTOCONFIG)
 
