@@ -35,7 +35,7 @@ def resolve_shape(
     return KvShape(
         spec=spec,
         rules=rules,
-        fmt=resolve_format(kv_dtype, spec.dtype),
+        fmt=resolve_format(kv_dtype, spec.kv_dtype_auto or spec.dtype),
         tp=_count(tp, "--tp") or 1,
         block_size=block,
         tp_given=tp is not None,

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvtool.errors import ConfigError
+from kvtool.model.dsv4 import dsv4_layers
 from kvtool.model.families import ARCHITECTURE_TYPES, check_known
 from kvtool.model.plain import WRAPPERS, Plain, plain_rules
 from kvtool.model.spec import (
@@ -242,6 +243,8 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
     if text is not config:
         notes.append("read the language model from text_config")
     check_known(fields.model_type, architecture, text, fields.source, notes)
+    if fields.model_type == "deepseek_v4":
+        return _dsv4_spec(fields, name, notes, config)
 
     layer_types = _layer_types(fields, notes)
     num_layers = len(layer_types)
@@ -298,6 +301,35 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
         weights_dtype=weights_dtype_of(config, dtype),
         max_position_embeddings=max_context_of(fields),
         attention_sinks=_has_sinks(fields),
+    )
+
+
+def _dsv4_spec(
+    fields: ConfigFields, name: str, notes: list[str], config: Mapping[str, Any]
+) -> ModelSpec:
+    """DeepSeek-V4: its caches are model/dsv4.py's, one group of every layer."""
+    layers = dsv4_layers(fields.config, fields.source)
+    dtype = normalize_dtype(fields.get("torch_dtype", "dtype")) or "bf16"
+    mtp = fields.whole("num_nextn_predict_layers", default=0)
+    if mtp:
+        notes.append(
+            f"{mtp} multi-token-prediction layer(s) not counted: engines cache KV for them"
+            " only with speculative decoding on"
+        )
+    return ModelSpec(
+        name=name,
+        model_type="deepseek_v4",
+        num_layers=layers.num_layers,
+        num_attention_heads=fields.require_int("num_attention_heads"),
+        hidden_size=fields.require_int("hidden_size"),
+        dtype=dtype,
+        groups=(layers,),
+        notes=tuple(notes),
+        layer_kinds=("dsv4",) * layers.num_layers,
+        vocab_size=_optional_int(fields, "vocab_size") or 0,
+        weights_dtype=weights_dtype_of(config, dtype),
+        max_position_embeddings=max_context_of(fields),
+        kv_dtype_auto="fp8_e4m3",
     )
 
 

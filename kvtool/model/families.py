@@ -62,6 +62,7 @@ KNOWN: dict[str, str] = {
     # both are on vLLM's is_deepseek_mla list (model_arch_config_convertor.py:297)
     "axk1": "vllm/model_executor/models/AXK1.py:548",
     "glm4_moe_lite": "vllm/model_executor/models/glm4_moe_lite.py:150",
+    "deepseek_v4": "vllm/models/deepseek_v4/attention.py:238",  # model/dsv4.py
 }
 
 # families whose layout kvtool has checked only against vLLM (and the textbook formula): SGLang's
@@ -124,6 +125,7 @@ ARCHITECTURE_TYPES = {
     "Qwen3_5ForConditionalGeneration": "qwen3_5",
     "DeepseekV32ForCausalLM": "deepseek_v32",
     "GlmMoeDsaForCausalLM": "glm_moe_dsa",
+    "DeepseekV4ForCausalLM": "deepseek_v4",
     "Qwen3_5ForCausalLM": "qwen3_5_text",
     "Qwen3_5MoeForCausalLM": "qwen3_5_moe_text",
     "AXK1ForCausalLM": "axk1",
@@ -145,11 +147,10 @@ REFUSED: dict[str, str] = {
     "AliceAIForCausalLM": "vllm/model_executor/models/alice_ai.py",
     # checked against vLLM 0.33.0's model files: sizing these as plain attention from their
     # fields would be wrong, so they are refused until modelled (issue "every architecture")
-    "DeepseekV4ForCausalLM": "vllm/models/deepseek_v4/attention.py:240 (compressed KV per"
-    " layer, sparse-attention indexer caches and compressor states)",
-    "DeepseekV4ForConditionalGeneration": "vllm/models/deepseek_v4/attention.py:240 (compressed"
-    " KV, indexer caches, compressor states)",
-    "DeepseekV41ForCausalLM": "vllm/models/deepseek_v41 (DeepSeek-V4's compressed caches)",
+    "DeepseekV4ForConditionalGeneration": "vllm/models/deepseek_v4 (a multimodal wrapper:"
+    " kvtool sizes the text model, DeepseekV4ForCausalLM, only)",
+    "DeepseekV41ForCausalLM": "vllm/models/deepseek_v41 (V4.1's caches are not checked against"
+    " V4's)",
     "Cohere2ForCausalLM": "vllm/model_executor/models/commandr.py:246 (window sliding_window"
     " + 1 on the layers sliding_window_pattern marks)",
     "DeciLMForCausalLM": "vllm/model_executor/models/nemotron_nas.py:152 (KV heads per layer"
@@ -226,7 +227,6 @@ REFUSED["MiMoV2OmniForCausalLM"] = REFUSED["MiMoV2ForCausalLM"]
 
 # model types refused whatever architecture the config names (a config may omit it)
 REFUSED_TYPES: dict[str, str] = {
-    "deepseek_v4": "DeepseekV4ForCausalLM",
     "deepseek_v41": "DeepseekV41ForCausalLM",
     "gemma4": "Gemma4ForCausalLM",
     "gemma4_text": "Gemma4ForCausalLM",
@@ -249,6 +249,8 @@ def coverage_rows() -> list[tuple[str, str, str, str]]:
             status = f"exact, by vLLM {DROPPED_BY_VLLM[text_type]}'s rules (0.33.0 refuses it)"
         if text_type in VLLM_ONLY:
             status += "; vLLM and formula only"
+        if text_type == "deepseek_v4":
+            status += " under vLLM; kvtool size only (parameters and chunks not modelled)"
         rows.append((arch, text_type, status, source))
     for arch, plain in PLAIN_ATTENTION.items():
         rows.append((arch, "", "exact: " + _plain_summary(plain), plain.source))

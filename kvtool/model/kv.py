@@ -28,11 +28,13 @@ from kvtool.model.backends import (
     prefill_checkpoint_pages,
     state_backend_note,
 )
+from kvtool.model.dsv4 import FP8_DS_MLA, LATENT_BLOCK, check_dsv4, dsv4_size
 from kvtool.model.engines import ENGINES, EngineRules
 from kvtool.model.families import check_engine
 from kvtool.model.formats import KvFormat, resolve_format
 from kvtool.model.spec import (
     AttentionLayers,
+    Dsv4Layers,
     IndexerLayers,
     LayerGroup,
     MlaLayers,
@@ -143,6 +145,12 @@ def size_kv(
             " (--dtype auto), and sizes its cache in that"
         )
     _check_engine_supports(spec, rules, fmt, tp)
+    dsv4 = next((g for g in spec.groups if isinstance(g, Dsv4Layers)), None)
+    if dsv4 is not None:
+        return _size_dsv4(
+            spec, dsv4, rules, fmt, ctx_tokens, sessions, tp, block_size,
+            max_num_batched_tokens, gpu, notes,
+        )  # fmt: skip
     backend = None
     if rules.gpu_backends and any(not isinstance(g, StateLayers) for g in spec.groups):
         backend = attention_backend(spec, fmt.name, gpu)
@@ -229,6 +237,94 @@ def size_kv(
         admission_bytes_per_session=admission,
         max_num_batched_tokens=batched,
         admission_bytes_per_rank_per_session=rank_admission,
+    )
+
+
+def _size_dsv4(
+    spec: ModelSpec,
+    layers: Dsv4Layers,
+    rules: EngineRules,
+    fmt: KvFormat,
+    ctx_tokens: int,
+    sessions: int,
+    tp: int,
+    block_size: int | None,
+    max_num_batched_tokens: int | None,
+    gpu: Gpu,
+    notes: list[str],
+) -> SizeResult:
+    """DeepSeek-V4 under vLLM 0.33.0 (model/dsv4.py): packed groups, one block cost."""
+    if not rules.gpu_backends:  # the engine whose GPU kernels model/backends.py reads
+        raise InputError(
+            f"kvtool models DeepSeek-V4's caches only as vLLM 0.33.0 allocates them, not under"
+            f" --engine {rules.name}",
+            "use --engine vllm",
+        )
+    if block_size is not None:
+        raise InputError(
+            "kvtool sizes DeepSeek-V4's caches per session only (kvtool size): their blocks are"
+            " fixed (256, 64, 8 and 4 tokens), and per-chunk bytes for bench, smoke, replay and"
+            " offload are not modelled",
+            "size it with kvtool size (no --block-size); bench, smoke and replay do not take it",
+        )
+    check_dsv4(fmt.name, gpu.capability, gpu.describe())
+    batched = max_num_batched_tokens or rules.default_max_num_batched_tokens
+    size = dsv4_size(layers, ctx_tokens, rules.admission_in_flight * batched)
+    block = size.bytes_per_block
+    latent_blocks = size.held["compressed"] // block
+    groups = []
+    for kind, count, window in (
+        ("sliding", layers.num_layers, layers.window),
+        ("compressed", layers.csa_layers + layers.hca_layers, None),
+        ("compressor_state", layers.csa_layers + layers.hca_layers, None),
+    ):
+        held = (
+            size.held[kind]
+            if kind != "compressor_state"
+            else size.held["state_c4"] + size.held["state_c128"]
+        )
+        token_group = kind == "compressed"
+        groups.append(
+            GroupSize(
+                kind=kind,
+                num_layers=count,
+                window=window,
+                bytes_per_token=tp * block // LATENT_BLOCK if token_group else 0,
+                tokens_held=latent_blocks * LATENT_BLOCK if token_group else 0,
+                bytes_per_session=tp * held,
+                fixed_bytes_per_session=0 if token_group else tp * held,
+                bytes_per_rank_per_session=held,
+            )
+        )
+    notes.append(
+        f"DeepSeek-V4 in fp8_ds_mla ({FP8_DS_MLA} B a token) on {gpu.describe()}: vLLM packs"
+        f" its sliding-window, compressed-latent, indexer and compressor-state caches into one"
+        f" pool whose every block costs {block:,} B (the widest group's pages); the latents"
+        f" take 256-token blocks, the windows hold a few blocks each"
+    )
+    if tp > 1:
+        notes.append(f"every DeepSeek-V4 cache is one vector, held whole on each of {tp} ranks")
+    per_rank = sum(g.bytes_per_rank_per_session for g in groups)
+    return SizeResult(
+        model=spec.name,
+        engine=rules.name,
+        engine_source=rules.source,
+        kv_dtype="fp8_ds_mla",
+        ctx_tokens=ctx_tokens,
+        sessions=sessions,
+        tp=tp,
+        block_size=LATENT_BLOCK,
+        kv_bytes_per_token=tp * block // LATENT_BLOCK,
+        kv_bytes_per_token_unbounded=tp * block // LATENT_BLOCK,
+        kv_bytes_per_session=tp * per_rank,
+        kv_bytes_total=tp * per_rank * sessions,
+        fixed_bytes_per_session=sum(g.fixed_bytes_per_session for g in groups),
+        kv_bytes_per_rank_per_session=per_rank,
+        groups=tuple(groups),
+        notes=tuple(dict.fromkeys(notes)),
+        admission_bytes_per_session=tp * size.admission,
+        max_num_batched_tokens=batched,
+        admission_bytes_per_rank_per_session=size.admission,
     )
 
 
@@ -368,6 +464,7 @@ def _price(
         else:
             per_layer = group.index_head_dim * model_bytes
         return _Priced(group, per_layer * group.num_layers, 0)
+    assert isinstance(group, StateLayers)  # DeepSeek-V4's caches are sized by model/dsv4.py
     return _Priced(group, 0, _state_bytes_per_layer(group, spec, rules, tp))
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from kvtool.errors import ConfigError
 from kvtool.model.spec import (
     AttentionLayers,
     FeedForward,
@@ -92,6 +93,12 @@ def count_params(spec: ModelSpec) -> ParamCount:
 
     Raises ValueError for a spec built by hand without its ``feed_forward`` facts.
     """
+    if spec.model_type == "deepseek_v4":
+        raise ConfigError(
+            "kvtool does not count DeepSeek-V4's parameters (its hyper-connections, grouped"
+            " output projection and compressors), so it cannot plan where its weights go",
+            "size its KV cache with kvtool size, without --hardware",
+        )
     ffn = spec.feed_forward
     if ffn is None:
         raise ValueError(f"{spec.name}: the spec has no feed-forward facts to count")

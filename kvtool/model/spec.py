@@ -98,7 +98,20 @@ class StateLayers(NamedTuple):
     flashkda: bool = False
 
 
-LayerGroup = AttentionLayers | MlaLayers | IndexerLayers | StateLayers
+class Dsv4Layers(NamedTuple):
+    """DeepSeek-V4's caches (model/dsv4.py): every layer slides over ``window`` tokens;
+    ``csa_layers`` also compress by 4 (with an indexer), ``hca_layers`` by 128."""
+
+    num_layers: int
+    csa_layers: int
+    hca_layers: int
+    window: int
+    head_dim: int
+    index_head_dim: int
+    kind: Literal["dsv4"] = "dsv4"
+
+
+LayerGroup = AttentionLayers | MlaLayers | IndexerLayers | StateLayers | Dsv4Layers
 
 
 class FeedForward(NamedTuple):
@@ -148,6 +161,9 @@ class ModelSpec(NamedTuple):
     # learned per-head attention sinks (gpt-oss, Flint, Granite SWA): the KV is the same, but
     # fewer attention backends serve them (model/backends.py)
     attention_sinks: bool = False
+    # what --kv-dtype auto means for this model when not its dtype (DeepSeek-V4: fp8, which
+    # vLLM keeps as fp8_ds_mla)
+    kv_dtype_auto: str = ""
 
     @property
     def is_mla(self) -> bool:

@@ -117,7 +117,7 @@ def print_size(
         groups.add_row(*cells)
     total = [
         "all layers",
-        str(sum(g.num_layers for g in first.groups)),
+        str(resolved.spec.num_layers),
         "",
         f"{first.kv_bytes_per_token_unbounded:,} B"
         f" ({format_bytes_decimal(first.kv_bytes_per_token_unbounded)})",

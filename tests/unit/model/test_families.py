@@ -159,8 +159,8 @@ DEEPSEEK_V4 = {  # the fields DeepSeek-V4's config adds beside MLA's (none on th
 @pytest.mark.parametrize(
     "config",
     [
-        DEEPSEEK_V4,
-        {k: v for k, v in DEEPSEEK_V4.items() if k != "architectures"},  # by model_type alone
+        {**DEEPSEEK_V4, "architectures": ["DeepseekV41ForCausalLM"], "model_type": "x"},
+        {**DEEPSEEK_V4, "architectures": [], "model_type": "deepseek_v41"},  # by type alone
         {**PLAIN, "architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2"},
         {**PLAIN, "architectures": ["DeciLMForCausalLM"], "model_type": "nemotron-nas"},
         {**PLAIN, "architectures": ["Step1ForCausalLM"], "model_type": "step1"},
