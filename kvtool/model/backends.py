@@ -175,7 +175,12 @@ def attention_backend(spec: ModelSpec, fmt_name: str, gpu: Gpu) -> Backend:
     mla = next((g for g in spec.groups if isinstance(g, MlaLayers)), None)
     if mla is not None:
         return _mla_backend(spec, mla, fmt_name, gpu, fp8=fp8, nvfp4=nvfp4)
-    heads = [g.head_dim for g in spec.groups if isinstance(g, AttentionLayers)]
+    attention = [g for g in spec.groups if isinstance(g, AttentionLayers)]
+    heads = [g.head_dim for g in attention]
+    if len({(g.head_dim, g.v_head_dim) for g in attention}) > 1 or any(
+        g.head_dim != g.v_head_dim for g in attention
+    ):
+        return _mixed_heads_backend(spec, fmt_name, gpu)
     if major >= 10:
         return Backend("FLASHINFER", 16, "platforms/cuda.py:160: first on sm100")
     if nvfp4:
@@ -204,6 +209,27 @@ def attention_backend(spec: ModelSpec, fmt_name: str, gpu: Gpu) -> Backend:
     if fp8 and (major == 8 or fmt_name == "fp8_e5m2"):
         return Backend("FLASHINFER", 16, "fa_utils.py:306: FlashAttention's FP8 needs FA3")
     return Backend("FLASH_ATTN", 16, "platforms/cuda.py:176")
+
+
+def _mixed_heads_backend(spec: ModelSpec, fmt_name: str, gpu: Gpu) -> Backend:
+    """Layers of different head sizes (Gemma 4) or K and V of different sizes (MiMo-V2): vLLM
+    forces FlashAttention 4 or Triton for the first (``models/config.py:301``) and a DIFFKV
+    backend for the second (``mimo_v2.py:320``); on sm80 and sm90 in bf16 all take multiples
+    of 16 tokens. What they do with a quantized cache, and on Blackwell (FA4's head_dim-256
+    pages are 128 tokens, ``fa_utils.py:224``), kvtool has not checked."""
+    if fmt_name not in ("bf16", "fp16", "fp32"):
+        raise InputError(
+            f"kvtool has not checked which attention backend vLLM 0.33.0 picks for {spec.name}'s"
+            f" mixed head sizes with a {fmt_name} KV cache",
+            "use --kv-dtype auto",
+        )
+    if gpu.capability[0] >= 10:
+        raise InputError(
+            f"kvtool has not checked vLLM 0.33.0's block sizes for {spec.name}'s mixed head"
+            f" sizes on {gpu.describe()} (FA4's head_dim-256 kernels take 128-token pages there)",
+            "size it for an H100/H200 (no --hardware, or p5en)",
+        )
+    return Backend("FLASH_ATTN (FA4/DIFFKV) or TRITON_ATTN", 16, "models/config.py:301, 16s")
 
 
 def _mla_backend(

@@ -463,6 +463,14 @@ def _layer_types(fields: ConfigFields, notes: list[str]) -> list[str]:
     """One kvtool kind per block: full, sliding, chunked, linear, or none (MLP-only blocks)."""
     if fields.plain is not None:
         return _plain_layer_types(fields, fields.plain, notes)
+    if fields.model_type in MIMO_V2_TYPES:  # mimo_v2.py:499: 1 a sliding layer, 0 a full one
+        pattern = fields.get("hybrid_layer_pattern")
+        if not isinstance(pattern, list) or any(p not in (0, 1) for p in pattern):
+            raise ConfigError(
+                f"{fields.source}: MiMo-V2 needs hybrid_layer_pattern, a list of 0 and 1",
+                "take it from the model's config.json",
+            )
+        return _checked_length(fields, ["sliding" if p == 1 else "full" for p in pattern])
     listed = fields.get("layer_types", "layers_block_type")
     if listed is None and isinstance(fields.get("hybrid_override_pattern"), str):
         pattern = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
@@ -491,8 +499,8 @@ def _layer_types(fields: ConfigFields, notes: list[str]) -> list[str]:
             first = len(kinds) - shared
             kinds = kinds[:first] + ["shared"] * shared
             notes.append(
-                f"the last {shared} layers share the KV of layers {first - 2} (sliding) and"
-                f" {first - 1} (full) and own no cache (vLLM's kv_sharing_target_layer_name)"
+                f"the last {shared} layers read the KV of the last earlier layer of their kind"
+                " and own no cache (vLLM's kv_sharing_target_layer_name)"
             )
         return _checked_length(fields, kinds)
 
@@ -685,6 +693,21 @@ def _attention_groups(
 ) -> list[LayerGroup]:
     if not any(kind in ATTENTION_KINDS for kind in layer_types):
         return []  # attention-free (Mamba, FalconMamba)
+    per_kind = _per_kind_attention(fields)
+    if per_kind is not None:
+        return [
+            AttentionLayers(
+                kind=kind,  # type: ignore[arg-type]
+                num_layers=layer_types.count(kind),
+                num_kv_heads=heads,
+                head_dim=k_dim,
+                v_head_dim=v_dim,
+                window=window,
+                hf_cached_kv_heads=heads,
+            )
+            for kind, (heads, k_dim, v_dim, window) in per_kind.items()
+            if layer_types.count(kind)
+        ]
     kv_heads = _kv_heads(fields, num_heads, notes)
     head_dim = _head_dim(fields, num_heads, hidden_size, notes)
     window = fields.get("sliding_window")
@@ -715,6 +738,47 @@ def _attention_groups(
             )
         )
     return groups
+
+
+MIMO_V2_TYPES = frozenset({"mimo_v2_flash", "mimo_v2"})
+
+
+def _per_kind_attention(
+    fields: ConfigFields,
+) -> dict[str, tuple[int, int, int, int | None]] | None:
+    """(KV heads, K dim, V dim, window) of full and sliding layers for the families whose
+    two kinds differ: MiMo-V2 (``mimo_v2.py:408``: the sliding layers' own ``swa_*`` fields and
+    ``sliding_window_size``, not ``sliding_window``) and Gemma 4 (``gemma4.py:449, 578``:
+    sliding layers ``head_dim``, full ones ``global_head_dim`` and, with
+    ``attention_k_eq_v``, ``num_global_key_value_heads``; V as wide as K). None for others."""
+    if fields.model_type in MIMO_V2_TYPES:
+        full_k = fields.require_int("head_dim")
+        swa_k = fields.require_int("swa_head_dim")
+        return {
+            "full": (
+                fields.require_int("num_key_value_heads"),
+                full_k,
+                fields.whole("v_head_dim", default=0) or full_k,
+                None,
+            ),
+            "sliding": (
+                fields.require_int("swa_num_key_value_heads"),
+                swa_k,
+                fields.whole("swa_v_head_dim", default=0) or swa_k,
+                fields.require_int("sliding_window_size"),
+            ),
+        }
+    if fields.model_type == "gemma4_text":
+        sliding_heads = fields.require_int("num_key_value_heads")
+        full_heads = sliding_heads
+        if fields.get("attention_k_eq_v", default=False):
+            full_heads = fields.require_int("num_global_key_value_heads")
+        local, wide = fields.require_int("head_dim"), fields.require_int("global_head_dim")
+        return {
+            "full": (full_heads, wide, wide, None),
+            "sliding": (sliding_heads, local, local, fields.require_int("sliding_window")),
+        }
+    return None
 
 
 def _mla_groups(

@@ -63,6 +63,10 @@ KNOWN: dict[str, str] = {
     "axk1": "vllm/model_executor/models/AXK1.py:548",
     "glm4_moe_lite": "vllm/model_executor/models/glm4_moe_lite.py:150",
     "deepseek_v4": "vllm/models/deepseek_v4/attention.py:238",  # model/dsv4.py
+    # KV heads, head sizes and windows per layer kind (model/config.py _per_kind_attention)
+    "mimo_v2_flash": "vllm/model_executor/models/mimo_v2.py:382",
+    "mimo_v2": "vllm/model_executor/models/mimo_v2.py:382",
+    "gemma4_text": "vllm/model_executor/models/gemma4.py:449",
 }
 
 # families whose layout kvtool has checked only against vLLM (and the textbook formula): SGLang's
@@ -72,6 +76,7 @@ VLLM_ONLY = frozenset(
     {
         "mamba", "falcon_mamba", "jamba", "mamba2", "bamba", "granitemoehybrid", "falcon_h1",
         "zamba2", "kimi_linear", "gemma3n_text", "minimax_text_01", "minimax_m1", "plamo2",
+        "mimo_v2_flash", "mimo_v2", "gemma4_text",
     }
 )  # fmt: skip
 
@@ -126,6 +131,10 @@ ARCHITECTURE_TYPES = {
     "DeepseekV32ForCausalLM": "deepseek_v32",
     "GlmMoeDsaForCausalLM": "glm_moe_dsa",
     "DeepseekV4ForCausalLM": "deepseek_v4",
+    "MiMoV2FlashForCausalLM": "mimo_v2_flash",
+    "MiMoV2ForCausalLM": "mimo_v2",
+    "Gemma4ForCausalLM": "gemma4_text",
+    "Gemma4ForConditionalGeneration": "gemma4",
     "Qwen3_5ForCausalLM": "qwen3_5_text",
     "Qwen3_5MoeForCausalLM": "qwen3_5_moe_text",
     "AXK1ForCausalLM": "axk1",
@@ -187,8 +196,6 @@ REFUSED: dict[str, str] = {
     " per layer from per_layer_config)",
     "ExaoneMoEForCausalLM": "vllm/model_executor/models/exaone_moe.py:263 (a window per layer"
     " from sliding_windows)",
-    "Gemma4ForCausalLM": "vllm/model_executor/models/gemma4.py:501 (KV heads and head_dim per"
-    " layer, KV shared across layers)",
     "HrmTextForCausalLM": "vllm/model_executor/models/hrm_text.py:217 (recurrent H and L"
     " stacks, each with its own caches)",
     "HYV4ForCausalLM": "vllm/models/hy_v4/nvidia/attention.py:508 (MLA with a lightning"
@@ -199,10 +206,6 @@ REFUSED: dict[str, str] = {
     " attention modules per decoder layer)",
     "MiniCPM3ForCausalLM": "vllm/model_executor/models/minicpm3.py:126 (full K and V per head"
     " of qk_nope + qk_rope dims, not an MLA latent, though the config has kv_lora_rank)",
-    "MiMoV2ForCausalLM": "vllm/model_executor/models/mimo_v2.py:346 (hybrid_layer_pattern,"
-    " separate K and V head sizes per layer kind)",
-    "MiMoV2FlashForCausalLM": "vllm/model_executor/models/mimo_v2.py:346 (hybrid_layer_pattern,"
-    " separate K and V head sizes per layer kind)",
     "NemotronHPuzzleForCausalLM": "vllm/model_executor/models/nemotron_h.py:295 (per-layer"
     " configs from get_nemotron_h_config_for_layer)",
     "PanguProMoEV2ForCausalLM": "vllm/model_executor/models/openpangu.py:630 (sink attention"
@@ -221,26 +224,29 @@ REFUSED: dict[str, str] = {
     " layer kind from attention_other_setting)",
 }
 
-REFUSED["Gemma4ForConditionalGeneration"] = REFUSED["Gemma4ForCausalLM"]
-REFUSED["Gemma4UnifiedForConditionalGeneration"] = REFUSED["Gemma4ForCausalLM"]
-REFUSED["MiMoV2OmniForCausalLM"] = REFUSED["MiMoV2ForCausalLM"]
+REFUSED["Gemma4UnifiedForConditionalGeneration"] = (
+    "vllm/model_executor/models/gemma4_unified.py (not checked against Gemma 4's text model)"
+)
+REFUSED["MiMoV2OmniForCausalLM"] = (
+    "vllm/model_executor/models/mimo_v2_omni.py (not checked against MiMo-V2's text model)"
+)
 
 # model types refused whatever architecture the config names (a config may omit it)
 REFUSED_TYPES: dict[str, str] = {
     "deepseek_v41": "DeepseekV41ForCausalLM",
-    "gemma4": "Gemma4ForCausalLM",
-    "gemma4_text": "Gemma4ForCausalLM",
-    "mimo_v2": "MiMoV2ForCausalLM",
-    "mimo_v2_flash": "MiMoV2FlashForCausalLM",
 }
+
+
+# multimodal configs' model_type -> their text model's
+_TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_5": "qwen3_5_text",
+               "gemma3n": "gemma3n_text", "gemma4": "gemma4_text"}  # fmt: skip
 
 
 def coverage_rows() -> list[tuple[str, str, str, str]]:
     """(architecture, model_type, what kvtool does, the vLLM file) for docs/sizing.md."""
     rows = []
     for arch, model_type in sorted(ARCHITECTURE_TYPES.items()):
-        text_type = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_5": "qwen3_5_text",
-                     "gemma3n": "gemma3n_text"}.get(model_type, model_type)  # fmt: skip
+        text_type = _TEXT_TYPES.get(model_type, model_type)
         source = KNOWN.get(text_type, "")
         if not source:
             continue

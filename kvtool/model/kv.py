@@ -157,9 +157,10 @@ def size_kv(
     priced = [_price(group, spec, rules, fmt, tp, notes) for group in spec.groups]
     bs = _block_size(spec, rules, priced, block_size, notes, gpu, backend)
     replicas = tp if rules.shards_over_tp else 1
+    unified = _unified_blocks(priced, bs, rules, notes)
 
     groups: list[GroupSize] = []
-    for item in priced:
+    for item, (group_bs, token_bytes) in zip(priced, unified, strict=True):
         group = item.group
         if isinstance(group, StateLayers):
             per_layer = item.rank_bytes_per_sequence
@@ -182,8 +183,8 @@ def size_kv(
             continue
         window = _effective_window(group, spec, rules, notes)
         chunked = isinstance(group, AttentionLayers) and group.kind == "chunked"
-        held = _tokens_held(ctx_tokens, window, bs, rules, chunked=chunked)
-        rank_session = item.rank_bytes_per_token * held
+        held = _tokens_held(ctx_tokens, window, group_bs, rules, chunked=chunked)
+        rank_session = token_bytes * held
         groups.append(
             GroupSize(
                 kind=group_kind(group),
@@ -215,7 +216,9 @@ def size_kv(
     batched = None
     if rules.admission_in_flight:
         batched = max_num_batched_tokens or rules.default_max_num_batched_tokens
-        rank_admission = admission_bytes(priced, groups, bs, ctx_tokens, batched, rules, gpu)
+        rank_admission = admission_bytes(
+            priced, groups, bs, ctx_tokens, batched, rules, gpu, unified=unified
+        )
         admission = replicas * rank_admission
     return SizeResult(
         model=spec.name,
@@ -342,6 +345,8 @@ def admission_bytes(
     max_num_batched_tokens: int,
     rules: EngineRules,
     gpu: Gpu = ASSUMED_GPU,
+    *,
+    unified: list[tuple[int, int]] | None = None,
 ) -> int:
     """Per-rank bytes vLLM charges one request when admitting it (``max_memory_usage_bytes``
     of each layer's spec, v1/kv_cache_interface.py): full attention and MLA
@@ -352,7 +357,8 @@ def admission_bytes(
     in_flight = rules.admission_in_flight * max_num_batched_tokens
     hybrid = any(item.rank_bytes_per_token for item in priced)
     buckets: list[tuple[int, int, int]] = []  # (layers, page bytes per layer, blocks charged)
-    for item, group_size in zip(priced, groups, strict=True):
+    shapes = unified or [(bs, item.rank_bytes_per_token) for item in priced]
+    for item, group_size, (bs, token_bytes) in zip(priced, groups, shapes, strict=True):
         layers = item.group.num_layers
         if isinstance(item.group, StateLayers):
             checkpoint = prefill_checkpoint_pages(item.group, gpu)
@@ -368,7 +374,7 @@ def admission_bytes(
             blocks = cdiv(min(window + in_flight, max_model_len), bs)
         else:
             blocks = cdiv(min(window - 1 + in_flight, max_model_len), bs) + 1
-        buckets.append((layers, bs * item.rank_bytes_per_token // layers, blocks))
+        buckets.append((layers, bs * token_bytes // layers, blocks))
     page_sizes = {page for _, page, _ in buckets}
     if len(page_sizes) != 1:  # page sizes differ: no shared pool layout to follow, sum per layer
         return sum(layers * page * blocks for layers, page, blocks in buckets)
@@ -519,6 +525,39 @@ def _state_bytes_per_layer(group: StateLayers, spec: ModelSpec, rules: EngineRul
     return (
         steps * channels * conv_dtype + heads * group.state_head_elems * _DTYPE_BYTES[state_dtype]
     )
+
+
+def _unified_blocks(
+    priced: list[_Priced], bs: int, rules: EngineRules, notes: list[str]
+) -> list[tuple[int, int]]:
+    """(block size, per-rank bytes a token of the group's layers take) per priced group: the
+    model's block, unless its attention layers' pages differ, where vLLM 0.33.0 gives every
+    layer the largest page (``unify_kv_cache_spec_page_size``, kv_cache_planning.py:346): a
+    smaller page that divides it gets a block that many times larger, another is padded."""
+    plain = [(bs, item.rank_bytes_per_token) for item in priced]
+    if not rules.gpu_backends or not all(isinstance(i.group, AttentionLayers) for i in priced):
+        return plain
+    per_layer = [item.rank_bytes_per_token // item.group.num_layers for item in priced]
+    largest = max(per_layer)
+    if len(set(per_layer)) < 2:
+        return plain
+    shapes = []
+    for item, token in zip(priced, per_layer, strict=True):
+        if largest % token == 0:
+            shapes.append((bs * (largest // token), item.rank_bytes_per_token))
+            if largest != token:
+                notes.append(
+                    f"{group_kind(item.group)} layers keep {bs * (largest // token)}-token"
+                    " blocks: vLLM gives every layer the largest page"
+                    " (unify_kv_cache_spec_page_size)"
+                )
+        else:
+            shapes.append((bs, largest * item.group.num_layers))
+            notes.append(
+                f"{group_kind(item.group)} layers' pages are padded to the largest layer's: vLLM"
+                " gives every layer one page size (unify_kv_cache_spec_page_size)"
+            )
+    return shapes
 
 
 def _attention_page_1_token(priced: list[_Priced]) -> int:

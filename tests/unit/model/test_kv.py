@@ -5,12 +5,16 @@ Sources for each pinned number are in docs/sizing.md ("Evidence").
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kvtool.errors import InputError
 from kvtool.model.backends import ASSUMED_GPU, Gpu
+from kvtool.model.config import spec_from_config
 from kvtool.model.engines import ENGINES
 from kvtool.model.formats import FORMATS, resolve_format
 from kvtool.model.kv import SizeResult, kv_bytes_per_token, size_kv
@@ -338,3 +342,58 @@ def test_fp8_is_at_most_half_of_bf16_plus_scales(
 def test_formula_is_exactly_linear_in_tokens_for_full_attention(ctx: int, sessions: int) -> None:
     result = size("llama-3.1-405b", engine="formula", ctx=ctx, sessions=sessions)
     assert result.kv_bytes_total == 516_096 * ctx * sessions
+
+
+# --- layers of different page sizes (vLLM's unify_kv_cache_spec_page_size) ----------------
+# Admission figures from vLLM 0.33.0's own planning code (kv_cache_planning.py
+# unify_kv_cache_spec_page_size, get_kv_cache_groups, _max_memory_usage_bytes_from_groups)
+# run on CPU on the specs these models' layers build, bf16, tp 1, L 131,072, 8,192 batched.
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "models"
+
+
+def fixture_spec(name: str) -> ModelSpec:
+    return spec_from_config(json.loads((FIXTURES / f"{name}.json").read_text()), name=name)
+
+
+@pytest.mark.parametrize(
+    ("name", "full", "sliding", "admission"),
+    [
+        # 9 full layers (4 KV heads, K 192 / V 128) and 39 sliding (8 heads, window 128)
+        ("mimo-v2-flash", (9, 4, 192, 128, None), (39, 8, 192, 128, 128), 6_827_950_080),
+        # 5 full layers (2 KV heads of 512: attention_k_eq_v), 25 sliding (8 of 256, 1,024)
+        ("gemma-4-26b-a4b", (5, 2, 512, 512, None), (25, 8, 256, 256, 1024), 6_252_789_760),
+    ],
+)
+def test_mixed_page_sizes_are_unified_as_vllm_does(
+    name: str,
+    full: tuple[int, int, int, int, None],
+    sliding: tuple[int, int, int, int, int],
+    admission: int,
+) -> None:
+    """The full layers' pages are half the sliding layers', so they take 32-token blocks."""
+    spec = fixture_spec(name)
+    groups = {g.kind: g for g in spec.groups if isinstance(g, AttentionLayers)}
+    for kind, want in (("full", full), ("sliding", sliding)):
+        g = groups[kind]
+        assert (g.num_layers, g.num_kv_heads, g.head_dim, g.v_head_dim, g.window) == want
+    result = size_kv(spec, rules=ENGINES["vllm"], fmt=resolve_format("auto", spec.dtype),
+                     ctx_tokens=131_072, sessions=1, max_num_batched_tokens=8192)  # fmt: skip
+    assert result.admission_bytes_per_session == admission
+    assert any("full layers keep 32-token blocks" in note for note in result.notes)
+    short = size_kv(spec, rules=ENGINES["vllm"], fmt=resolve_format("auto", spec.dtype),
+                    ctx_tokens=40, sessions=1)  # fmt: skip
+    by_kind = {g.kind: g.tokens_held for g in short.groups}
+    assert by_kind["full"] == 64  # two 32-token blocks
+
+
+def test_mixed_head_sizes_with_an_unchecked_backend_are_refused() -> None:
+    spec = fixture_spec("mimo-v2-flash")
+    with pytest.raises(InputError, match="has not checked which attention backend"):
+        size_kv(spec, rules=ENGINES["vllm"], fmt=resolve_format("fp8", spec.dtype),
+                ctx_tokens=1024, sessions=1)  # fmt: skip
+    gemma = fixture_spec("gemma-4-26b-a4b")
+    with pytest.raises(InputError, match=r"block sizes for .* on NVIDIA B200"):
+        size_kv(gemma, rules=ENGINES["vllm"], fmt=resolve_format("auto", gemma.dtype),
+                ctx_tokens=1024, sessions=1, gpu=B200)  # fmt: skip
+    assert size("llama-3.1-8b", gpu=B200).block_size == 16  # one head size: checked
