@@ -535,6 +535,8 @@ def _unified_blocks(
     layer the largest page (``unify_kv_cache_spec_page_size``, kv_cache_planning.py:346): a
     smaller page that divides it gets a block that many times larger, another is padded."""
     plain = [(bs, item.rank_bytes_per_token) for item in priced]
+    if bs == 1:  # the unpaged view (chunk and block bytes): no pages to unify
+        return plain
     if not rules.gpu_backends or not all(isinstance(i.group, AttentionLayers) for i in priced):
         return plain
     per_layer = [item.rank_bytes_per_token // item.group.num_layers for item in priced]
