@@ -22,12 +22,10 @@ The rules follow how transformers' config classes derive per-layer attention typ
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvtool.errors import ConfigError
-from kvtool.model.dsv4 import dsv4_layers
-from kvtool.model.families import ARCHITECTURE_TYPES, check_known
-from kvtool.model.plain import WRAPPERS, Plain, plain_rules
+from kvtool.model.families import ARCHITECTURE_TYPES, check_known, plain_record, wrapper_source
 from kvtool.model.spec import (
     AttentionLayers,
     FeedForward,
@@ -37,6 +35,9 @@ from kvtool.model.spec import (
     ModelSpec,
     StateLayers,
 )
+
+if TYPE_CHECKING:
+    from kvtool.model.plain import Plain
 
 FALCON_TYPES = frozenset({"falcon", "RefinedWeb", "RefinedWebModel"})
 QWEN_SLIDING_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
@@ -239,7 +240,7 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
     text = text_config_of(config)
     notes: list[str] = []
     architecture = _architecture_of(config, text, notes)
-    fields = ConfigFields(text, source or name, notes, plain=plain_rules(architecture))
+    fields = ConfigFields(text, source or name, notes, plain=plain_record(architecture))
     if text is not config:
         notes.append("read the language model from text_config")
     check_known(fields.model_type, architecture, text, fields.source, notes)
@@ -308,6 +309,8 @@ def _dsv4_spec(
     fields: ConfigFields, name: str, notes: list[str], config: Mapping[str, Any]
 ) -> ModelSpec:
     """DeepSeek-V4: its caches are model/dsv4.py's, one group of every layer."""
+    from kvtool.model.dsv4 import dsv4_layers  # only DeepSeek-V4 pays for its import
+
     layers = dsv4_layers(fields.config, fields.source)
     dtype = normalize_dtype(fields.get("torch_dtype", "dtype")) or "bf16"
     mtp = fields.whole("num_nextn_predict_layers", default=0)
@@ -349,13 +352,14 @@ def _architecture_of(config: Mapping[str, Any], text: Mapping[str, Any], notes: 
     (``plain.WRAPPERS``), the architecture ``text_config`` names."""
     archs = config.get("architectures") or []
     architecture = str(archs[0]) if isinstance(archs, list) and archs else ""
-    if architecture in WRAPPERS:
+    wrapper = wrapper_source(architecture)
+    if wrapper:
         inner = text.get("architectures") if text is not config else None
         inner_name = str(inner[0]) if isinstance(inner, list) and inner else ""
         if not inner_name:
             raise ConfigError(
                 f"{architecture} builds the language model text_config.architectures names"
-                f" ({WRAPPERS[architecture]}), and this config's text_config names none",
+                f" ({wrapper}), and this config's text_config names none",
                 "add text_config.architectures (see the model's config.json)",
             )
         notes.append(f"{architecture}: sized as its language model, {inner_name}")

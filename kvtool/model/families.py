@@ -12,10 +12,12 @@ answer several times off, with nothing to say so.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvtool.errors import ConfigError
-from kvtool.model.plain import PLAIN_ATTENTION, WRAPPERS, Plain
+
+if TYPE_CHECKING:
+    from kvtool.model.plain import Plain
 
 # model_type -> the vLLM model file its layer layout was checked against
 KNOWN: dict[str, str] = {
@@ -242,8 +244,29 @@ _TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_5": "qwe
                "gemma3n": "gemma3n_text", "gemma4": "gemma4_text"}  # fmt: skip
 
 
+def plain_record(architecture: str) -> Plain | None:
+    """``plain.PLAIN_ATTENTION``'s record of ``architecture``; the records are read only for
+    an architecture outside the families named here (``kvtool size``'s start-up)."""
+    if not architecture or architecture in ARCHITECTURE_TYPES or architecture in REFUSED:
+        return None
+    from kvtool.model.plain import PLAIN_ATTENTION
+
+    return PLAIN_ATTENTION.get(architecture)
+
+
+def wrapper_source(architecture: str) -> str:
+    """The vLLM file of a multimodal wrapper sized as its text model (``plain.WRAPPERS``)."""
+    if not architecture or architecture in ARCHITECTURE_TYPES or architecture in REFUSED:
+        return ""
+    from kvtool.model.plain import WRAPPERS
+
+    return WRAPPERS.get(architecture, "")
+
+
 def coverage_rows() -> list[tuple[str, str, str, str]]:
     """(architecture, model_type, what kvtool does, the vLLM file) for docs/sizing.md."""
+    from kvtool.model.plain import PLAIN_ATTENTION, WRAPPERS
+
     rows = []
     for arch, model_type in sorted(ARCHITECTURE_TYPES.items()):
         text_type = _TEXT_TYPES.get(model_type, model_type)
@@ -331,7 +354,7 @@ def check_known(
             f" ({REFUSED[architecture]})",
             "see docs/sizing.md for the families kvtool sizes",
         )
-    plain = PLAIN_ATTENTION.get(architecture)
+    plain = plain_record(architecture)
     if plain is not None:
         _check_plain(architecture, plain, config, source)
         return

@@ -28,7 +28,6 @@ from kvtool.model.backends import (
     prefill_checkpoint_pages,
     state_backend_note,
 )
-from kvtool.model.dsv4 import FP8_DS_MLA, LATENT_BLOCK, check_dsv4, dsv4_size
 from kvtool.model.engines import ENGINES, EngineRules
 from kvtool.model.families import check_engine
 from kvtool.model.formats import KvFormat, resolve_format
@@ -257,6 +256,8 @@ def _size_dsv4(
     notes: list[str],
 ) -> SizeResult:
     """DeepSeek-V4 under vLLM 0.33.0 (model/dsv4.py): packed groups, one block cost."""
+    from kvtool.model.dsv4 import FP8_DS_MLA, LATENT_BLOCK, check_dsv4, dsv4_size  # its own
+
     if not rules.gpu_backends:  # the engine whose GPU kernels model/backends.py reads
         raise InputError(
             f"kvtool models DeepSeek-V4's caches only as vLLM 0.33.0 allocates them, not under"
