@@ -28,6 +28,7 @@ from kvtool.errors import ConfigError
 from kvtool.model.families import ARCHITECTURE_TYPES, check_known, plain_record, wrapper_source
 from kvtool.model.spec import (
     AttentionLayers,
+    Dsv4Layers,
     FeedForward,
     IndexerLayers,
     LayerGroup,
@@ -278,12 +279,7 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
     if not groups:
         raise ConfigError(f"{fields.source}: no attention or state layers found in the config")
 
-    mtp = fields.get("num_nextn_predict_layers", "mtp_num_hidden_layers", default=0)
-    if isinstance(mtp, int) and mtp > 0:
-        notes.append(
-            f"{mtp} multi-token-prediction layer(s) not counted: engines cache KV for them"
-            " only with speculative decoding on"
-        )
+    _note_mtp(fields, notes)
     return ModelSpec(
         name=name,
         model_type=fields.model_type,
@@ -305,30 +301,78 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
     )
 
 
-def _dsv4_spec(
-    fields: ConfigFields, name: str, notes: list[str], config: Mapping[str, Any]
-) -> ModelSpec:
-    """DeepSeek-V4: its caches are model/dsv4.py's, one group of every layer."""
-    from kvtool.model.dsv4 import dsv4_layers  # only DeepSeek-V4 pays for its import
-
-    layers = dsv4_layers(fields.config, fields.source)
-    dtype = normalize_dtype(fields.get("torch_dtype", "dtype")) or "bf16"
-    mtp = fields.whole("num_nextn_predict_layers", default=0)
-    if mtp:
+def _note_mtp(fields: ConfigFields, notes: list[str]) -> None:
+    mtp = fields.get("num_nextn_predict_layers", "mtp_num_hidden_layers", default=0)
+    if isinstance(mtp, int) and mtp > 0:
         notes.append(
             f"{mtp} multi-token-prediction layer(s) not counted: engines cache KV for them"
             " only with speculative decoding on"
         )
+
+
+# DeepSeek-V4's layer types -> compress ratio (transformers' DeepseekV4Config)
+_DSV4_RATIO = {
+    "sliding_attention": 0,
+    "compressed_sparse_attention": 4,
+    "heavily_compressed_attention": 128,
+}
+
+
+def _dsv4_spec(
+    fields: ConfigFields, name: str, notes: list[str], config: Mapping[str, Any]
+) -> ModelSpec:
+    """DeepSeek-V4: one group of every layer, sized by model/dsv4.py. Which layers compress
+    comes from ``layer_types``, else the released configs' ``compress_ratios`` (one entry per
+    layer, then the MTP layers'), as transformers' ``DeepseekV4Config`` reads them."""
+    num_layers = fields.require_int("num_hidden_layers")
+    types, listed = fields.get("layer_types"), fields.get("compress_ratios")
+    if isinstance(types, list):
+        ratios = [_DSV4_RATIO.get(str(t), -1) for t in types]
+    elif isinstance(listed, list):
+        ratios = list(listed)
+    else:
+        raise ConfigError(
+            f"{fields.source}: DeepSeek-V4 needs layer_types or compress_ratios to know which"
+            " layers compress",
+            "take them from the model's config.json",
+        )
+    ratios = ratios[:num_layers]
+    if (
+        len(ratios) != num_layers
+        or any(r not in (0, 4, 128) for r in ratios)
+        or fields.get("compress_rates")
+    ):
+        raise ConfigError(
+            f"{fields.source}: kvtool models DeepSeek-V4 layers that compress by 0, 4 or 128"
+            " (vLLM's compressor.py:158), one per layer",
+            "check layer_types / compress_ratios against num_hidden_layers",
+        )
+    csa, hca = ratios.count(4), ratios.count(128)
+    if not csa or not hca:
+        raise ConfigError(
+            f"{fields.source}: kvtool models DeepSeek-V4 with both compressed (4) and heavily"
+            " compressed (128) layers, as Flash and Pro have; vLLM packs others differently",
+        )
+    layers = Dsv4Layers(
+        num_layers=num_layers,
+        csa_layers=csa,
+        hca_layers=hca,
+        window=fields.require_int("sliding_window"),
+        head_dim=fields.require_int("head_dim"),
+        index_head_dim=fields.require_int("index_head_dim"),
+    )
+    dtype = normalize_dtype(fields.get("torch_dtype", "dtype")) or "bf16"
+    _note_mtp(fields, notes)
     return ModelSpec(
         name=name,
         model_type="deepseek_v4",
-        num_layers=layers.num_layers,
+        num_layers=num_layers,
         num_attention_heads=fields.require_int("num_attention_heads"),
         hidden_size=fields.require_int("hidden_size"),
         dtype=dtype,
         groups=(layers,),
         notes=tuple(notes),
-        layer_kinds=("dsv4",) * layers.num_layers,
+        layer_kinds=("dsv4",) * num_layers,
         vocab_size=_optional_int(fields, "vocab_size") or 0,
         weights_dtype=weights_dtype_of(config, dtype),
         max_position_embeddings=max_context_of(fields),
@@ -585,14 +629,14 @@ def _plain_layer_types(fields: ConfigFields, plain: Plain, notes: list[str]) -> 
     ):
         raise ConfigError(f"{fields.source}: layer_types must be a list of layer-type names")
     sliding = [t == "sliding_attention" for t in listed] if listed else []
-    everywhere = window if not listed or all(sliding) else None
+    model_wide = window is not None and (not listed or all(sliding))
     if not listed or plain.windows == "model":
-        if listed and not all(sliding) and any(sliding) and window is not None:
+        if window is not None and any(sliding) and not all(sliding):
             notes.append(
                 f"layer_types ignored: {plain.source} gives no layer its own window, and vLLM"
                 " sets the model-wide window only when every layer slides"
             )
-        return ["full" if everywhere is None else "sliding"] * num_layers
+        return ["sliding" if model_wide else "full"] * num_layers
     if window is None and any(sliding):
         notes.append(
             "layer_types marks sliding layers but the config has no sliding_window: vLLM runs"

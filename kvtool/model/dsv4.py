@@ -20,17 +20,17 @@ on every tensor-parallel rank.
 
 ``auto`` and fp8 become ``fp8_ds_mla`` (``attention.py:94``); vLLM refuses any other KV dtype
 for the default layer class, and runs DeepSeek-V4 on sm90 and sm100 only
-(``sparse_mla.py:96``). Checked against vLLM 0.33.0's own planning functions run on these
-specs (``tests/unit/model/test_dsv4.py``): DeepSeek-V4-Flash at 131,072 tokens holds
-539,205,120 B and is admitted at 7,210,114,560 B per GPU.
+(``sparse_mla.py:96``). ``model/config.py`` reads the config into ``spec.Dsv4Layers``.
+Checked against vLLM 0.33.0's own planning functions run on these specs
+(``tests/unit/model/test_dsv4.py``): DeepSeek-V4-Flash at 131,072 tokens holds 539,205,120 B
+and is admitted at 7,210,114,560 B per GPU.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from kvtool.errors import ConfigError, InputError
+from kvtool.errors import InputError
 from kvtool.model.spec import Dsv4Layers
 
 FP8_DS_MLA = 584  # bytes a token: 448 fp8 NoPE + 64 bf16 RoPE + 8 B of scales
@@ -39,61 +39,6 @@ LATENT_BLOCK = 256  # the V4 sparse-MLA and indexer backends' only block size
 SWA_BLOCK = 64  # sparse_swa.py:85
 STATE_BLOCK = {4: 4, 128: 8}  # compressor.py:168
 KV_DTYPES = ("fp8_e4m3",)  # kvtool's names for what becomes fp8_ds_mla
-
-
-_RATIO_OF = {
-    "sliding_attention": 0,
-    "compressed_sparse_attention": 4,
-    "heavily_compressed_attention": 128,
-}
-
-
-def dsv4_layers(config: Mapping[str, Any], source: str) -> Dsv4Layers:
-    """The layer counts and sizes of a DeepSeek-V4 config: ``layer_types``, else the released
-    configs' ``compress_ratios`` (one entry per layer, then the MTP layers'), as transformers'
-    ``DeepseekV4Config`` reads them."""
-
-    def number(name: str) -> int:
-        value = config.get(name)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ConfigError(f"{source}: DeepSeek-V4 needs a positive integer {name!r}")
-        return value
-
-    layers = number("num_hidden_layers")
-    types = config.get("layer_types")
-    listed = config.get("compress_ratios")
-    if isinstance(types, list):
-        ratios = [_RATIO_OF.get(str(t), -1) for t in types]
-    elif isinstance(listed, list):
-        ratios = listed
-    else:
-        raise ConfigError(
-            f"{source}: DeepSeek-V4 needs layer_types or compress_ratios to know which"
-            " layers compress",
-            "take them from the model's config.json",
-        )
-    ratios = list(ratios[:layers])
-    rates = config.get("compress_rates") or {}
-    if len(ratios) != layers or any(r not in (0, 4, 128) for r in ratios) or rates:
-        raise ConfigError(
-            f"{source}: kvtool models DeepSeek-V4 layers that compress by 0, 4 or 128"
-            " (vLLM's compressor.py:158), one per layer",
-            "check layer_types / compress_ratios against num_hidden_layers",
-        )
-    csa, hca = ratios.count(4), ratios.count(128)
-    if not csa or not hca:
-        raise ConfigError(
-            f"{source}: kvtool models DeepSeek-V4 with both compressed (4) and heavily"
-            " compressed (128) layers, as Flash and Pro have; vLLM packs others differently",
-        )
-    return Dsv4Layers(
-        num_layers=layers,
-        csa_layers=csa,
-        hca_layers=hca,
-        window=number("sliding_window"),
-        head_dim=number("head_dim"),
-        index_head_dim=number("index_head_dim"),
-    )
 
 
 def _up(value: int, step: int) -> int:

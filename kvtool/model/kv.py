@@ -275,6 +275,7 @@ def _size_dsv4(
     batched = max_num_batched_tokens or rules.default_max_num_batched_tokens
     size = dsv4_size(layers, ctx_tokens, rules.admission_in_flight * batched)
     block = size.bytes_per_block
+    per_token = tp * block // LATENT_BLOCK  # a latent block's cost spread over its tokens
     latent_blocks = size.held["compressed"] // block
     groups = []
     for kind, count, window in (
@@ -293,7 +294,7 @@ def _size_dsv4(
                 kind=kind,
                 num_layers=count,
                 window=window,
-                bytes_per_token=tp * block // LATENT_BLOCK if token_group else 0,
+                bytes_per_token=per_token if token_group else 0,
                 tokens_held=latent_blocks * LATENT_BLOCK if token_group else 0,
                 bytes_per_session=tp * held,
                 fixed_bytes_per_session=0 if token_group else tp * held,
@@ -318,8 +319,8 @@ def _size_dsv4(
         sessions=sessions,
         tp=tp,
         block_size=LATENT_BLOCK,
-        kv_bytes_per_token=tp * block // LATENT_BLOCK,
-        kv_bytes_per_token_unbounded=tp * block // LATENT_BLOCK,
+        kv_bytes_per_token=per_token,
+        kv_bytes_per_token_unbounded=per_token,
         kv_bytes_per_session=tp * per_rank,
         kv_bytes_total=tp * per_rank * sessions,
         fixed_bytes_per_session=sum(g.fixed_bytes_per_session for g in groups),
@@ -359,7 +360,7 @@ def admission_bytes(
     hybrid = any(item.rank_bytes_per_token for item in priced)
     buckets: list[tuple[int, int, int]] = []  # (layers, page bytes per layer, blocks charged)
     shapes = unified or [(bs, item.rank_bytes_per_token) for item in priced]
-    for item, group_size, (bs, token_bytes) in zip(priced, groups, shapes, strict=True):
+    for item, group_size, (group_bs, token_bytes) in zip(priced, groups, shapes, strict=True):
         layers = item.group.num_layers
         if isinstance(item.group, StateLayers):
             checkpoint = prefill_checkpoint_pages(item.group, gpu)
@@ -370,12 +371,12 @@ def admission_bytes(
         window = group_size.window
         kind = item.group.kind if isinstance(item.group, AttentionLayers) else "full"
         if window is None:
-            blocks = cdiv(max_model_len, bs)
+            blocks = cdiv(max_model_len, group_bs)
         elif kind == "chunked":
-            blocks = cdiv(min(window + in_flight, max_model_len), bs)
+            blocks = cdiv(min(window + in_flight, max_model_len), group_bs)
         else:
-            blocks = cdiv(min(window - 1 + in_flight, max_model_len), bs) + 1
-        buckets.append((layers, bs * token_bytes // layers, blocks))
+            blocks = cdiv(min(window - 1 + in_flight, max_model_len), group_bs) + 1
+        buckets.append((layers, group_bs * token_bytes // layers, blocks))
     page_sizes = {page for _, page, _ in buckets}
     if len(page_sizes) != 1:  # page sizes differ: no shared pool layout to follow, sum per layer
         return sum(layers * page * blocks for layers, page, blocks in buckets)

@@ -1,5 +1,5 @@
 """The architectures vLLM 0.33.0 serves with plain attention layers, each with the rules read
-from its model file. Pure data and one lookup.
+from its model file. Pure data (``families.plain_record`` looks it up).
 
 "Plain" means the model class builds one ``Attention`` layer per decoder layer (K and V of one
 head size, no state, no sharing), so kvtool's attention arithmetic applies, but the fields
@@ -142,8 +142,3 @@ PLAIN_ATTENTION: dict[str, Plain] = {
 WRAPPERS: dict[str, str] = {
     "HCXVisionV2ForCausalLM": _M + "hyperclovax_vision_v2.py:441",
 }
-
-
-def plain_rules(architecture: str) -> Plain | None:
-    """The recorded rules for ``architecture``, or None when vLLM does not build it plain."""
-    return PLAIN_ATTENTION.get(architecture)

@@ -19,6 +19,7 @@ from kvtool.model.families import (
     foreign_fields,
 )
 from kvtool.model.plain import PLAIN_ATTENTION, WRAPPERS
+from kvtool.model.spec import AttentionLayers
 
 ROOT = Path(__file__).parents[3]
 PROFILES = ROOT / "profiles" / "models"
@@ -67,7 +68,8 @@ def test_a_plain_attention_architecture_is_sized_without_a_guess(arch: str) -> N
         config["layer_types"] = ["full_attention", "sliding_attention"] * 2
     spec = spec_from_config(config, name="x")
     assert spec.num_layers == 4
-    assert not any("verified" in note for note in spec.notes)
+    assert spec.groups
+    assert all(isinstance(g, AttentionLayers) for g in spec.groups)  # plain attention only
 
 
 def test_an_unrecorded_architecture_is_refused_by_name_even_when_it_looks_plain() -> None:

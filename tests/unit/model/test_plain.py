@@ -9,7 +9,8 @@ import pytest
 
 from kvtool.errors import ConfigError
 from kvtool.model.config import spec_from_config
-from kvtool.model.plain import PLAIN_ATTENTION, WRAPPERS, plain_rules
+from kvtool.model.families import plain_record
+from kvtool.model.plain import PLAIN_ATTENTION, WRAPPERS
 from kvtool.model.spec import AttentionLayers, ModelSpec
 
 
@@ -162,10 +163,10 @@ def test_every_record_cites_a_vllm_file_and_line() -> None:
     for arch, rules in PLAIN_ATTENTION.items():
         assert rules.source.startswith("vllm/"), arch
         assert rules.source.split(":")[-1].isdigit(), arch
-        assert plain_rules(arch) is rules
+        assert plain_record(arch) is rules
     for arch, source in WRAPPERS.items():
         assert source.split(":")[-1].isdigit(), arch
-    assert plain_rules("LlamaForCausalLM") is None
+    assert plain_record("LlamaForCausalLM") is None
 
 
 def test_mla_with_a_model_wide_sliding_window_is_refused() -> None:
