@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -37,6 +38,7 @@ TIERS = ("T1", "T2", "T3", "T4")
 Key = str  # hex digests from the engine; a trace's block ids (as text) in replay
 SHARED_TIERS = ("T3", "T4")  # what another node can read
 IDLE_TIERS = ("T2", "T3")  # the tiers chunks leave when idle
+NOTHING: frozenset[Key] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,11 @@ class Move(NamedTuple):
     why: str
 
 
+# ``new(Move, (kind, key, src, dst, nbytes, why))`` builds a Move in half the time its own
+# ``__new__`` (a Python function) takes: the hot paths below make one per chunk they move
+new = tuple.__new__
+
+
 class Chunk:
     """What the manager knows of one chunk."""
 
@@ -102,11 +109,19 @@ class Chunk:
         "expires_at", "key", "last_access", "last_use", "nbytes", "pins", "tiers", "tokens"
     )  # fmt: skip
 
-    def __init__(self, key: Key, nbytes: int, tokens: int, now: float, use: int) -> None:
+    def __init__(
+        self,
+        key: Key,
+        nbytes: int,
+        tokens: int,
+        now: float,
+        use: int,
+        tiers: set[str] | None = None,
+    ) -> None:
         self.key = key
         self.nbytes = nbytes
         self.tokens = tokens
-        self.tiers: set[str] = set()
+        self.tiers: set[str] = set() if tiers is None else tiers
         self.last_access = now  # the clock's time: what the idle rules read
         self.last_use = use  # the manager's count of uses: what LRU orders by
         self.pins = 0
@@ -155,6 +170,11 @@ class Manager:
             if t in IDLE_TIERS
         }
         self._own_age = {t for t in IDLE_TIERS if not isinstance(self.policies[t], LRU)}
+        # the LRU tiers, whose FIFO's front ``_evict_front`` pops without the policy's calls
+        self._lru = {t: p for t, p in self.policies.items() if isinstance(p, LRU)}
+        # T1 is no idle tier: a new chunk's add is its policy's (LRU: to the end, no questions)
+        t1 = self.policies["T1"]
+        self._t1_add = t1.add_newest if isinstance(t1, LRU) else t1.add
         self.counters = new_counters()
         # fixed per run (the config is frozen): looked up on every operation
         self._limits = {t: self._limit_of(t) for t in TIERS}
@@ -172,10 +192,13 @@ class Manager:
             if config.enabled(lower)
         ]
         self._next_due = float("-inf")  # when tick next has something to look at
+        self._keep: AbstractSet[Key] = NOTHING  # while ``settle`` runs: what T1's evictions pass
         self._uses = 0  # uses so far: each chunk's last one orders LRU (ties never happen)
         self._unavailable: dict[str, float] = {}  # tier -> until when writes pass it over
-        self._idle_of = {"T2": config.t2_idle_s, "T3": config.t3_idle_s}
+        # the tiers whose idle rule runs (the tier below is on), and after how long
+        self._idle_of = {tier: idle for tier, idle, _ in self._idle_rules}
         self._ttl = config.shared_ttl_s
+        self._reload = config.reload_from_tokens  # empty: every hit reloads (no crossover)
         self._hits_key = {t: f"hits_{t}" for t in TIERS}
         self._hit_tokens_key = {t: f"hit_tokens_{t}" for t in TIERS}
         self._read_key = {t: f"bytes_read_{t}" for t in TIERS}
@@ -269,27 +292,41 @@ class Manager:
 
     def lookup(self, keys: Sequence[Key]) -> Lookup:
         """The longest run of leading ``keys`` held in a tier (``_prefix``), and how to bring
-        it to T1 unless recomputing is faster (``_recompute``)."""
+        it to T1 unless recomputing is faster (``_recompute``); ``_credit`` and ``_touch``
+        inline, once per hit."""
         now = self.clock()
         found, tiers_hit, drops = self._prefix(keys, now)
-        hits = [(chunk.key, tier) for chunk, tier in zip(found, tiers_hit, strict=True)]
-        if not hits:
-            return Lookup([], drops, recompute=False)
-        if self._recompute(found, tiers_hit):
-            return Lookup(hits, drops, recompute=True)
-        self._credit(found, tiers_hit)
+        if not found:
+            return new(Lookup, ([], drops, False))
+        hits = list(zip([chunk.key for chunk in found], tiers_hit, strict=True))
+        if self._reload and self._recompute(found, tiers_hit):
+            return new(Lookup, (hits, drops, True))
         moves = drops
+        counters, policies, own_age = self.counters, self.policies, self._own_age
+        hits_key, tokens_key = self._hits_key, self._hit_tokens_key
+        use = self._uses
         for chunk, tier in zip(found, tiers_hit, strict=True):
-            self._touch(chunk, now)
+            counters[hits_key[tier]] += 1
+            counters[tokens_key[tier]] += chunk.tokens
+            use += 1
+            chunk.last_access = now
+            chunk.last_use = use
+            key = chunk.key
+            for held in chunk.tiers:
+                policies[held].touch(key, use)
+                if held in own_age:
+                    self.by_age[held].put(key, use)
             if tier != "T1":
+                self._uses = use
                 moves.append(self._promote(chunk, tier))
+        self._uses = use
         if self.used["T1"] > self._limits["T1"]:
             for chunk in found:
                 chunk.pins += 1
             moves += self._make_room("T1")
             for chunk in found:
                 chunk.pins -= 1
-        return Lookup(hits, moves, recompute=False)
+        return new(Lookup, (hits, moves, False))
 
     def insert(
         self, key: Key, nbytes: int, tokens: int, *, shared: bool = False, settle: bool = True
@@ -301,17 +338,22 @@ class Manager:
         counters = self.counters
         counters["inserts"] += 1
         chunk = self.chunks.get(key)
-        if chunk is None:
-            chunk = self.chunks[key] = self._chunk(key, nbytes, tokens, now)
+        moves: list[Move] = []
+        if chunk is None:  # new: its first use, straight into T1 (``_chunk``, ``_add`` inline)
+            self._uses += 1
+            chunk = self.chunks[key] = Chunk(key, nbytes, tokens, now, self._uses, {"T1"})
+            self.used["T1"] += nbytes
+            self._t1_add(key, self._uses)
+            counters["bytes_written_T1"] += nbytes
+            moves.append(new(Move, ("put", key, None, "T1", nbytes, "computed")))
         else:
             self._touch(chunk, now)
+            if "T1" not in chunk.tiers:
+                self._add(chunk, "T1")
+                counters["bytes_written_T1"] += nbytes
+                moves.append(new(Move, ("put", key, None, "T1", nbytes, "computed")))
         if shared and self._ttl is not None and chunk.expires_at is None:
             chunk.expires_at = now + self._ttl
-        moves: list[Move] = []
-        if "T1" not in chunk.tiers:
-            self._add(chunk, "T1")
-            counters["bytes_written_T1"] += nbytes
-            moves.append(Move("put", key, None, "T1", nbytes, "computed"))
         if self._eager and "T3" not in chunk.tiers:
             self._add(chunk, "T3")
             counters["bytes_read_T1"] += nbytes
@@ -327,16 +369,18 @@ class Manager:
 
     def settle(self, keep: Iterable[Key] = ()) -> list[Move]:
         """Make room in every tier that is over its limit (after ``insert(settle=False)``);
-        chunks in ``keep`` (the request just inserted) stay in T1 if anything can go."""
-        kept = [self.chunks[k] for k in keep if k in self.chunks]
-        for chunk in kept:
-            chunk.pins += 1
+        chunks in ``keep`` (the request just inserted) stay in T1 if anything can go, as if
+        pinned: T1's evictions pass over them."""
+        used, limits = self.used, self._limits
         moves: list[Move] = []
-        for tier in TIERS:
-            if self.used[tier] > self._limits[tier]:
-                moves += self._make_room(tier)
-        for chunk in kept:
-            chunk.pins -= 1
+        try:
+            for tier in TIERS:
+                if used[tier] > limits[tier]:  # (room made above may have made room here)
+                    if not self._keep:
+                        self._keep = set(keep)
+                    moves += self._make_room(tier)
+        finally:
+            self._keep = NOTHING
         return moves
 
     def access(
@@ -354,7 +398,7 @@ class Manager:
         counters = self.counters
         chunks = self.chunks
         found, hit_tiers, moves = self._prefix(keys, now)
-        if found and self._recompute(found, hit_tiers):
+        if found and self._reload and self._recompute(found, hit_tiers):
             hit_tiers = []
         else:
             self._credit(found, hit_tiers)
@@ -494,30 +538,87 @@ class Manager:
     def _make_room(self, tier: str) -> list[Move]:
         """Chunks leave ``tier`` (policy order, unpinned in T1) until it is under its limit."""
         limit = self._limits[tier]
-        if self.used[tier] <= limit:
+        used = self.used
+        if used[tier] <= limit:
             return []
         moves: list[Move] = []
-        policy = self.policies[tier]
-        lower = self._lower_of(tier)
-        chunks = self.chunks
-        can_evict = (lambda k: chunks[k].pins == 0) if tier == "T1" else (lambda k: True)
+        lower = self._lower_of(tier) if self._unavailable else self._lower[tier]
         why = "pressure" if tier == "T1" else "full"
-        used = self.used
-        evicted = 0
-        while used[tier] > limit:
-            victim = policy.evict(can_evict)
-            if victim is None:
-                break  # everything left is pinned
-            evicted += 1
-            chunk = chunks[victim]
-            if lower is None:
-                moves += self._forget_tier(chunk, tier, why)
-            else:
-                moves.append(self._down(chunk, tier, lower, why=why))
+        evicted = self._evict_front(tier, lower, why, moves) if tier in self._lru else 0
+        if used[tier] > limit:  # the policy's own way: S3-FIFO, keys that came late, pins
+            policy = self.policies[tier]
+            chunks = self.chunks
+            keep = self._keep
+            can_evict = (
+                (lambda k: chunks[k].pins == 0 and k not in keep)
+                if tier == "T1"
+                else (lambda k: True)
+            )
+            while used[tier] > limit:
+                victim = policy.evict(can_evict)
+                if victim is None:
+                    break  # everything left is pinned
+                evicted += 1
+                chunk = chunks[victim]
+                if lower is None:
+                    moves += self._forget_tier(chunk, tier, why)
+                else:
+                    moves.append(self._down(chunk, tier, lower, why=why))
         self.counters["evictions"] += evicted
-        if lower is not None and self.used[lower] > self._limits[lower]:
+        if lower is not None and used[lower] > self._limits[lower]:
             moves += self._make_room(lower)  # once, after this tier is under its limit
         return moves
+
+    def _evict_front(self, tier: str, lower: str | None, why: str, moves: list[Move]) -> int:
+        """LRU's common case, ``_down`` and ``_forget_tier`` inlined: while no key came late,
+        the oldest leave from the front of the tier's FIFO, one C call each, until the tier
+        is under its limit, the FIFO is empty or (T1) the oldest is pinned; ``_make_room``
+        goes on from there the general way, so the victims are the same. Returns how many
+        left."""
+        fifo = self._lru[tier].ordered_fifo()
+        if fifo is None:
+            return 0
+        used, chunks = self.used, self.chunks
+        held, limit = used[tier], self._limits[tier]  # (ints against the limit: exact)
+        keep = self._keep if tier == "T1" else None  # (pins and keep hold chunks in T1 only)
+        append = moves.append
+        size = len(fifo)
+        arrivals: list[tuple[Key, float]] = []  # (key, last use) entering ``lower``, in order
+        moved = 0
+        while held > limit and fifo:
+            item = fifo.popitem(last=False)
+            key = item[0]
+            chunk = chunks[key]
+            if keep is not None and (chunk.pins or key in keep):  # back to the front: the
+                fifo[key] = item[1]  # general way looks past it
+                fifo.move_to_end(key, last=False)
+                break
+            tiers = chunk.tiers
+            tiers.discard(tier)
+            nbytes = chunk.nbytes
+            held -= nbytes
+            if lower is None:  # the last tier: out
+                if not tiers:
+                    del chunks[key]
+                append(new(Move, ("drop", key, tier, None, nbytes, why)))
+            elif lower in tiers:  # dst names the copy the drop leans on
+                append(new(Move, ("drop", key, tier, lower, nbytes, why)))
+            else:  # ``_add(chunk, lower)``, the queue's part once for the run
+                tiers.add(lower)
+                moved += nbytes
+                arrivals.append(item)
+                append(new(Move, ("move", key, tier, lower, nbytes, why)))
+        used[tier] = held
+        if arrivals and lower is not None:
+            used[lower] += moved
+            self._lru[lower].put_run(arrivals)
+            if lower in self._idle_of:  # the idle rule's next due: the earliest last access
+                due = min(chunks[key].last_access for key, _ in arrivals) + self._idle_of[lower]
+                if due < self._next_due:
+                    self._next_due = due
+            self.counters[self._read_key[tier]] += moved
+            self.counters[self._written_key[lower]] += moved
+        return size - len(fifo)
 
     def _down(self, chunk: Chunk, tier: str, lower: str, *, why: str) -> Move:
         """``chunk`` leaves ``tier`` for ``lower``; a copy already there means no write."""
@@ -573,9 +674,10 @@ class Manager:
         if tier in IDLE_TIERS:
             if tier in self._own_age:
                 self.by_age[tier].put(chunk.key, chunk.last_use)
-            due = chunk.last_access + self._idle_of[tier]
-            if due < self._next_due:
-                self._next_due = due
+            if tier in self._idle_of:
+                due = chunk.last_access + self._idle_of[tier]
+                if due < self._next_due:
+                    self._next_due = due
 
     def _remove(self, chunk: Chunk, tier: str) -> None:
         chunk.tiers.discard(tier)

@@ -69,7 +69,7 @@ class AgeQueue:
     def put(self, key: str, last_use: float) -> None:
         """``key`` is in the tier, last used at ``last_use`` (again: the newest use wins)."""
         fifo = self._fifo
-        if last_use >= self._tail:
+        if last_use >= self._tail or not fifo:  # (an empty FIFO is in order whatever comes)
             if key in fifo:
                 fifo.move_to_end(key)
             else:
@@ -86,6 +86,20 @@ class AgeQueue:
             self._late = [entry for entry in self._late if when.get(entry[2]) == entry[1]]
             heapq.heapify(self._late)
 
+    def put_run(self, items: list[tuple[str, float]]) -> None:
+        """``put`` each (key, last use) of keys new to the tier, given in order of use (a run
+        popped from the front of the tier above's FIFO): one C call when the first is no
+        older than the FIFO's newest, the rest then being newer still."""
+        fifo = self._fifo
+        if not items:
+            return
+        if items[0][1] >= self._tail or not fifo:
+            fifo.update(items)  # (new keys: none is in the FIFO or among the late)
+            self._tail = items[-1][1]
+            return
+        for key, last_use in items:
+            self.put(key, last_use)
+
     def remove(self, key: str) -> None:
         fifo = self._fifo
         last_use = fifo.pop(key, None)
@@ -93,6 +107,13 @@ class AgeQueue:
             self._when.pop(key, None)
         elif last_use == self._tail:  # the newest left: the FIFO takes arrivals from the next
             self._tail = next(reversed(fifo.values()), float("-inf"))
+
+    def ordered_fifo(self) -> OrderedDict[str, float] | None:
+        """The FIFO (key -> last use, oldest first) when it alone holds the order (no key came
+        late), else None: a caller evicting a run of the oldest may pop them from its front
+        itself (``popitem(last=False)``), one C call each. Popping the front never removes the
+        newest but the last, and a FIFO left empty takes any arrival."""
+        return None if self._when else self._fifo
 
     def oldest(self) -> str | None:
         """The key used longest ago, or None when the tier is empty."""
@@ -134,8 +155,20 @@ class LRU(AgeQueue):
     add = AgeQueue.put  # (one call less per chunk a tier receives)
 
     def touch(self, key: str, use: int) -> None:
-        if key in self:
-            self.put(key, use)
+        fifo = self._fifo
+        if use < self._tail:  # (not from the manager, whose every use is its newest)
+            if key in self:
+                self.put(key, use)
+            return
+        if key in fifo:  # ``put``'s way for the newest use, inline: one call per hit
+            fifo.move_to_end(key)
+        elif self._when.pop(key, None) is None:
+            return  # not in this tier
+        fifo[key] = self._tail = use
+
+    def add_newest(self, key: str, use: int) -> None:
+        """``add`` for a key new to the tier at the manager's newest use: the FIFO's end."""
+        self._fifo[key] = self._tail = use
 
     def evict(self, can_evict: Callable[[str], bool]) -> str | None:
         fifo = self._fifo

@@ -3,8 +3,12 @@ promotion, recompute by the plan's crossover, TTL, node loss, faults. No bytes m
 
 from __future__ import annotations
 
+import random
+
+import pytest
+
 from kvtool.engine.keys import chain_keys, model_fingerprint
-from kvtool.engine.manager import EngineConfig, Manager
+from kvtool.engine.manager import TIERS, EngineConfig, Lookup, Manager
 
 FP = model_fingerprint("m", "bf16", "tp1")
 MB = 1_000_000
@@ -336,3 +340,80 @@ def test_a_pinned_oldest_chunk_is_passed_over_in_age_order() -> None:
     assert list(lru.in_order()) == ["late", "new", "newest"]
     assert lru.evict(lambda key: key != "late") == "new"
     assert lru.evict(lambda key: True) == "late"
+
+
+def _reference_lookup(m: Manager, keys: list[str]) -> Lookup:
+    """``lookup`` as the rules compose it, one helper per rule (the hot path inlines them)."""
+    now = m.clock()
+    found, tiers_hit, drops = m._prefix(keys, now)
+    hits = [(chunk.key, tier) for chunk, tier in zip(found, tiers_hit, strict=True)]
+    if not hits:
+        return Lookup([], drops, recompute=False)
+    if m._recompute(found, tiers_hit):
+        return Lookup(hits, drops, recompute=True)
+    m._credit(found, tiers_hit)
+    moves = drops
+    for chunk, tier in zip(found, tiers_hit, strict=True):
+        m._touch(chunk, now)
+        if tier != "T1":
+            moves.append(m._promote(chunk, tier))
+    if m.used["T1"] > m._limits["T1"]:
+        for chunk in found:
+            chunk.pins += 1
+        moves += m._make_room("T1")
+        for chunk in found:
+            chunk.pins -= 1
+    return Lookup(hits, moves, recompute=False)
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_the_fast_paths_are_the_rules_one_helper_at_a_time(seed: int) -> None:
+    """LRU's eviction from the FIFO's front (``_evict_front``) and the inlined lookup give the
+    same moves, counters and placement as the policy's own ``evict`` and the helpers one at a
+    time, on random sizes, postures, crossovers, pins, a TTL and idle times."""
+    rng = random.Random(seed)
+    size = rng.choice([1, 3, 5])
+    capacity = {t: rng.choice([None, 0, 4 * size, 7 * size, 15 * size]) for t in TIERS}
+    capacity["T1"] = rng.choice([None, 3 * size, 6 * size, 10 * size])
+    config = EngineConfig(
+        capacity_bytes=capacity,
+        pressure=rng.choice([1.0, 0.85]),
+        t2_idle_s=rng.choice([2.0, 10.0]),
+        t3_idle_s=rng.choice([5.0, 40.0]),
+        posture=rng.choice(["lazy", "eager"]),
+        shared_ttl_s=rng.choice([None, 30.0]),
+        reload_from_tokens=rng.choice([{}, {"T3": 8, "T4": 20}]),
+    )
+    clock = Clock()
+    fast, slow = Manager(config, clock), Manager(config, clock)
+    slow._lru = {}  # every eviction by the policy's own evict()
+    sessions = [[f"s{s}-{i}" for i in range(rng.randint(1, 8))] for s in range(12)]
+    for _ in range(150):
+        clock.now += rng.choice([0.0, 0.5, 3.0, 12.0])
+        keys = rng.choice(sessions)[: rng.randint(1, 8)]
+        op = rng.random()
+        if op < 0.45:
+            got, want = fast.lookup(keys), _reference_lookup(slow, keys)
+            assert got == want
+            shared = rng.random() < 0.3
+            for key in keys[len(got.hits) :]:
+                settle = rng.random() < 0.3
+                assert fast.insert(key, size, 4, shared=shared, settle=settle) == slow.insert(
+                    key, size, 4, shared=shared, settle=settle
+                )
+            assert fast.settle(keys) == slow.settle(keys)
+        elif op < 0.6:
+            assert fast.access(keys, size, 4) == slow.access(keys, size, 4)
+        elif op < 0.75:
+            fast.pin(keys)
+            slow.pin(keys)
+        elif op < 0.85:
+            fast.unpin(keys)
+            slow.unpin(keys)
+        else:
+            assert fast.tick() == slow.tick()
+        assert fast.counters == slow.counters
+        assert fast.used == slow.used
+        assert {k: c.tiers for k, c in fast.chunks.items()} == {
+            k: c.tiers for k, c in slow.chunks.items()
+        }

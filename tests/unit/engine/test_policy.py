@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvtool.engine.policy import LRU, POLICIES, S3FIFO, make_policy
+from kvtool.engine.policy import LRU, POLICIES, S3FIFO, AgeQueue, make_policy
 
 
 def test_lru_evicts_the_least_recent_and_skips_pinned() -> None:
@@ -109,7 +109,6 @@ def test_s3fifo_finds_an_unpinned_key_behind_pinned_ones_in_main() -> None:
 def test_removing_the_newest_lets_the_next_arrival_join_the_fifo() -> None:
     """A chunk used (put at the newest use) and moved out at once, as a T2 hit is, no longer
     sends every later arrival to the heap."""
-    from kvtool.engine.policy import AgeQueue
 
     queue = AgeQueue()
     for use, key in enumerate("abc", 1):
@@ -119,3 +118,87 @@ def test_removing_the_newest_lets_the_next_arrival_join_the_fifo() -> None:
     queue.put("d", 4)  # used before the chunk that left, after every chunk still here
     assert not queue._late
     assert list(queue.in_order()) == ["a", "b", "c", "d"]
+
+
+def snapshot(queue: AgeQueue) -> tuple[list[str], str | None, int]:
+    return list(queue.in_order()), queue.oldest(), len(queue)
+
+
+@given(
+    before=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 30)), max_size=20),
+    start=st.integers(0, 40),
+    run=st.lists(st.integers(0, 3), max_size=12),
+)
+def test_a_run_put_at_once_is_the_same_queue_as_one_put_each(
+    before: list[tuple[int, int]], start: int, run: list[int]
+) -> None:
+    """``put_run`` (a run of keys new to the tier, in order of use, sometimes older than the
+    FIFO's newest) leaves the queue as putting them one by one does."""
+    one, each = AgeQueue(), AgeQueue()
+    for number, use in before:
+        one.put(f"k{number}", use)
+        each.put(f"k{number}", use)
+    use = start
+    items = []
+    for index, step in enumerate(run):
+        use += step
+        items.append((f"new{index}", float(use)))
+    one.put_run(items)
+    for key, last_use in items:
+        each.put(key, last_use)
+    assert snapshot(one) == snapshot(each)
+
+
+@given(
+    ops=st.lists(
+        st.tuples(st.sampled_from(["put", "touch", "remove"]), st.integers(0, 7)), max_size=60
+    )
+)
+def test_lru_touch_is_put_for_a_key_the_tier_holds(ops: list[tuple[str, int]]) -> None:
+    """LRU's inline touch is ``put`` when the key is resident and nothing otherwise, at the
+    manager's newest use and at an old one, late keys included (old uses make them late)."""
+    lru, reference = LRU(), AgeQueue()
+    use = 100
+    for op, number in ops:
+        key = f"k{number}"
+        use += 1
+        if op == "put":  # an old use half the time: the key comes late
+            last_use = use if number % 2 else number
+            lru.put(key, last_use)
+            reference.put(key, last_use)
+        elif op == "touch":
+            last_use = use if number % 3 else number
+            lru.touch(key, last_use)
+            if key in reference:
+                reference.put(key, last_use)
+        else:
+            lru.remove(key)
+            reference.remove(key)
+        assert snapshot(lru) == snapshot(reference)
+
+
+def test_the_fifo_is_handed_out_only_while_it_holds_the_whole_order() -> None:
+    queue = LRU()
+    queue.add_newest("a", 1)
+    queue.add_newest("b", 2)
+    fifo = queue.ordered_fifo()
+    assert fifo is not None
+    assert list(fifo) == ["a", "b"]
+    queue.put("late", 0)  # older than the FIFO's newest: the heap
+    assert queue.ordered_fifo() is None
+    assert queue.oldest() == "late"
+    queue.remove("late")
+    assert queue.ordered_fifo() is fifo
+
+
+def test_an_emptied_fifo_takes_an_arrival_older_than_its_last_newest() -> None:
+    """The front popped to empty (as the manager's eviction does) leaves the old newest use
+    behind; the next arrival still joins the FIFO, not the heap."""
+    queue = LRU()
+    queue.put("a", 5)
+    fifo = queue.ordered_fifo()
+    assert fifo is not None
+    fifo.popitem(last=False)
+    queue.put("b", 3)
+    assert queue.ordered_fifo() is fifo
+    assert list(fifo) == ["b"]
