@@ -337,16 +337,17 @@ class Manager:
         now = self.clock()
         counters = self.counters
         counters["inserts"] += 1
-        chunk = self.chunks.get(key)
-        moves: list[Move] = []
+        chunks = self.chunks
+        chunk = chunks.get(key)
         if chunk is None:  # new: its first use, straight into T1 (``_chunk``, ``_add`` inline)
-            self._uses += 1
-            chunk = self.chunks[key] = Chunk(key, nbytes, tokens, now, self._uses, {"T1"})
+            self._uses = use = self._uses + 1
+            chunk = chunks[key] = Chunk(key, nbytes, tokens, now, use, {"T1"})
             self.used["T1"] += nbytes
-            self._t1_add(key, self._uses)
+            self._t1_add(key, use)
             counters["bytes_written_T1"] += nbytes
-            moves.append(new(Move, ("put", key, None, "T1", nbytes, "computed")))
+            moves = [new(Move, ("put", key, None, "T1", nbytes, "computed"))]
         else:
+            moves = []
             self._touch(chunk, now)
             if "T1" not in chunk.tiers:
                 self._add(chunk, "T1")
@@ -585,8 +586,9 @@ class Manager:
         size = len(fifo)
         arrivals: list[tuple[Key, float]] = []  # (key, last use) entering ``lower``, in order
         moved = 0
+        pop = fifo.popitem
         while held > limit and fifo:
-            item = fifo.popitem(last=False)
+            item = pop(False)  # the oldest
             key = item[0]
             chunk = chunks[key]
             if keep is not None and (chunk.pins or key in keep):  # back to the front: the
