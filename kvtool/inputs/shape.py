@@ -7,11 +7,10 @@ from typing import TYPE_CHECKING
 from kvtool.errors import InputError
 from kvtool.model.engines import check_block_size, get_engine
 from kvtool.model.formats import resolve_format
-from kvtool.model.shape import KvShape
-from kvtool.profiles.resolve import resolve_model
 from kvtool.units import parse_count
 
 if TYPE_CHECKING:
+    from kvtool.model.shape import KvShape
     from kvtool.profiles.resolve import ResolvedModel
 
 
@@ -26,6 +25,9 @@ def resolve_shape(
     """The shape of ``model``'s KV: a bundled name, a config path or a Hub id (or a model
     already resolved), under ``engine``'s rules, in ``kv_dtype`` (``auto``: the model's own),
     at ``tp`` (None: 1, marked not given so a planner may choose)."""
+    from kvtool.model.shape import KvShape  # (here: a replay without a model needs none)
+    from kvtool.profiles.resolve import resolve_model
+
     resolved = resolve_model(model) if isinstance(model, str) else model
     spec = resolved.spec
     rules = get_engine(engine)
