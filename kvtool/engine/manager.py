@@ -172,9 +172,9 @@ class Manager:
         self._own_age = {t for t in IDLE_TIERS if not isinstance(self.policies[t], LRU)}
         # the LRU tiers, whose FIFO's front ``_evict_front`` pops without the policy's calls
         self._lru = {t: p for t, p in self.policies.items() if isinstance(p, LRU)}
-        # T1 is no idle tier: a new chunk's add is its policy's (LRU: to the end, no questions)
-        t1 = self.policies["T1"]
-        self._t1_add = t1.add_newest if isinstance(t1, LRU) else t1.add
+        # T1 is no idle tier: a new chunk's add is its policy's (LRU: the FIFO's end, inline)
+        self._t1_add = self.policies["T1"].add
+        self._t1_lru = self._lru.get("T1")
         self.counters = new_counters()
         # fixed per run (the config is frozen): looked up on every operation
         self._limits = {t: self._limit_of(t) for t in TIERS}
@@ -260,12 +260,12 @@ class Manager:
                 counters["expired"] += 1
                 break
             tiers = chunk.tiers
-            if not tiers:
-                break
-            if len(tiers) == 1:
-                (tier,) = tiers
-            else:
+            if "T1" in tiers:  # (the fastest)
+                tier = "T1"
+            elif tiers:
                 tier = next(t for t in TIERS if t in tiers)  # the fastest holding it
+            else:
+                break
             found.append(chunk)
             tiers_hit.append(tier)
         counters["misses"] += len(keys) - len(found)
@@ -302,28 +302,38 @@ class Manager:
         if self._reload and self._recompute(found, tiers_hit):
             return new(Lookup, (hits, drops, True))
         moves = drops
-        counters, policies, own_age = self.counters, self.policies, self._own_age
-        hits_key, tokens_key = self._hits_key, self._hit_tokens_key
+        lru, own_age = self._lru, self._own_age
         use = self._uses
+        tokens = 0
         for chunk, tier in zip(found, tiers_hit, strict=True):
-            counters[hits_key[tier]] += 1
-            counters[tokens_key[tier]] += chunk.tokens
+            tokens += chunk.tokens
             use += 1
             chunk.last_access = now
             chunk.last_use = use
             key = chunk.key
-            for held in chunk.tiers:
-                policies[held].touch(key, use)
+            for held in chunk.tiers:  # the newest use in every tier holding it
+                queue = lru.get(held)
+                if queue is not None and key in queue.fifo:  # (LRU's touch, inline)
+                    queue.fifo.move_to_end(key)
+                    queue.fifo[key] = queue.tail = use
+                    continue
+                self.policies[held].touch(key, use)
                 if held in own_age:
                     self.by_age[held].put(key, use)
             if tier != "T1":
                 self._uses = use
                 moves.append(self._promote(chunk, tier))
+        first = tiers_hit[0]
+        if tiers_hit.count(first) == len(tiers_hit):  # all from one tier: credited at once
+            self.counters[self._hits_key[first]] += len(found)
+            self.counters[self._hit_tokens_key[first]] += tokens
+        else:
+            self._credit(found, tiers_hit)
         self._uses = use
         if self.used["T1"] > self._limits["T1"]:
             for chunk in found:
                 chunk.pins += 1
-            moves += self._make_room("T1")
+            self._make_room("T1", moves)
             for chunk in found:
                 chunk.pins -= 1
         return new(Lookup, (hits, moves, False))
@@ -337,13 +347,16 @@ class Manager:
         now = self.clock()
         counters = self.counters
         counters["inserts"] += 1
-        chunks = self.chunks
+        chunks, t1_lru = self.chunks, self._t1_lru
         chunk = chunks.get(key)
         if chunk is None:  # new: its first use, straight into T1 (``_chunk``, ``_add`` inline)
             self._uses = use = self._uses + 1
             chunk = chunks[key] = Chunk(key, nbytes, tokens, now, use, {"T1"})
             self.used["T1"] += nbytes
-            self._t1_add(key, use)
+            if t1_lru is None:
+                self._t1_add(key, use)
+            else:  # at the newest use, into a queue that holds it nowhere: the end
+                t1_lru.fifo[key] = t1_lru.tail = use
             counters["bytes_written_T1"] += nbytes
             moves = [new(Move, ("put", key, None, "T1", nbytes, "computed"))]
         else:
@@ -361,10 +374,10 @@ class Manager:
             counters["bytes_written_T3"] += nbytes
             moves.append(Move("copy", key, "T1", "T3", nbytes, "eager write"))
             if settle and self.used["T3"] > self._limits["T3"]:
-                moves += self._make_room("T3")
+                self._make_room("T3", moves)
         if settle and self.used["T1"] > self._limits["T1"]:
             chunk.pins += 1  # the chunk just computed stays while room is made
-            moves += self._make_room("T1")
+            self._make_room("T1", moves)
             chunk.pins -= 1
         return moves
 
@@ -379,7 +392,7 @@ class Manager:
                 if used[tier] > limits[tier]:  # (room made above may have made room here)
                     if not self._keep:
                         self._keep = set(keep)
-                    moves += self._make_room(tier)
+                    self._make_room(tier, moves)
         finally:
             self._keep = NOTHING
         return moves
@@ -457,7 +470,7 @@ class Manager:
                 self.counters["demotions"] += 1
                 moves.append(self._down(chunk, tier, lower, why=why))
                 if self.used[lower] > self._limits[lower]:
-                    moves += self._make_room(lower)
+                    self._make_room(lower, moves)
         self._next_due = next_due
         return moves
 
@@ -536,13 +549,13 @@ class Manager:
             lower = self._lower[lower]
         return lower
 
-    def _make_room(self, tier: str) -> list[Move]:
-        """Chunks leave ``tier`` (policy order, unpinned in T1) until it is under its limit."""
+    def _make_room(self, tier: str, moves: list[Move]) -> None:
+        """Chunks leave ``tier`` (policy order, unpinned in T1) until it is under its limit;
+        their moves are added to ``moves``."""
         limit = self._limits[tier]
         used = self.used
         if used[tier] <= limit:
-            return []
-        moves: list[Move] = []
+            return
         lower = self._lower_of(tier) if self._unavailable else self._lower[tier]
         why = "pressure" if tier == "T1" else "full"
         evicted = self._evict_front(tier, lower, why, moves) if tier in self._lru else 0
@@ -567,8 +580,7 @@ class Manager:
                     moves.append(self._down(chunk, tier, lower, why=why))
         self.counters["evictions"] += evicted
         if lower is not None and used[lower] > self._limits[lower]:
-            moves += self._make_room(lower)  # once, after this tier is under its limit
-        return moves
+            self._make_room(lower, moves)  # once, after this tier is under its limit
 
     def _evict_front(self, tier: str, lower: str | None, why: str, moves: list[Move]) -> int:
         """LRU's common case, ``_down`` and ``_forget_tier`` inlined: while no key came late,

@@ -55,27 +55,34 @@ class AgeQueue:
     chunk demoted into T3 keeps its old last use and must leave before one that arrived
     earlier but was used since. Arrivals in order (the common case: a use, a fresh insert) go
     to the end of a FIFO in O(1); only a late one (used before the FIFO's newest) goes to a
-    heap, whose stale entries are skipped and, when they outnumber the live ones, dropped."""
+    heap, whose stale entries are skipped and, when they outnumber the live ones, dropped.
 
-    __slots__ = ("_fifo", "_late", "_seq", "_tail", "_when")
+    ``fifo`` (key -> last use, in order of use) and ``tail`` (its newest use) are open to the
+    manager's hot paths, one C call per chunk instead of a method's frame, on two terms: a key
+    may be put at the end (moved there if the FIFO holds it, written if the queue holds it
+    nowhere) at a use no older than ``tail``, ``tail`` then set to it; and the front may be
+    popped while ``ordered_fifo`` hands the FIFO out (nothing came late). Everything else
+    goes through the methods."""
+
+    __slots__ = ("_late", "_seq", "_when", "fifo", "tail")
 
     def __init__(self) -> None:
-        self._fifo: OrderedDict[str, float] = OrderedDict()  # oldest first
+        self.fifo: OrderedDict[str, float] = OrderedDict()  # oldest first
         self._late: list[tuple[float, int, str]] = []
         self._when: dict[str, int] = {}  # key -> the heap entry's number, when it is late
-        self._tail = float("-inf")
+        self.tail = float("-inf")
         self._seq = 0
 
     def put(self, key: str, last_use: float) -> None:
         """``key`` is in the tier, last used at ``last_use`` (again: the newest use wins)."""
-        fifo = self._fifo
-        if last_use >= self._tail or not fifo:  # (an empty FIFO is in order whatever comes)
+        fifo = self.fifo
+        if last_use >= self.tail or not fifo:  # (an empty FIFO is in order whatever comes)
             if key in fifo:
                 fifo.move_to_end(key)
             else:
                 self._when.pop(key, None)
             fifo[key] = last_use
-            self._tail = last_use
+            self.tail = last_use
             return
         fifo.pop(key, None)
         self._seq += 1
@@ -90,37 +97,37 @@ class AgeQueue:
         """``put`` each (key, last use) of keys new to the tier, given in order of use (a run
         popped from the front of the tier above's FIFO): one C call when the first is no
         older than the FIFO's newest, the rest then being newer still."""
-        fifo = self._fifo
+        fifo = self.fifo
         if not items:
             return
-        if items[0][1] >= self._tail or not fifo:
+        if items[0][1] >= self.tail or not fifo:
             fifo.update(items)  # (new keys: none is in the FIFO or among the late)
-            self._tail = items[-1][1]
+            self.tail = items[-1][1]
             return
         for key, last_use in items:
             self.put(key, last_use)
 
     def remove(self, key: str) -> None:
-        fifo = self._fifo
+        fifo = self.fifo
         last_use = fifo.pop(key, None)
         if last_use is None:
             self._when.pop(key, None)
-        elif last_use == self._tail:  # the newest left: the FIFO takes arrivals from the next
-            self._tail = next(reversed(fifo.values()), float("-inf"))
+        elif last_use == self.tail:  # the newest left: the FIFO takes arrivals from the next
+            self.tail = next(reversed(fifo.values()), float("-inf"))
 
     def ordered_fifo(self) -> OrderedDict[str, float] | None:
         """The FIFO (key -> last use, oldest first) when it alone holds the order (no key came
         late), else None: a caller evicting a run of the oldest may pop them from its front
         itself (``popitem(last=False)``), one C call each. Popping the front never removes the
         newest but the last, and a FIFO left empty takes any arrival."""
-        return None if self._when else self._fifo
+        return None if self._when else self.fifo
 
     def oldest(self) -> str | None:
         """The key used longest ago, or None when the tier is empty."""
         late, when = self._late, self._when
         while late and when.get(late[0][2]) != late[0][1]:
             heapq.heappop(late)
-        first = next(iter(self._fifo.items()), None)
+        first = next(iter(self.fifo.items()), None)
         if late and (first is None or late[0][0] < first[1]):
             return late[0][2]
         return None if first is None else first[0]
@@ -129,7 +136,7 @@ class AgeQueue:
         """Every key, oldest first (a snapshot: the queue may change while it is walked)."""
         when = self._when
         late = sorted(entry for entry in self._late if when.get(entry[2]) == entry[1])
-        fifo = list(self._fifo.items())
+        fifo = list(self.fifo.items())
         i = j = 0
         while i < len(late) or j < len(fifo):
             if j == len(fifo) or (i < len(late) and late[i][0] < fifo[j][1]):
@@ -140,10 +147,10 @@ class AgeQueue:
                 j += 1
 
     def __contains__(self, key: object) -> bool:
-        return key in self._fifo or key in self._when
+        return key in self.fifo or key in self._when
 
     def __len__(self) -> int:
-        return len(self._fifo) + len(self._when)
+        return len(self.fifo) + len(self._when)
 
 
 class LRU(AgeQueue):
@@ -155,8 +162,8 @@ class LRU(AgeQueue):
     add = AgeQueue.put  # (one call less per chunk a tier receives)
 
     def touch(self, key: str, use: int) -> None:
-        fifo = self._fifo
-        if use < self._tail:  # (not from the manager, whose every use is its newest)
+        fifo = self.fifo
+        if use < self.tail:  # (not from the manager, whose every use is its newest)
             if key in self:
                 self.put(key, use)
             return
@@ -164,14 +171,10 @@ class LRU(AgeQueue):
             fifo.move_to_end(key)
         elif self._when.pop(key, None) is None:
             return  # not in this tier
-        fifo[key] = self._tail = use
-
-    def add_newest(self, key: str, use: int) -> None:
-        """``add`` for a key new to the tier at the manager's newest use: the FIFO's end."""
-        self._fifo[key] = self._tail = use
+        fifo[key] = self.tail = use
 
     def evict(self, can_evict: Callable[[str], bool]) -> str | None:
-        fifo = self._fifo
+        fifo = self.fifo
         if not self._when and fifo:  # nothing came late: the FIFO's first, unless pinned
             self._late.clear()  # (stale entries only)
             first = next(iter(fifo))

@@ -360,7 +360,7 @@ def _reference_lookup(m: Manager, keys: list[str]) -> Lookup:
     if m.used["T1"] > m._limits["T1"]:
         for chunk in found:
             chunk.pins += 1
-        moves += m._make_room("T1")
+        m._make_room("T1", moves)
         for chunk in found:
             chunk.pins -= 1
     return Lookup(hits, moves, recompute=False)

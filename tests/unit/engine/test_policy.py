@@ -179,8 +179,8 @@ def test_lru_touch_is_put_for_a_key_the_tier_holds(ops: list[tuple[str, int]]) -
 
 def test_the_fifo_is_handed_out_only_while_it_holds_the_whole_order() -> None:
     queue = LRU()
-    queue.add_newest("a", 1)
-    queue.add_newest("b", 2)
+    queue.add("a", 1)
+    queue.add("b", 2)
     fifo = queue.ordered_fifo()
     assert fifo is not None
     assert list(fifo) == ["a", "b"]
