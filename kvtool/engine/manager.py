@@ -550,89 +550,109 @@ class Manager:
         return lower
 
     def _make_room(self, tier: str, moves: list[Move]) -> None:
-        """Chunks leave ``tier`` (policy order, unpinned in T1) until it is under its limit;
-        their moves are added to ``moves``."""
-        limit = self._limits[tier]
-        used = self.used
-        if used[tier] <= limit:
-            return
-        lower = self._lower_of(tier) if self._unavailable else self._lower[tier]
-        why = "pressure" if tier == "T1" else "full"
-        evicted = self._evict_front(tier, lower, why, moves) if tier in self._lru else 0
-        if used[tier] > limit:  # the policy's own way: S3-FIFO, keys that came late, pins
-            policy = self.policies[tier]
-            chunks = self.chunks
-            keep = self._keep
-            can_evict = (
-                (lambda k: chunks[k].pins == 0 and k not in keep)
-                if tier == "T1"
-                else (lambda k: True)
-            )
-            while used[tier] > limit:
-                victim = policy.evict(can_evict)
-                if victim is None:
-                    break  # everything left is pinned
-                evicted += 1
-                chunk = chunks[victim]
-                if lower is None:
-                    moves += self._forget_tier(chunk, tier, why)
-                else:
-                    moves.append(self._down(chunk, tier, lower, why=why))
-        self.counters["evictions"] += evicted
-        if lower is not None and used[lower] > self._limits[lower]:
-            self._make_room(lower, moves)  # once, after this tier is under its limit
+        """Chunks leave ``tier`` (policy order, unpinned in T1) until it is under its limit,
+        then the same in the tier they went to; their moves are added to ``moves``.
 
-    def _evict_front(self, tier: str, lower: str | None, why: str, moves: list[Move]) -> int:
-        """LRU's common case, ``_down`` and ``_forget_tier`` inlined: while no key came late,
-        the oldest leave from the front of the tier's FIFO, one C call each, until the tier
-        is under its limit, the FIFO is empty or (T1) the oldest is pinned; ``_make_room``
-        goes on from there the general way, so the victims are the same. Returns how many
-        left."""
-        fifo = self._lru[tier].ordered_fifo()
-        if fifo is None:
-            return 0
-        used, chunks = self.used, self.chunks
-        held, limit = used[tier], self._limits[tier]  # (ints against the limit: exact)
-        keep = self._keep if tier == "T1" else None  # (pins and keep hold chunks in T1 only)
-        append = moves.append
-        size = len(fifo)
-        arrivals: list[tuple[Key, float]] = []  # (key, last use) entering ``lower``, in order
-        moved = 0
-        pop = fifo.popitem
-        while held > limit and fifo:
-            item = pop(False)  # the oldest
-            key = item[0]
-            chunk = chunks[key]
-            if keep is not None and (chunk.pins or key in keep):  # back to the front: the
-                fifo[key] = item[1]  # general way looks past it
-                fifo.move_to_end(key, last=False)
-                break
-            tiers = chunk.tiers
-            tiers.discard(tier)
-            nbytes = chunk.nbytes
-            held -= nbytes
-            if lower is None:  # the last tier: out
-                if not tiers:
-                    del chunks[key]
-                append(new(Move, ("drop", key, tier, None, nbytes, why)))
-            elif lower in tiers:  # dst names the copy the drop leans on
-                append(new(Move, ("drop", key, tier, lower, nbytes, why)))
-            else:  # ``_add(chunk, lower)``, the queue's part once for the run
-                tiers.add(lower)
-                moved += nbytes
-                arrivals.append(item)
-                append(new(Move, ("move", key, tier, lower, nbytes, why)))
-        used[tier] = held
-        if arrivals and lower is not None:
-            used[lower] += moved
-            self._lru[lower].put_run(arrivals)
-            if lower in self._idle_of:  # the idle rule's next due: the earliest last access
-                due = min(chunks[key].last_access for key, _ in arrivals) + self._idle_of[lower]
-                if due < self._next_due:
-                    self._next_due = due
-            self.counters[self._read_key[tier]] += moved
-            self.counters[self._written_key[lower]] += moved
-        return size - len(fifo)
+        LRU's common case is inline (``_down`` and ``_forget_tier`` with it): while no key
+        came late, the oldest leave from the front of the tier's FIFO, one C call each, until
+        the tier is under its limit, the FIFO is empty or (T1) the oldest is pinned or kept;
+        ``_evict_by_policy`` goes on from there, so the victims are the policy's."""
+        used, chunks, limits = self.used, self.chunks, self._limits
+        keep: AbstractSet[Key] | None = self._keep if tier == "T1" else None
+        while True:
+            held, limit = used[tier], limits[tier]  # (ints against the limit: exact)
+            if held <= limit:
+                return
+            lower = self._lower_of(tier) if self._unavailable else self._lower[tier]
+            why = "pressure" if tier == "T1" else "full"
+            queue = self._lru.get(tier)
+            fifo = None if queue is None else queue.ordered_fifo()
+            evicted = 0
+            if fifo is not None:
+                append = moves.append
+                size = len(fifo)
+                arrivals: list[tuple[Key, float]] = []  # (key, last use) entering ``lower``
+                moved = 0
+                pop = fifo.popitem
+                if lower is None and keep is None:  # the last tier, nothing held back: out
+                    while held > limit and fifo:
+                        gone = chunks[pop(False)[0]]
+                        held -= gone.nbytes
+                        gone.tiers.discard(tier)
+                        if not gone.tiers:
+                            del chunks[gone.key]
+                        append(new(Move, ("drop", gone.key, tier, None, gone.nbytes, why)))
+                while held > limit and fifo:
+                    item = pop(False)  # the oldest
+                    key = item[0]
+                    chunk = chunks[key]
+                    if keep is not None and (chunk.pins or key in keep):  # back to the front:
+                        fifo[key] = item[1]  # the policy's way looks past it
+                        fifo.move_to_end(key, last=False)
+                        break
+                    tiers = chunk.tiers
+                    tiers.discard(tier)
+                    nbytes = chunk.nbytes
+                    held -= nbytes
+                    if lower is None:  # the last tier: out
+                        if not tiers:
+                            del chunks[key]
+                        append(new(Move, ("drop", key, tier, None, nbytes, why)))
+                    elif lower in tiers:  # dst names the copy the drop leans on
+                        append(new(Move, ("drop", key, tier, lower, nbytes, why)))
+                    else:  # ``_add(chunk, lower)``, the queue's part once for the run
+                        tiers.add(lower)
+                        moved += nbytes
+                        arrivals.append(item)
+                        append(new(Move, ("move", key, tier, lower, nbytes, why)))
+                used[tier] = held
+                evicted = size - len(fifo)
+                if arrivals and lower is not None:
+                    self._arrived(tier, lower, arrivals, moved)
+            if held > limit:  # S3-FIFO, keys that came late, a pinned or kept chunk
+                evicted += self._evict_by_policy(tier, lower, why, moves)
+            self.counters["evictions"] += evicted
+            if lower is None:
+                return
+            tier, keep = lower, None  # once this tier is under its limit
+
+    def _arrived(
+        self, tier: str, lower: str, arrivals: list[tuple[Key, float]], nbytes: int
+    ) -> None:
+        """LRU's run of chunks evicted from ``tier`` into ``lower`` (in order of use, already
+        marked there): ``_add``'s bytes, queue and idle due time, once for the run."""
+        self.used[lower] += nbytes
+        self._lru[lower].put_run(arrivals)
+        idle = self._idle_of.get(lower)
+        if idle is not None:  # the idle rule's next due: the earliest last access
+            chunks = self.chunks
+            due = min(chunks[key].last_access for key, _ in arrivals) + idle
+            if due < self._next_due:
+                self._next_due = due
+        self.counters[self._read_key[tier]] += nbytes
+        self.counters[self._written_key[lower]] += nbytes
+
+    def _evict_by_policy(self, tier: str, lower: str | None, why: str, moves: list[Move]) -> int:
+        """Chunks leave ``tier`` in the order its policy's ``evict`` names them, pinned and
+        kept chunks passed over in T1, until it is under its limit; how many left."""
+        used, limit, chunks = self.used, self._limits[tier], self.chunks
+        policy = self.policies[tier]
+        keep = self._keep
+        can_evict = (
+            (lambda k: chunks[k].pins == 0 and k not in keep) if tier == "T1" else (lambda k: True)
+        )
+        evicted = 0
+        while used[tier] > limit:
+            victim = policy.evict(can_evict)
+            if victim is None:
+                break  # everything left is pinned
+            evicted += 1
+            chunk = chunks[victim]
+            if lower is None:
+                moves += self._forget_tier(chunk, tier, why)
+            else:
+                moves.append(self._down(chunk, tier, lower, why=why))
+        return evicted
 
     def _down(self, chunk: Chunk, tier: str, lower: str, *, why: str) -> Move:
         """``chunk`` leaves ``tier`` for ``lower``; a copy already there means no write."""
