@@ -572,6 +572,7 @@ class Manager:
                 append = moves.append
                 size = len(fifo)
                 arrivals: list[tuple[Key, float]] = []  # (key, last use) entering ``lower``
+                arrive = arrivals.append
                 moved = 0
                 pop = fifo.popitem
                 if lower is None and keep is None:  # the last tier, nothing held back: out
@@ -603,7 +604,7 @@ class Manager:
                     else:  # ``_add(chunk, lower)``, the queue's part once for the run
                         tiers.add(lower)
                         moved += nbytes
-                        arrivals.append(item)
+                        arrive(item)
                         append(new(Move, ("move", key, tier, lower, nbytes, why)))
                 used[tier] = held
                 evicted = size - len(fifo)
