@@ -2,20 +2,22 @@
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 import typer
 
 from kvtool.cli.options import EngineOpt, KvDtypeOpt, TpOpt, merge, renamed
 from kvtool.errors import InputError
-from kvtool.inputs.shape import resolve_shape
+from kvtool.inputs.shape import resolve_shape, split_models
 from kvtool.model.engines import batched_tokens
 from kvtool.profiles.resolve import resolve_model
 from kvtool.units import parse_count, parse_count_list
 
 if TYPE_CHECKING:
     from kvtool.model.kv import SizeResult
-    from kvtool.plan.deployment import DeploymentPlan
+    from kvtool.model.params import Weights
+    from kvtool.model.shape import KvShape
+    from kvtool.plan.deployment import ContextPlans, DeploymentPlan
     from kvtool.profiles.resolve import ResolvedModel
 
 
@@ -245,17 +247,26 @@ def size(
         "--emit": emit,
         "--bench": bench,
     }
+    names = split_models(model)
+    several = len(names) > 1
+    shown_weights = several or as_json  # where --weights-dtype changes a printed figure
     if hardware is None:
         given = [name for name, value in plan_options.items() if value is not None]
         if "--emit" in given:
             raise InputError(
                 "--emit needs a plan", "add --hardware NODE (kvtool hardware lists them)"
             )
+        if shown_weights:
+            given = [name for name in given if name != "--weights-dtype"]
         _no_effect(given, "without --hardware")
     if emit is None:
         _no_effect(
             [n for n, v in (("--t3-dir", t3_dir), ("--eager", eager or None)) if v is not None],
             "without --emit",
+        )
+    elif several:
+        raise InputError(
+            "--emit writes one engine configuration, for one model", "give one model with --emit"
         )
     elif as_json:
         raise InputError("--emit prints an engine configuration, not JSON", "drop --json or --emit")
@@ -263,63 +274,100 @@ def size(
         from kvtool.plan.emit import check_emit_target
 
         check_emit_target(emit.strip().lower(), engine.strip().lower())
-    resolved = resolve_model(model)
-    shape = resolve_shape(resolved, engine=engine, kv_dtype=kv_dtype, tp=tp, block_size=block_size)
-    if hardware is None:
-        chosen = batched_tokens(shape.rules, batched)
-        _ignored(chosen.ignored)
-        results = [
-            shape.size(tokens, count, max_num_batched_tokens=chosen.value) for tokens in contexts
-        ]
-        return _render(resolved, results, (), as_json, chosen.source)
+    plan_hardware = None
+    if hardware is not None:
+        from kvtool.inputs.hardware import resolve_hardware
 
-    from kvtool.inputs.hardware import resolve_assumptions, resolve_hardware
-    from kvtool.plan.deployment import plan_contexts
-    from kvtool.plan.offload import get_layout
-
-    plan_hardware = resolve_hardware(
-        hardware,
-        nodes=nodes,
-        t3_path=t3_path,
-        t3=t3,
-        t4=t4,
-        fsx_capacity=fsx_capacity,
-        fsx_throughput=fsx_throughput,
-        gpu_memory_utilization=gpu_memory_utilization,
-        bench=bench,
-    )
-    planned = plan_contexts(
-        shape,
-        contexts=contexts,
-        sessions=count,
-        hardware=plan_hardware,
-        weights_dtype="auto" if weights_dtype is None else weights_dtype,
-        assumptions=resolve_assumptions(mfu=mfu, concurrent_loads=concurrent_loads),
-        offload=None if emit is None else get_layout(emit.strip().lower()),
-        max_num_batched_tokens=batched,
-    )
-    _ignored(planned.batched.ignored)
-    if emit is not None:
-        from kvtool import __version__
-        from kvtool.plan.emit import emit as emit_config
-        from kvtool.plan.emit import emit_inputs
-
-        longest = max(planned.plans, key=lambda plan: plan.ctx_tokens)
-        inputs = emit_inputs(
-            longest,
-            model_id=resolved.profile.hf_id if resolved.profile else resolved.location,
-            kv_dtype=shape.fmt.name,
-            model_dtype=resolved.spec.dtype,
-            is_mla=resolved.spec.is_mla,
-            t3_dir="/fsx/kvcache" if t3_dir is None else t3_dir,
-            eager=eager,
-            kvtool_version=__version__,
+        plan_hardware = resolve_hardware(
+            hardware,
+            nodes=nodes,
+            t3_path=t3_path,
+            t3=t3,
+            t4=t4,
+            fsx_capacity=fsx_capacity,
+            fsx_throughput=fsx_throughput,
+            gpu_memory_utilization=gpu_memory_utilization,
+            bench=bench,
         )
-        sys.stdout.write(emit_config(emit.strip().lower(), inputs))
-        for note in planned.format_notes:  # the configuration cannot carry them: stderr
-            _ignored(note)
-        return None
-    return _render(resolved, planned.sizes, planned.plans, as_json, planned.batched.source)
+    sized = []
+    for name in names:  # each resolved before anything is printed: one bad name, exit 2
+        resolved = resolve_model(name)
+        shape = resolve_shape(
+            resolved, engine=engine, kv_dtype=kv_dtype, tp=tp, block_size=block_size
+        )
+        if plan_hardware is None:
+            chosen = batched_tokens(shape.rules, batched)
+            results = [
+                shape.size(tokens, count, max_num_batched_tokens=chosen.value)
+                for tokens in contexts
+            ]
+            sized.append(Sized(resolved, results, (), chosen.source, (chosen.ignored,)))
+            continue
+        from kvtool.inputs.hardware import resolve_assumptions
+        from kvtool.plan.deployment import plan_contexts
+        from kvtool.plan.offload import get_layout
+
+        planned = plan_contexts(
+            shape,
+            contexts=contexts,
+            sessions=count,
+            hardware=plan_hardware,
+            weights_dtype="auto" if weights_dtype is None else weights_dtype,
+            assumptions=resolve_assumptions(mfu=mfu, concurrent_loads=concurrent_loads),
+            offload=None if emit is None else get_layout(emit.strip().lower()),
+            max_num_batched_tokens=batched,
+        )
+        if emit is not None:
+            _ignored(planned.batched.ignored)
+            return _emit(emit, resolved, shape, planned, t3_dir, eager)
+        sized.append(
+            Sized(resolved, planned.sizes, planned.plans, planned.batched.source,
+                  (planned.batched.ignored,))
+        )  # fmt: skip
+    for note in dict.fromkeys(n for one in sized for n in one.ignored):  # once each
+        _ignored(note)
+    weights = "auto" if weights_dtype is None else weights_dtype
+    return _render(sized, as_json, weights if shown_weights else None)
+
+
+class Sized(NamedTuple):
+    """One model's answer: its sizes per context, its plans (with --hardware), where the
+    tokens per batch came from, and notes of options it ignored."""
+
+    resolved: "ResolvedModel"
+    results: "Sequence[SizeResult]"
+    plans: "tuple[DeploymentPlan, ...]"
+    batched_why: str
+    ignored: tuple[str, ...]
+
+
+def _emit(
+    emit: str,
+    resolved: "ResolvedModel",
+    shape: "KvShape",
+    planned: "ContextPlans",
+    t3_dir: str | None,
+    eager: bool,
+) -> None:
+    """``--emit``: the engine configuration for the plan of the longest context."""
+    from kvtool import __version__
+    from kvtool.plan.emit import emit as emit_config
+    from kvtool.plan.emit import emit_inputs
+
+    longest = max(planned.plans, key=lambda plan: plan.ctx_tokens)
+    inputs = emit_inputs(
+        longest,
+        model_id=resolved.profile.hf_id if resolved.profile else resolved.location,
+        kv_dtype=shape.fmt.name,
+        model_dtype=resolved.spec.dtype,
+        is_mla=resolved.spec.is_mla,
+        t3_dir="/fsx/kvcache" if t3_dir is None else t3_dir,
+        eager=eager,
+        kvtool_version=__version__,
+    )
+    sys.stdout.write(emit_config(emit.strip().lower(), inputs))
+    for note in planned.format_notes:  # the configuration cannot carry them: stderr
+        _ignored(note)
 
 
 MAX_CONTEXT_TOKENS = 2**31 - 1
@@ -335,22 +383,47 @@ def _no_effect(options: list[str], why: str) -> None:
         print(f"kvtool: note: {option} has no effect {why}", file=sys.stderr)
 
 
-def _render(
-    resolved: "ResolvedModel",
-    results: "Sequence[SizeResult]",
-    plans: "tuple[DeploymentPlan, ...]",
-    as_json: bool,
-    batched_why: str = "",
-) -> None:
+def _weights(resolved: "ResolvedModel", weights_dtype: str) -> "Weights | None":
+    """The model's weights in ``weights_dtype``; None where kvtool does not count its
+    parameters (the size still stands)."""
+    from kvtool.errors import ConfigError
+    from kvtool.model.params import model_weights
+
+    try:
+        return model_weights(resolved.spec, weights_dtype)
+    except ConfigError:
+        return None
+
+
+def _render(sized: list[Sized], as_json: bool, weights_dtype: str | None) -> None:
+    """One model: its header, groups and rows (and plans); several: one comparison table.
+    ``weights_dtype``: the weights are part of the answer (JSON, a comparison), in it."""
     from kvtool.cli.render import size as render
 
+    weights = None
+    if weights_dtype is not None:
+        weights = [_weights(one.resolved, weights_dtype) for one in sized]
     if as_json:
         from kvtool.cli.render.text import print_json
 
-        print_json(render.size_json(resolved, results, plans, batched_why))
+        records = []
+        for index, one in enumerate(sized):
+            records += render.size_json(
+                one.resolved, one.results, one.plans, one.batched_why,
+                weights=None if weights is None else weights[index],
+            )  # fmt: skip
+        print_json(records)
         return
-    render.print_size(resolved, results, batched_why)
-    if plans:
+    if len(sized) > 1:
+        assert weights is not None
+        render.print_comparison(
+            [render.Compared(one.resolved, one.results, one.plans, w) for one, w in
+             zip(sized, weights, strict=True)]
+        )  # fmt: skip
+        return
+    one = sized[0]
+    render.print_size(one.resolved, one.results, one.batched_why)
+    if one.plans:
         from kvtool.cli.render.plan import print_plans
 
-        print_plans(plans)
+        print_plans(one.plans)

@@ -44,6 +44,26 @@ def resolve_shape(
     )
 
 
+def split_models(text: str) -> list[str]:
+    """MODEL as typed: one model, or several separated by commas (``kvtool size a,b,c``
+    compares them); a path that exists is one model whatever it holds. InputError for an
+    empty name or one given twice."""
+    from pathlib import Path
+
+    if "," not in text or Path(text).exists():
+        return [text]
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise InputError(
+            f"MODEL {text!r} has an empty name between commas",
+            "give names separated by single commas, e.g. llama-3.1-405b,deepseek-r1",
+        )
+    twice = next((name for index, name in enumerate(names) if name in names[:index]), None)
+    if twice is not None:
+        raise InputError(f"MODEL names {twice!r} twice", "give each model once")
+    return names
+
+
 def _count(value: str | int | None, what: str) -> int | None:
     if value is None or isinstance(value, int):
         return value

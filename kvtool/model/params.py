@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from kvtool.errors import ConfigError
+from kvtool.errors import ConfigError, InputError
 from kvtool.model.spec import (
     AttentionLayers,
     FeedForward,
@@ -158,3 +158,32 @@ def weight_bytes(params: ParamCount, weights_dtype: str, *, model_dtype: str) ->
         rest = params.total - params.routed_experts
         return int(params.routed_experts * WEIGHT_BYTES["mxfp4"] + rest * WEIGHT_BYTES[model_dtype])
     return int(params.total * WEIGHT_BYTES[weights_dtype])
+
+
+class Weights(NamedTuple):
+    """One replica's weights: its parameter counts, the dtype they are stored in and bytes."""
+
+    params: ParamCount
+    dtype: str
+    nbytes: int
+
+
+def weights_dtype_of(spec: ModelSpec, weights_dtype: str = "auto") -> str:
+    """The dtype ``--weights-dtype`` names for ``spec`` (``auto``: the checkpoint's own
+    format, else the model dtype); InputError for one kvtool has no bytes per weight for."""
+    dtype = weights_dtype.strip().lower()
+    if dtype == "auto":
+        dtype = spec.weights_dtype or spec.dtype
+    if dtype not in WEIGHT_BYTES:
+        raise InputError(
+            f"unknown --weights-dtype {weights_dtype!r}", "choose auto, " + ", ".join(WEIGHT_BYTES)
+        )
+    return dtype
+
+
+def model_weights(spec: ModelSpec, weights_dtype: str = "auto") -> Weights:
+    """``spec``'s weights in ``weights_dtype`` (``weights_dtype_of``). ConfigError for a
+    model whose parameters kvtool does not count (``count_params``)."""
+    dtype = weights_dtype_of(spec, weights_dtype)
+    params = count_params(spec)
+    return Weights(params, dtype, weight_bytes(params, dtype, model_dtype=spec.dtype))

@@ -16,7 +16,7 @@ from kvtool.errors import InputError
 from kvtool.model.backends import ASSUMED_GPU, Gpu, gpu_of
 from kvtool.model.engines import BatchedTokens, batched_tokens
 from kvtool.model.kv import SizeResult
-from kvtool.model.params import WEIGHT_BYTES, ParamCount, count_params, weight_bytes
+from kvtool.model.params import ParamCount, count_params, weight_bytes, weights_dtype_of
 from kvtool.model.shape import KvShape
 from kvtool.model.spec import ModelSpec
 from kvtool.plan.fsx import FileSystem, file_system, smallest_size_at_least
@@ -156,13 +156,7 @@ def choose_serving(
 
     Raises InputError for a ``tp`` that does not divide the node's chips, or an unknown dtype.
     """
-    dtype = weights_dtype.strip().lower()
-    if dtype == "auto":
-        dtype = spec.weights_dtype or spec.dtype
-    if dtype not in WEIGHT_BYTES:
-        raise InputError(
-            f"unknown --weights-dtype {weights_dtype!r}", "choose auto, " + ", ".join(WEIGHT_BYTES)
-        )
+    dtype = weights_dtype_of(spec, weights_dtype)
     weights = weight_bytes(params, dtype, model_dtype=spec.dtype)
     notes: list[str] = []
     if tp is None:

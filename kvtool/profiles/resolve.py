@@ -45,8 +45,11 @@ def resolve_model(ref: str) -> ResolvedModel:
         if not file.is_file():
             raise InputError(f"{path} holds no config.json", "pass the config file itself")
         config = read_config_json(file)
-        # The folder names the model (./config.json and . are the current folder's name).
-        name = file.resolve().parent.name or file.stem
+        # A config.json is named by its folder (./config.json and . by the current folder's
+        # name, as a Hub snapshot is); any other file by itself (deepseek-v4-flash.json)
+        name = (
+            (file.resolve().parent.name or file.stem) if file.name == "config.json" else file.stem
+        )
         spec = spec_from_config(config, name=name, source=str(file))
         return ResolvedModel(spec, "file", str(file), config)
     if ref.endswith(".json") or ref.startswith(("/", "./", "../", "~")):

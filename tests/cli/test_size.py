@@ -275,3 +275,107 @@ def test_tp_gives_one_gpu_s_admission_charge_beside_the_whole_request(
     )
     text = kvtool("size", "gemma-3-27b", "--ctx", "128K", "--tp", "2")
     assert "admits at, one rank" in text.stdout
+
+
+# --- several models side by side --------------------------------------------------------------
+
+COMPARED = ("llama-3.1-405b", "deepseek-r1", "qwen3-235b-a22b")
+
+
+def test_several_models_share_one_table_with_weights_and_the_kv_ratio(kvtool: Run) -> None:
+    result = kvtool("size", ",".join(COMPARED), "--ctx", "128K", "--sessions", "100")
+    assert result.exit_code == 0, result.stderr
+    rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.split()
+            and line.split()[0] in COMPARED}  # fmt: skip
+    assert set(rows) == set(COMPARED)
+    # the published counts: 405 B dense; R1 671 B with 37 B active, in FP8 (one byte each)
+    assert "405.8 B" in rows["llama-3.1-405b"]
+    assert "812 GB bf16" in rows["llama-3.1-405b"]
+    assert "671.0 B (36.6 B)" in rows["deepseek-r1"]
+    assert "671 GB fp8" in rows["deepseek-r1"]
+    assert "516,096 B" in rows["llama-3.1-405b"]
+    assert "70,272 B" in rows["deepseek-r1"]
+    assert "7.3x" in rows["llama-3.1-405b"]  # 516,096 / 70,272 = 7.34
+    assert "1.0x" in rows["deepseek-r1"]
+    assert "deepseek-r1 caches 7.3x less KV per session than llama-3.1-405b" in result.stdout
+    assert "note: qwen3-235b-a22b: " in result.stdout  # each model's notes, named
+
+
+def test_several_models_json_is_each_models_own_record(kvtool: Run) -> None:
+    """One record per model (and context), each the record its single-model run prints."""
+    result = kvtool("size", ",".join(COMPARED), "--ctx", "32k,128K", "--sessions", "10", "--json")
+    assert result.exit_code == 0, result.stderr
+    records = json.loads(result.stdout)
+    assert [(r["model"], r["ctx_tokens"]) for r in records] == [
+        (m, c) for m in COMPARED for c in (32000, 131072)
+    ]
+    for model in COMPARED:
+        alone = kvtool("size", model, "--ctx", "32k,128K", "--sessions", "10", "--json")
+        assert [r for r in records if r["model"] == model] == json.loads(alone.stdout)
+    r1 = next(r for r in records if r["model"] == "deepseek-r1")
+    assert (r1["parameters"], r1["weights_dtype"], r1["weights_bytes"]) == (
+        671_025_397_760, "fp8", 671_025_397_760,
+    )  # fmt: skip
+
+
+def test_several_models_with_hardware_show_nodes_and_the_tier_split(kvtool: Run) -> None:
+    args = ("--ctx", "128K", "--sessions", "100", "--hardware", "p5en")
+    result = kvtool("size", ",".join(COMPARED), *args)
+    assert result.exit_code == 0, result.stderr
+    assert "nodes, all in HBM" in result.stdout
+    for model in COMPARED:  # the same plan as the model's own run
+        (plan,) = json.loads(kvtool("size", model, *args, "--json").stdout)
+        split = "/".join(str(t["sessions"]) for t in plan["tiers"])
+        row = next(line for line in result.stdout.splitlines() if line.startswith(model + " "))
+        assert row.split()[-2:] == [str(plan["plan"]["nodes_for_all_in_t1"]), split]
+
+
+def test_a_model_whose_parameters_are_not_counted_is_still_sized(kvtool: Run) -> None:
+    config = Path(__file__).parents[1] / "fixtures" / "models" / "deepseek-v4-flash.json"
+    result = kvtool("size", f"llama-3.1-8b,{config}", "--ctx", "8k")
+    assert result.exit_code == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.startswith("deepseek-v4-flash"))
+    assert row.split()[1:3] == ["-", "-"]  # no parameters, no weights: not guessed
+    assert "deepseek-v4-flash: kvtool does not count its parameters" in result.stdout
+    records = json.loads(kvtool("size", f"llama-3.1-8b,{config}", "--json").stdout)
+    assert records[1]["parameters"] is None
+    assert records[1]["weights_bytes"] is None
+
+
+def test_weights_dtype_changes_the_compared_weights_and_says_nothing_of_no_effect(
+    kvtool: Run,
+) -> None:
+    result = kvtool("size", "llama-3.1-8b,qwen3-8b", "--weights-dtype", "fp8")
+    assert result.exit_code == 0, result.stderr
+    assert "8.03 GB fp8" in result.stdout
+    assert "no effect" not in result.stderr
+    alone = kvtool("size", "llama-3.1-8b", "--weights-dtype", "fp8")  # not shown: it says so
+    assert "--weights-dtype has no effect without --hardware" in alone.stderr
+
+
+@pytest.mark.parametrize(
+    ("model", "extra", "message"),
+    [
+        ("llama-3.1-8b,,deepseek-r1", (), "empty name between commas"),
+        ("deepseek-r1,deepseek-r1", (), "names 'deepseek-r1' twice"),
+        ("llama-3.1-8b,no-such-model", (), "unknown model 'no-such-model'"),
+        ("llama-3.1-8b,deepseek-r1", ("--hardware", "p5en", "--emit", "vllm"), "one model"),
+    ],
+)
+def test_a_bad_model_list_is_one_line_and_exit_2(
+    kvtool: Run, model: str, extra: tuple[str, ...], message: str
+) -> None:
+    result = kvtool("size", model, *extra)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_config_path_with_a_comma_is_one_model(kvtool: Run, tmp_path: Path) -> None:
+    source = Path(__file__).parents[1] / "fixtures" / "models" / "deepseek-v4-flash.json"
+    odd = tmp_path / "v4,flash.json"
+    odd.write_text(source.read_text())
+    result = kvtool("size", str(odd), "--ctx", "8k")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("v4,flash  ")  # a file other than config.json: its stem

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvtool.cli.render.text import Table, echo, plural, print_notes
 from kvtool.units import format_bytes, format_bytes_decimal
 
 if TYPE_CHECKING:
     from kvtool.model.kv import SizeResult
+    from kvtool.model.params import Weights
     from kvtool.plan.deployment import DeploymentPlan
     from kvtool.profiles.resolve import ResolvedModel
 
@@ -35,9 +36,12 @@ def size_json(
     results: Sequence[SizeResult],
     plans: tuple[DeploymentPlan, ...] = (),
     batched_why: str = "",
+    *,
+    weights: Weights | None = None,
 ) -> list[dict[str, Any]]:
     """A list with one object per context (one shape, however many were asked for), each
-    with its tier plan when ``--hardware`` was given."""
+    with the model's weights (None where kvtool does not count its parameters) and its tier
+    plan when ``--hardware`` was given."""
     from kvtool.cli.render.plan import plan_json
 
     objects = [
@@ -62,6 +66,10 @@ def size_json(
             "max_num_batched_tokens": r.max_num_batched_tokens,
             "max_num_batched_tokens_source": batched_why or None,
             "max_context_tokens": resolved.spec.max_position_embeddings,
+            "parameters": None if weights is None else weights.params.total,
+            "active_parameters": None if weights is None else weights.params.active,
+            "weights_dtype": None if weights is None else weights.dtype,
+            "weights_bytes": None if weights is None else weights.nbytes,
             "layer_groups": _group_json(r),
             "notes": list(r.notes),
         }
@@ -167,4 +175,86 @@ def print_size(
             " session' and the totals are what a session holds once decoding; a tier plan"
             " fits sessions into HBM by the admission figure"
         )
+    print_notes(notes)
+
+
+class Compared(NamedTuple):
+    """One model's row group in ``kvtool size a,b,c``: its sizes per context, its plans
+    (with --hardware) and its weights (None: parameters not counted)."""
+
+    resolved: ResolvedModel
+    results: Sequence[SizeResult]
+    plans: tuple[DeploymentPlan, ...]
+    weights: Weights | None
+
+
+def _billions(count: int) -> str:
+    return f"{count / 1e9:,.1f} B" if count >= 1e8 else f"{count / 1e6:,.0f} M"
+
+
+def print_comparison(models: Sequence[Compared]) -> None:
+    """``kvtool size a,b,c``: one row per model (and context): parameters, weights at their
+    dtype, KV per token (against the smallest), per session and in total, and with
+    ``--hardware`` the nodes that hold every session in HBM and where the sessions go."""
+    first = models[0].results[0]
+    planned = any(m.plans for m in models)
+    several_contexts = len(models[0].results) > 1
+    echo(f"{len(models)} models, engine {first.engine} ({first.engine_source}),"
+         f" {plural(first.sessions, 'session')}")  # fmt: skip
+    echo()
+    heads = ["model"] + (["context"] if several_contexts else [])
+    ranks = any(r.tp > 1 for m in models for r in m.results)
+    heads += ["params (active)", "weights", "kv dtype"] + (["tp"] if ranks else [])
+    heads += ["KV/token", "vs least", "per session", "total"]
+    if planned:
+        heads += ["nodes, all in HBM", "sessions T1/T2/T3/T4"]
+    table = Table(*heads)
+    least = {  # per context, the least mean KV bytes per token of any model
+        r.ctx_tokens: min(m.results[i].kv_bytes_per_session for m in models) / r.ctx_tokens
+        for i, r in enumerate(models[0].results)
+    }
+    notes: list[str] = []
+    names = [m.results[0].model for m in models]
+    if len(set(names)) < len(names):  # two configs of one name: say where each came from
+        names = [m.resolved.location for m in models]
+    for m, name in zip(models, names, strict=True):
+        w = m.weights
+        if w is None:
+            notes.append(f"{name}: kvtool does not count its parameters (no weights figure)")
+        for index, r in enumerate(m.results):
+            per_token = r.kv_bytes_per_session / r.ctx_tokens  # windows and state in
+            row = [name] + ([f"{r.ctx_tokens:,}"] if several_contexts else [])
+            row += [
+                "-" if w is None else
+                _billions(w.params.total) + ("" if not w.params.routed_experts
+                                             else f" ({_billions(w.params.active)})"),
+                "-" if w is None else f"{format_bytes_decimal(w.nbytes)} {w.dtype}",
+                r.kv_dtype,
+                *([str(r.tp)] if ranks else []),
+                f"{round(per_token):,} B",
+                f"{per_token / least[r.ctx_tokens]:.1f}x" if least[r.ctx_tokens] else "-",
+                format_bytes_decimal(r.kv_bytes_per_session),
+                format_bytes_decimal(r.kv_bytes_total),
+            ]  # fmt: skip
+            if planned:
+                plan = m.plans[index]
+                row += [
+                    f"{plan.tiers.nodes_for_all_in_t1:,}",
+                    "/".join(f"{t.sessions:,}" for t in plan.tiers.tiers),
+                ]
+            table.add_row(*row)
+            notes += [f"{name}: {note}" for note in r.notes]
+    echo(table.render())
+    for index, r in enumerate(models[0].results):
+        ranked = sorted(
+            range(len(models)), key=lambda i: models[i].results[index].kv_bytes_per_session
+        )
+        low, high = (models[i].results[index].kv_bytes_per_session for i in (ranked[0], ranked[-1]))
+        if low and high > low:
+            echo(f"at {r.ctx_tokens:,} tokens {names[ranked[0]]} caches {high / low:.1f}x less KV"
+                 f" per session than {names[ranked[-1]]}")  # fmt: skip
+    if planned:
+        hardware = next(p for m in models for p in m.plans).hardware
+        echo(f"plan: {hardware.node.name} x {hardware.nodes}; each model in its own serving"
+             " layout (tp, weights), as `kvtool size MODEL --hardware` plans it")  # fmt: skip
     print_notes(notes)

@@ -78,3 +78,19 @@ def test_shape_options_without_a_model_are_checked_and_noted() -> None:
         "--engine has no effect without --model (no chunks)",
         "--chunk-tokens has no effect without --model (no chunks)",
     ]
+
+
+def test_model_lists_split_on_commas_unless_the_text_is_a_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from kvtool.inputs.shape import split_models
+
+    assert split_models("llama-3.1-8b") == ["llama-3.1-8b"]
+    assert split_models("llama-3.1-8b, deepseek-r1") == ["llama-3.1-8b", "deepseek-r1"]
+    odd = tmp_path / "a,b.json"
+    odd.write_text("{}")
+    assert split_models(str(odd)) == [str(odd)]
+    with pytest.raises(InputError, match="empty name"):
+        split_models("a,,b")
+    with pytest.raises(InputError, match="empty name"):
+        split_models("a,")
+    with pytest.raises(InputError, match="names 'a' twice"):
+        split_models("a,b,a")

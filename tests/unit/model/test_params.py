@@ -77,3 +77,18 @@ def test_active_matches_model_card(name: str, billions: float) -> None:
 def test_dense_models_use_all_but_the_embedding_lookup() -> None:
     params = count_params(bundled_spec("llama-3.1-8b"))
     assert params.total - params.active == 128_256 * 4096
+
+
+def test_weights_are_in_the_checkpoints_dtype_unless_one_is_named() -> None:
+    from kvtool.errors import InputError
+    from kvtool.model.params import model_weights, weights_dtype_of
+
+    r1, llama = bundled_spec("deepseek-r1"), bundled_spec("llama-3.1-8b")
+    assert weights_dtype_of(r1) == "fp8"  # the checkpoint's quantization_config
+    assert weights_dtype_of(llama) == "bf16"  # the model dtype
+    assert weights_dtype_of(llama, " FP8 ") == "fp8"
+    weights = model_weights(llama, "fp8")
+    assert weights.nbytes == weights.params.total == count_params(llama).total
+    assert model_weights(llama).nbytes == 2 * weights.nbytes
+    with pytest.raises(InputError, match="unknown --weights-dtype 'fp6'"):
+        weights_dtype_of(llama, "fp6")

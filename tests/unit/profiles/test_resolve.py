@@ -105,3 +105,14 @@ def test_unreachable_hub_answers_in_one_line_without_retrying(tmp_path: Path) ->
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert "the hub cannot be reached" in result.stderr
+
+
+def test_a_config_json_is_named_by_its_folder_and_another_file_by_itself(tmp_path: Path) -> None:
+    source = Path(__file__).parents[2] / "fixtures" / "models" / "deepseek-v4-flash.json"
+    folder = tmp_path / "My-Model"
+    folder.mkdir()
+    (folder / "config.json").write_text(source.read_text())
+    (folder / "other-name.json").write_text(source.read_text())
+    assert resolve_model(str(folder)).spec.name == "My-Model"
+    assert resolve_model(str(folder / "config.json")).spec.name == "My-Model"
+    assert resolve_model(str(folder / "other-name.json")).spec.name == "other-name"
