@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "bench": ("bench", "bench", True),
     "inspect": ("inspect", "inspect", True),
     "gc": ("gc", "gc", True),
+    "metrics": ("metrics", "metrics", True),
     "engine": ("engine", "HELP", True),  # a group: its commands are GROUPS["engine"]
 }
 # group -> its commands, as COMMANDS: built only when the group is run

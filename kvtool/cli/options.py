@@ -117,6 +117,16 @@ T3PathOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+# what the plan assumes the engine may take of HBM (size's plan, metrics' side of it)
+GpuMemoryUtilizationOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gpu-memory-utilization",
+        metavar="FRACTION",
+        help="Share of HBM the engine may use (default 0.92, vLLM 0.33.0's).",
+        rich_help_panel="Tier plan",
+    ),
+]
 
 
 def engine_rule_options() -> tuple[Any, Any]:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 import typer
 
-from kvtool.cli.options import EngineOpt, KvDtypeOpt, TpOpt, merge, renamed
+from kvtool.cli.options import EngineOpt, GpuMemoryUtilizationOpt, KvDtypeOpt, TpOpt, merge, renamed
 from kvtool.errors import InputError
 from kvtool.inputs.shape import resolve_shape, split_models
 from kvtool.model.engines import batched_tokens
@@ -14,10 +14,11 @@ from kvtool.profiles.resolve import resolve_model
 from kvtool.units import parse_count, parse_count_list
 
 if TYPE_CHECKING:
+    from kvtool.inputs.metrics import Calibration
     from kvtool.model.kv import SizeResult
     from kvtool.model.params import Weights
     from kvtool.model.shape import KvShape
-    from kvtool.plan.deployment import ContextPlans, DeploymentPlan
+    from kvtool.plan.deployment import ContextPlans, DeploymentPlan, Hardware
     from kvtool.profiles.resolve import ResolvedModel
 
 
@@ -144,15 +145,7 @@ def size(
             rich_help_panel="Tier plan",
         ),
     ] = None,
-    gpu_memory_utilization: Annotated[
-        str | None,
-        typer.Option(
-            "--gpu-memory-utilization",
-            metavar="FRACTION",
-            help="Share of HBM the engine may use (default 0.92, vLLM 0.33.0's).",
-            rich_help_panel="Tier plan",
-        ),
-    ] = None,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
     emit: Annotated[
         str | None,
         typer.Option(
@@ -187,6 +180,16 @@ def size(
             metavar="N",
             help="vLLM's tokens per batch, for its admission charge (default: vllm serve's"
             " for the --hardware GPU, else 8192).",
+        ),
+    ] = None,
+    calibrate: Annotated[
+        str | None,
+        typer.Option(
+            "--calibrate",
+            metavar="SCRAPE",
+            help="Plan T1 with the KV pool a running engine reports: a saved /metrics scrape or"
+            " its URL (vLLM, SGLang).",
+            rich_help_panel="Tier plan",
         ),
     ] = None,
     eager: Annotated[
@@ -246,6 +249,7 @@ def size(
         "--gpu-memory-utilization": gpu_memory_utilization,
         "--emit": emit,
         "--bench": bench,
+        "--calibrate": calibrate,
     }
     names = split_models(model)
     several = len(names) > 1
@@ -259,6 +263,8 @@ def size(
         if shown_weights:
             given = [name for name in given if name != "--weights-dtype"]
         _no_effect(given, "without --hardware")
+    if calibrate is not None and several:
+        raise InputError("--calibrate reads one engine, serving one model", "give one model")
     if emit is None:
         _no_effect(
             [n for n, v in (("--t3-dir", t3_dir), ("--eager", eager or None)) if v is not None],
@@ -289,6 +295,11 @@ def size(
             gpu_memory_utilization=gpu_memory_utilization,
             bench=bench,
         )
+    calibrated = None
+    if calibrate is not None and plan_hardware is not None:
+        from kvtool.inputs.metrics import calibration
+
+        calibrated = calibration(calibrate)
     sized = []
     for name in names:  # each resolved before anything is printed: one bad name, exit 2
         resolved = resolve_model(name)
@@ -306,6 +317,9 @@ def size(
         from kvtool.inputs.hardware import resolve_assumptions
         from kvtool.plan.deployment import plan_contexts
         from kvtool.plan.offload import get_layout
+
+        if calibrated is not None:
+            plan_hardware = _calibrated(plan_hardware, calibrated, shape, contexts[0], count)
 
         planned = plan_contexts(
             shape,
@@ -328,6 +342,36 @@ def size(
         _ignored(note)
     weights = "auto" if weights_dtype is None else weights_dtype
     return _render(sized, as_json, weights if shown_weights else None)
+
+
+def _calibrated(
+    hardware: "Hardware", cal: "Calibration", shape: "KvShape", ctx: int, sessions: int
+) -> "Hardware":
+    """``hardware`` with the engine's measured KV pool in place of kvtool's estimate, and a
+    note of what was replaced and what was read but not used."""
+    from dataclasses import replace
+
+    probe = shape.size(ctx, sessions)
+    if probe.fixed_bytes_per_session or any(g.window is not None for g in probe.groups):
+        raise InputError(
+            f"--calibrate reads a pool in tokens, and {shape.spec.name} has windowed or state"
+            " layers whose bytes are not a count of tokens",
+            "plan it without --calibrate",
+        )
+    _ignored(
+        f"--calibrate {cal.source}: T1 is {cal.engine}'s own KV pool,"
+        f" {cal.pool_tokens_per_instance:,} tokens an engine instance, in place of kvtool's"
+        " estimate from HBM, weights and reserves; it assumes the engine runs the layout planned"
+    )
+    if cal.gpu_memory_utilization is not None:
+        _ignored(f"--calibrate: the engine runs gpu_memory_utilization"
+                 f" {cal.gpu_memory_utilization:.2f}, already in its pool")  # fmt: skip
+    if cal.hit_ratio is not None:
+        _ignored(
+            f"--calibrate: the engine's prefix-cache hit ratio, {cal.hit_ratio:.1%}, is not used"
+            " by size (it plans every session's KV); kvtool advise --shared-prefix takes one"
+        )
+    return replace(hardware, kv_pool_tokens_per_instance=cal.pool_tokens_per_instance)
 
 
 class Sized(NamedTuple):

@@ -62,6 +62,9 @@ class Hardware:
     fsx_throughput_mbps_per_tib: int | None = None
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
     measured: tuple[MeasuredTier, ...] = ()  # kvtool bench figures that replace the spec
+    # one engine instance's KV pool in tokens as the engine's metrics report it (kvtool size
+    # --calibrate): the plan's T1 space, in place of kvtool's estimate; None: the estimate
+    kv_pool_tokens_per_instance: int | None = None
 
     @property
     def efa_file_system(self) -> bool:
@@ -264,6 +267,7 @@ def place_sessions(
     sessions: int,
     admission_bytes: int | None,
     offload: OffloadLayout,
+    kv_pool_bytes_per_instance: int | None = None,
 ) -> TierPlan:
     """Place ``sessions`` of ``session_bytes`` on ``hardware`` under ``serving``: the one
     assembly of placement's inputs that ``kvtool size --hardware``, ``advise`` and ``check``
@@ -283,6 +287,9 @@ def place_sessions(
             gpu_memory_utilization=hardware.gpu_memory_utilization,
             extra_reserve_bytes_per_chip=offload.gpu_reserve_mib_with_gds * 2**20 if gds else 0,
             t1_admission_bytes_per_session=admission_bytes,
+            measured_kv_space_bytes_per_node=None
+            if kv_pool_bytes_per_instance is None
+            else kv_pool_bytes_per_instance * serving.instances,
             t2_bytes_per_session=session_bytes // divisors["T2"],
             t3_bytes_per_session=session_bytes // divisors["T3"],
             t3_medium="FSx for Lustre (shared)"
@@ -356,6 +363,9 @@ def plan_deployment(
         sessions=sessions,
         admission_bytes=t1_admission_bytes,
         offload=offload,
+        kv_pool_bytes_per_instance=None
+        if hardware.kv_pool_tokens_per_instance is None
+        else bytes_at(hardware.kv_pool_tokens_per_instance),
     )
     fs = hardware.file_system(tiers.t3_bytes_needed)
     share = fs.read_bytes_per_s / hardware.nodes

@@ -56,6 +56,9 @@ class PlanInputs:
     # (vLLM charges sliding, chunked and state layers their worst case); None: the same
     t1_admission_bytes_per_session: int | None = None
     t3_medium: str = "FSx for Lustre (shared)"
+    # the engine's own KV pool on one node, measured (kvtool size --calibrate): it replaces
+    # HBM x utilization less weights and reserves; None: that estimate
+    measured_kv_space_bytes_per_node: int | None = None
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,10 @@ class TierPlan:
 
 
 def kv_space_per_node(inputs: PlanInputs) -> int:
-    """Bytes of HBM the engine can give KV on one node (before the 85% pressure line)."""
+    """Bytes of HBM the engine can give KV on one node (before the 85% pressure line): the
+    engine's measured pool when there is one, else kvtool's estimate."""
+    if inputs.measured_kv_space_bytes_per_node is not None:
+        return inputs.measured_kv_space_bytes_per_node
     node = inputs.node
     usable = node.hbm_bytes * inputs.gpu_memory_utilization
     reserve = node.chips * (
@@ -131,6 +137,11 @@ def plan_tiers(inputs: PlanInputs) -> TierPlan:
             "shorten --ctx, quantize the cache (--kv-dtype fp8), or use larger nodes",
         )
     notes: list[str] = []
+    if inputs.measured_kv_space_bytes_per_node is not None:
+        notes.append(
+            f"HBM for KV: {format_bytes(space)} a node, the engine's own pool as its metrics"
+            " report it (--calibrate), not kvtool's estimate from HBM, weights and reserves"
+        )
     if admitted > per_session * 1.005:
         notes.append(
             f"T1 holds {per_node_t1:,} session(s) per node by the engine's admission charge,"

@@ -54,6 +54,7 @@ HOSTILE = {
     "lone surrogate": "\udcff",
 }
 
+SCRAPE = Path(__file__).parents[1] / "fixtures" / "metrics" / "vllm-0.33.0-llama-3.1-8b-t60.prom"
 # each command as run by the corpus (in its own empty folder): the options come on top
 BASES: dict[str, list[str]] = {
     "size": ["size", "llama-3.1-8b", "--hardware", "p5en"],
@@ -68,6 +69,7 @@ BASES: dict[str, list[str]] = {
     "inspect": ["inspect", str(FOLDER)],
     # a dry run: the fixture folder stays as it is
     "gc": ["gc", str(FOLDER), "--max-age", "30d", "--dry-run"],
+    "metrics": ["metrics", str(SCRAPE), "--model", "llama-3.1-8b", "--hardware", "p5", "--tp", "1"],
 }
 # options left out, and why: they would reach the network, or name a file the base needs
 SKIPPED = {

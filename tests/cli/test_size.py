@@ -379,3 +379,50 @@ def test_a_config_path_with_a_comma_is_one_model(kvtool: Run, tmp_path: Path) ->
     result = kvtool("size", str(odd), "--ctx", "8k")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith("v4,flash  ")  # a file other than config.json: its stem
+
+
+# --- --calibrate: the engine's measured KV pool in place of kvtool's estimate ------------------
+
+SCRAPE = Path(__file__).parents[1] / "fixtures" / "metrics" / "vllm-0.33.0-llama-3.1-8b-t60.prom"
+PLAN = ("llama-3.1-8b", "--ctx", "128K", "--sessions", "40", "--hardware", "p5", "--tp", "1")
+
+
+def test_calibrate_plans_t1_with_the_engines_own_pool(kvtool: Run) -> None:
+    estimate = json.loads(kvtool("size", *PLAN, "--json").stdout)[0]["plan"]
+    result = kvtool("size", *PLAN, "--calibrate", str(SCRAPE), "--json")
+    assert result.exit_code == 0, result.stderr
+    plan = json.loads(result.stdout)[0]["plan"]
+    # 454,896 tokens an engine (vLLM's kv_cache_size_tokens) x 131,072 B x 8 engines a node
+    assert plan["kv_space_bytes_per_node"] == 454_896 * 131_072 * 8
+    assert plan["kv_space_bytes_per_node"] != estimate["kv_space_bytes_per_node"]
+    assert any("the engine's own pool" in note for note in plan["notes"])
+    assert "T1 is vllm's own KV pool, 454,896 tokens an engine instance" in result.stderr
+    assert "hit ratio, 75.2%, is not used by size" in result.stderr
+
+
+def test_calibrate_without_a_plan_says_it_has_no_effect(kvtool: Run) -> None:
+    result = kvtool("size", "llama-3.1-8b", "--calibrate", str(SCRAPE))
+    assert result.exit_code == 0
+    assert "--calibrate has no effect without --hardware" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ("gpt-oss-20b", "has windowed or state layers"),
+        ("llama-3.1-8b,qwen3-8b", "--calibrate reads one engine"),
+    ],
+)
+def test_calibrate_refuses_what_a_token_pool_cannot_plan(
+    kvtool: Run, model: str, message: str
+) -> None:
+    result = kvtool("size", model, "--hardware", "p5", "--calibrate", str(SCRAPE))
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_calibrate_from_a_scrape_without_a_pool_is_refused(kvtool: Run) -> None:
+    lmcache = SCRAPE.parent / "lmcache-0.5.6-t60.prom"
+    result = kvtool("size", *PLAN, "--calibrate", str(lmcache))
+    assert result.exit_code == 2
+    assert "no single engine reports its KV pool (lmcache)" in result.stderr

@@ -117,3 +117,13 @@ def test_plan_never_exceeds_tier_capacity(
     for tier in plan.tiers:
         if tier.capacity_bytes is not None:
             assert tier.used_bytes <= tier.capacity_bytes
+
+
+def test_a_measured_pool_replaces_the_estimate() -> None:
+    base = PlanInputs(node=load_node_profile("p5"), nodes=1, weights_bytes=10**11,
+                      kv_bytes_per_session=10**9, sessions=10)  # fmt: skip
+    measured = replace(base, measured_kv_space_bytes_per_node=123_456_789_000)
+    assert kv_space_per_node(measured) == 123_456_789_000 != kv_space_per_node(base)
+    plan = plan_tiers(measured)
+    assert plan.kv_space_bytes_per_node == 123_456_789_000
+    assert any("the engine's own pool" in note for note in plan.notes)

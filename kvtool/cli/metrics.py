@@ -1,0 +1,107 @@
+"""``kvtool metrics``: what running engines say of their KV cache, beside the plan."""
+
+from typing import Annotated
+
+import typer
+
+from kvtool.cli.options import (
+    EngineOpt,
+    GpuMemoryUtilizationOpt,
+    HardwareOpt,
+    JsonOpt,
+    KvDtypeOpt,
+    ModelOpt,
+    TpOpt,
+)
+from kvtool.errors import InputError
+
+
+def metrics(
+    sources: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="SOURCE...",
+            help="A Prometheus /metrics URL, host:port (for http://host:port/metrics) or a saved"
+            " scrape file; several read at once.",
+        ),
+    ] = None,
+    from_file: Annotated[
+        str | None,
+        typer.Option("--from", metavar="FILE", help="Read more sources from FILE, one a line."),
+    ] = None,
+    interval: Annotated[
+        str | None,
+        typer.Option(
+            "--interval",
+            metavar="SECONDS",
+            help="Scrape twice this far apart and report what the counters added (rates).",
+        ),
+    ] = None,
+    timeout: Annotated[
+        str, typer.Option("--timeout", metavar="SECONDS", help="Per source, per scrape.")
+    ] = "5",
+    model: ModelOpt = None,
+    hardware: HardwareOpt = None,
+    ctx: Annotated[
+        str,
+        typer.Option("--ctx", metavar="TOKENS", help="Context of a session, for the plan's side."),
+    ] = "128K",
+    engine: EngineOpt = "vllm",
+    kv_dtype: KvDtypeOpt = "auto",
+    tp: TpOpt = None,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
+    as_json: JsonOpt = False,
+) -> int:
+    """Read engines' Prometheus metrics (vLLM, SGLang, LMCache, Dynamo KVBM): KV capacity,
+    usage, prefix-cache hits by tier from the counters, offload bytes and time; with --model
+    and --hardware, each figure beside kvtool's plan. Exit 1 when a source does not answer or
+    the engine and the plan disagree.
+
+    Examples:
+
+      kvtool metrics http://10.0.0.5:8000/metrics
+
+      kvtool metrics --from hosts.txt --interval 60 --json
+
+      kvtool metrics scrape.txt --model llama-3.1-8b --hardware p5 --ctx 128K
+    """
+    from kvtool.cli import status
+    from kvtool.cli.render import metrics as render
+    from kvtool.inputs.metrics import scrape_all, source_list
+    from kvtool.units import parse_count
+
+    if (model is None) != (hardware is None):
+        raise InputError("the plan's side needs both --model and --hardware",
+                         "give both, or neither to read the engines alone")  # fmt: skip
+    seconds = _seconds(timeout, "--timeout")
+    every = None if interval is None else _seconds(interval, "--interval")
+    listed = source_list(sources or [], from_file)
+    planned = None
+    if model is not None and hardware is not None:
+        from kvtool.inputs.hardware import resolve_hardware
+        from kvtool.inputs.shape import resolve_shape
+        from kvtool.plan.deployment import plan_contexts
+
+        shape = resolve_shape(model, engine=engine, kv_dtype=kv_dtype, tp=tp)
+        node = resolve_hardware(hardware, gpu_memory_utilization=gpu_memory_utilization)
+        tokens = parse_count(ctx, what="--ctx")
+        planned = plan_contexts(shape, contexts=[tokens], sessions=1, hardware=node)
+    scraped = scrape_all(listed, timeout=seconds, interval=every)
+    report = render.report(scraped, planned)
+    if as_json:
+        from kvtool.cli.render.text import print_json
+
+        print_json(render.to_json(report))
+    else:
+        render.print_report(report)
+    return status.PROBLEMS if render.problems(report) else status.OK
+
+
+def _seconds(text: str, option: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{option} must be seconds, got {text!r}", "e.g. 5 or 0.5") from None
+    if not value > 0 or value == float("inf"):
+        raise InputError(f"{option} must be a positive number of seconds, got {text!r}")
+    return value

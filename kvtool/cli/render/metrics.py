@@ -1,0 +1,152 @@
+"""``kvtool metrics``: per source, per engine, what it says; beside it, the plan's figures."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from kvtool.cli.render.text import Table, echo
+from kvtool.units import format_bytes_decimal
+
+if TYPE_CHECKING:
+    from kvtool.inputs.metrics import Scraped
+    from kvtool.metrics.compare import Gap
+    from kvtool.metrics.engines import Reading
+    from kvtool.plan.deployment import ContextPlans
+
+
+class Report(NamedTuple):
+    """Each source with its readings and, where a plan was asked for, each reading's gaps."""
+
+    scraped: list[Scraped]
+    gaps: dict[tuple[int, int], list[Gap]]  # (source index, reading index) -> figures
+    plan_title: str | None
+
+
+def report(scraped: list[Scraped], planned: ContextPlans | None) -> Report:
+    from kvtool.metrics.compare import against_plan
+
+    gaps: dict[tuple[int, int], list[Gap]] = {}
+    title = None
+    if planned is not None:
+        size, plan = planned.sizes[0], planned.plans[0]
+        title = (f"{size.model} on {plan.hardware.node.name}, tp {plan.serving.tp},"
+                 f" {plan.serving.instances} engine(s) a node,"
+                 f" {size.ctx_tokens:,}-token sessions")  # fmt: skip
+        for i, one in enumerate(scraped):
+            for j, reading in enumerate(one.readings):
+                if reading.capacity_tokens is not None or reading.block_size is not None:
+                    gaps[(i, j)] = against_plan(reading, size, plan)
+    return Report(scraped, gaps, title)
+
+
+def problems(rep: Report) -> bool:
+    """A source that gave nothing, or a figure the plan does not predict."""
+    return any(s.error for s in rep.scraped) or any(g.gap for gs in rep.gaps.values() for g in gs)
+
+
+def _reading_json(r: Reading) -> dict[str, Any]:
+    data = r._asdict()
+    data["hit_ratio"] = r.hit_ratio
+    data["found"], data["missing"], data["notes"] = list(r.found), list(r.missing), list(r.notes)
+    return data
+
+
+def to_json(rep: Report) -> dict[str, Any]:
+    return {
+        "plan": rep.plan_title,
+        "sources": [
+            {
+                "source": s.source,
+                "error": s.error,
+                "readings": [
+                    {
+                        **_reading_json(r),
+                        "against_plan": [g._asdict() for g in rep.gaps.get((i, j), [])],
+                    }
+                    for j, r in enumerate(s.readings)
+                ],
+            }
+            for i, s in enumerate(rep.scraped)
+        ],
+        "problems": problems(rep),
+    }
+
+
+def _share(part: float, whole: float | None) -> str:
+    return f"{part / whole:.1%}" if whole else "-"
+
+
+def _lines(r: Reading) -> list[str]:
+    window = f" in {r.interval_s:.1f} s" if r.interval_s is not None else " since start"
+    out = []
+    if r.capacity_tokens is not None:
+        pool = f"KV pool {r.capacity_tokens:,} tokens"
+        if r.num_gpu_blocks is not None and r.block_size:
+            pool += f" ({r.num_gpu_blocks:,} blocks of {r.block_size})"
+        if r.instances > 1:
+            pool += f" over {r.instances} engines"
+        if r.gpu_memory_utilization is not None:
+            pool += f", gpu_memory_utilization {r.gpu_memory_utilization:.2f}"
+        if r.cache_dtype is not None:
+            pool += f", kv dtype {r.cache_dtype}"
+        out.append(pool)
+    if r.usage is not None:
+        out.append(f"in use now: {r.usage:.1%}")
+    if r.hit_ratio is not None:
+        tiers = ", ".join(f"{t} {_share(v, r.queried_tokens)}" for t, v in r.hit_tokens.items())
+        out.append(f"cache hits{window}: {r.hit_ratio:.1%} of {r.queried_tokens:,.0f} prompt tokens"
+                   + (f" ({tiers})" if tiers else ""))  # fmt: skip
+    elif r.hit_tokens:
+        out.append(f"tokens served from cache{window}: "
+                   + ", ".join(f"{t} {v:,.0f}" for t, v in r.hit_tokens.items()))  # fmt: skip
+    for tier, value in r.tier_used.items():
+        kind, unit = tier.rsplit("_", 1)
+        out.append(
+            f"{kind} holds "
+            + (format_bytes_decimal(value) if unit == "bytes" else f"{value:,.0f} tokens")
+        )
+    o = r.offload
+    for way in ("load", "store"):
+        nbytes, secs = o.get(f"{way}_bytes"), o.get(f"{way}_seconds")
+        if nbytes:
+            speed = f" in {secs:,.1f} s ({format_bytes_decimal(nbytes / secs)}/s)" if secs else ""
+            verb = {"load": "loaded into HBM", "store": "stored from HBM"}[way]
+            out.append(f"offload {verb}: {format_bytes_decimal(nbytes)}{window}{speed}")
+    for key in (
+        "offload_blocks_d2h",
+        "onboard_blocks_h2d",
+        "remote_read_bytes",
+        "remote_write_bytes",
+    ):
+        if o.get(key):
+            out.append(f"{key.replace('_', ' ')}: {o[key]:,.0f}")
+    out.append(
+        f"names found: {len(r.found)}" + (f"; missing: {', '.join(r.missing)}" if r.missing else "")
+    )
+    return out
+
+
+def print_report(rep: Report) -> None:
+    for i, s in enumerate(rep.scraped):
+        echo(s.source)
+        if s.error:
+            echo(f"  problem: {s.error}")
+        for j, r in enumerate(s.readings):
+            echo(f"  {r.engine}")
+            for line in _lines(r):
+                echo(f"    {line}")
+            for note in r.notes:
+                echo(f"    note: {note}")
+            gaps = rep.gaps.get((i, j))
+            if gaps:
+                echo(f"    against the plan ({rep.plan_title}):")
+                table = Table("figure", "engine", "plan", "", "why")
+                for g in gaps:
+                    table.add_row(g.what, g.engine, g.plan, "GAP" if g.gap else "ok", g.why)
+                for line in table.render().splitlines():
+                    echo(f"      {line}")
+        echo()
+    failed = sum(1 for s in rep.scraped if s.error)
+    flagged = sum(1 for gs in rep.gaps.values() for g in gs if g.gap)
+    sources = len(rep.scraped)
+    echo(f"{sources} source(s): {failed} without an answer, {flagged} figure(s) off the plan")

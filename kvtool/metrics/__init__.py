@@ -1,0 +1,1 @@
+"""What running engines say on /metrics, read by metric family, beside the plan. Pure."""

@@ -1,0 +1,282 @@
+"""Each engine's KV metrics, matched by family, into one ``Reading`` per engine. Pure.
+
+Metric names drift between releases (vLLM's ``gpu_cache_usage_perc`` became
+``kv_cache_usage_perc``; ``kv_offload_total_bytes{transfer_type}`` became
+``kv_offload_load_bytes``/``kv_offload_store_bytes``), so every figure is a family with the names
+it has had, newest first; a reading says which names it found and which families were missing.
+Hit ratios come from counters only: SGLang's ``cache_hit_rate`` gauge is overwritten per batch
+(sglang#26608) and LMCache's ``*_hit_rate`` gauges hold the last interval, so both are noted and
+never used. Sources: vLLM 0.33.0 ``v1/metrics/loggers.py`` (:620 usage, :662-698 prefix and
+external counters, :782 cached by source, :1114 cache_config_info) and ``offloading/metrics.py``
+(:42-47); SGLang 0.5.23 ``observability/metrics_collector.py`` (:405, :1289, :1307, :1856,
+:1934); LMCache 0.5.6 ``observability.py`` (:954-966, :1080-1094); Dynamo KVBM's names as
+``../shared/reference/engine-kv-folders-and-metrics.md`` lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+from kvtool.metrics.prom import Sample
+
+ENGINES = ("vllm", "sglang", "lmcache", "kvbm")
+_PREFIX = {"vllm": "vllm:", "sglang": "sglang:", "lmcache": "lmcache:", "kvbm": "kvbm_"}
+
+
+class Reading(NamedTuple):
+    """What one engine's metrics say of its KV cache. Counters are totals since the engine
+    started, or, after ``rates``, what was added in ``interval_s``; None: not exposed."""
+
+    engine: str
+    hit_tokens: dict[str, float]  # tokens served from cache, by the tier that served them
+    tier_used: dict[str, float]  # what lower tiers hold now (name: bytes or tokens as said)
+    offload: dict[str, float]  # load_bytes, load_seconds, store_bytes, store_seconds, blocks
+    found: tuple[str, ...]  # metric names read
+    missing: tuple[str, ...]  # families looked for and not there
+    notes: tuple[str, ...]
+    instances: int = 1  # engine cores reporting (vLLM's "engine" label; 1 elsewhere)
+    capacity_tokens: int | None = None  # the device KV pool, in tokens, all instances
+    block_size: int | None = None
+    num_gpu_blocks: int | None = None
+    cache_dtype: str | None = None
+    gpu_memory_utilization: float | None = None
+    max_concurrency: float | None = None  # vLLM: requests of max_model_len held at once
+    usage: float | None = None  # share of the device pool in use (mean over instances)
+    queried_tokens: float | None = None  # prompt tokens looked up in the cache
+    interval_s: float | None = None
+
+    @property
+    def hit_ratio(self) -> float | None:
+        """Tokens served from any cache tier over tokens looked up (counters only)."""
+        if not self.queried_tokens:
+            return None
+        return sum(self.hit_tokens.values()) / self.queried_tokens
+
+
+class _Family:
+    """The samples of one scrape, looked up by family (names newest first)."""
+
+    def __init__(self, samples: Sequence[Sample]) -> None:
+        self.by_name: dict[str, list[Sample]] = {}
+        for sample in samples:
+            self.by_name.setdefault(sample.name, []).append(sample)
+        self.found: list[str] = []
+        self.missing: list[str] = []
+
+    def reading(self, engine: str, **figures: Any) -> Reading:
+        """The ``Reading`` of ``figures``, with the names found and the families missing."""
+        return Reading(engine, found=tuple(dict.fromkeys(self.found)),
+                       missing=tuple(dict.fromkeys(self.missing)), **figures)  # fmt: skip
+
+    def get(self, family: str, *names: str, **labels: str) -> list[Sample]:
+        """The samples of the first of ``names`` present (labels matching), else []: the
+        family is then missing."""
+        for name in names:
+            rows = [s for s in self.by_name.get(name, ())
+                    if all(s.labels.get(k) == v for k, v in labels.items())]  # fmt: skip
+            if rows:
+                self.found.append(name)
+                return rows
+        self.missing.append(family)
+        return []
+
+    def total(self, family: str, *names: str, **labels: str) -> float | None:
+        rows = self.get(family, *names, **labels)
+        return sum(s.value for s in rows) if rows else None
+
+    def by(self, label: str, family: str, *names: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for s in self.get(family, *names):
+            key = s.labels.get(label, "")
+            out[key] = out.get(key, 0.0) + s.value
+        return out
+
+
+def engines_in(samples: Iterable[Sample]) -> list[str]:
+    """The engines whose metrics a scrape holds (LMCache shares vLLM's endpoint)."""
+    names = {s.name for s in samples}
+    return [e for e in ENGINES if any(n.startswith(_PREFIX[e]) for n in names)]
+
+
+def read(samples: Sequence[Sample]) -> list[Reading]:
+    """One reading per engine in the scrape."""
+    readers = {"vllm": _vllm, "sglang": _sglang, "lmcache": _lmcache, "kvbm": _kvbm}
+    return [readers[engine](_Family(samples)) for engine in engines_in(samples)]
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(float(text)) if text not in (None, "None", "") else None
+    except ValueError:
+        return None
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text not in (None, "None", "") else None
+    except ValueError:
+        return None
+
+
+def _vllm(f: _Family) -> Reading:
+    notes: list[str] = []
+    info = [s.labels for s in f.get("cache_config_info", "vllm:cache_config_info")]
+    first = info[0] if info else {}
+    blocks = [_int(i.get("num_gpu_blocks")) for i in info]
+    sizes = [_int(i.get("kv_cache_size_tokens")) for i in info]
+    block = _int(first.get("block_size"))
+    capacity = None
+    if info and all(s is not None for s in sizes):
+        capacity = sum(s for s in sizes if s is not None)
+    elif info and all(b is not None for b in blocks) and block:
+        capacity = sum(b for b in blocks if b is not None) * block
+        notes.append("kv_cache_size_tokens not exposed (vLLM before PR#42206): capacity is"
+                     " num_gpu_blocks x block_size, not group-aware")  # fmt: skip
+    usage_rows = f.get("usage", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+    queried = f.total("prefix_cache_queries", "vllm:prefix_cache_queries_total",
+                      "vllm:gpu_prefix_cache_queries_total")  # fmt: skip
+    by_source = f.by("source", "prompt_tokens_cached_by_source",
+                     "vllm:prompt_tokens_cached_by_source_total")  # fmt: skip
+    hits = {tier: v for tier, v in by_source.items() if v}
+    if not by_source:  # older releases: the device counter and the connector's
+        device = f.total("prefix_cache_hits", "vllm:prefix_cache_hits_total",
+                         "vllm:gpu_prefix_cache_hits_total")  # fmt: skip
+        external = f.total("external_prefix_cache_hits", "vllm:external_prefix_cache_hits_total")
+        hits = {t: v for t, v in (("device", device), ("external", external)) if v}
+    offload: dict[str, float] = {}
+    old_bytes, old_time = "vllm:kv_offload_total_bytes_total", "vllm:kv_offload_total_time_total"
+    for key, new, old, kind in (
+        ("load_bytes", "vllm:kv_offload_load_bytes_total", old_bytes, "CPU_to_GPU"),
+        ("load_seconds", "vllm:kv_offload_load_time_total", old_time, "CPU_to_GPU"),
+        ("store_bytes", "vllm:kv_offload_store_bytes_total", old_bytes, "GPU_to_CPU"),
+        ("store_seconds", "vllm:kv_offload_store_time_total", old_time, "GPU_to_CPU"),
+    ):
+        value = f.total(f"kv_offload_{key}", new)
+        if value is None:
+            f.missing.pop()  # the older name may stand in
+            value = f.total(f"kv_offload_{key}", old, transfer_type=kind)
+        if value is not None:
+            offload[key] = value
+    concurrency = [_float(i.get("kv_cache_max_concurrency")) for i in info]
+    return f.reading(
+        "vllm",
+        instances=max(len(info), 1),
+        capacity_tokens=capacity,
+        block_size=block,
+        num_gpu_blocks=sum(b for b in blocks if b is not None) if any(blocks) else None,
+        cache_dtype=first.get("cache_dtype"),
+        gpu_memory_utilization=_float(first.get("gpu_memory_utilization")),
+        max_concurrency=sum(c for c in concurrency if c is not None) if any(concurrency) else None,
+        usage=sum(s.value for s in usage_rows) / len(usage_rows) if usage_rows else None,
+        queried_tokens=queried,
+        hit_tokens=hits,
+        tier_used={},
+        offload=offload,
+        notes=tuple(notes),
+    )
+
+
+def _sglang(f: _Family) -> Reading:
+    notes = []
+    if f.by_name.get("sglang:cache_hit_rate"):
+        notes.append("sglang:cache_hit_rate ignored: the gauge is overwritten every batch"
+                     " (sglang#26608); the ratio: cached_tokens / prompt_tokens")  # fmt: skip
+    capacity = f.total("max_total_num_tokens", "sglang:max_total_num_tokens")
+    usage = f.get("token_usage", "sglang:token_usage")
+    hits = {
+        k: v
+        for k, v in f.by("cache_source", "cached_tokens", "sglang:cached_tokens_total").items()
+        if v
+    }
+    host = f.total("hicache_host_used_tokens", "sglang:hicache_host_used_tokens")
+    memory = f.total("kv_cache_memory_usage_gb", "sglang:kv_cache_memory_usage_gb")
+    if memory is not None:
+        notes.append(f"the KV pools take {memory:g} GB (sglang:kv_cache_memory_usage_gb)")
+    return f.reading(
+        "sglang",
+        capacity_tokens=None if capacity is None else int(capacity),
+        usage=sum(s.value for s in usage) / len(usage) if usage else None,
+        queried_tokens=f.total("prompt_tokens", "sglang:prompt_tokens_total"),
+        hit_tokens=hits,
+        tier_used={} if host is None else {"host_tokens": host},
+        offload={},
+        notes=tuple(notes),
+    )
+
+
+def _lmcache(f: _Family) -> Reading:
+    notes = []
+    if f.by_name.get("lmcache:retrieve_hit_rate") or f.by_name.get("lmcache:lookup_hit_rate"):
+        notes.append("lmcache:*_hit_rate ignored: gauges of the last interval; the ratio is"
+                     " from num_hit_tokens / num_requested_tokens")  # fmt: skip
+    hit = f.total("num_hit_tokens", "lmcache:num_hit_tokens_total")
+    used = {}
+    for key, name in (("host_bytes", "lmcache:local_cache_usage"),
+                      ("disk_bytes", "lmcache:local_storage_usage"),
+                      ("remote_bytes", "lmcache:remote_cache_usage")):  # fmt: skip
+        value = f.total(key, name)
+        if value:
+            used[key] = value
+    offload = {}
+    for key, name in (("remote_read_bytes", "lmcache:num_remote_read_bytes_total"),
+                      ("remote_write_bytes", "lmcache:num_remote_write_bytes_total")):  # fmt: skip
+        value = f.total(key, name)
+        if value is not None:
+            offload[key] = value
+    return f.reading(
+        "lmcache",
+        instances=max(len(f.by_name.get("lmcache:num_hit_tokens_total", ())), 1),
+        queried_tokens=f.total("num_requested_tokens", "lmcache:num_requested_tokens_total"),
+        hit_tokens={} if not hit else {"lmcache": hit},
+        tier_used=used,
+        offload=offload,
+        notes=tuple(notes),
+    )
+
+
+def _kvbm(f: _Family) -> Reading:
+    matched = f.total("matched_tokens", "kvbm_matched_tokens")
+    offload = {}
+    for key, name in (("offload_blocks_d2h", "kvbm_offload_blocks_d2h"),
+                      ("onboard_blocks_h2d", "kvbm_onboard_blocks_h2d")):  # fmt: skip
+        value = f.total(key, name)
+        if value is not None:
+            offload[key] = value
+    rates = []
+    for tier in ("host", "disk"):
+        value = f.total(f"{tier}_cache_hit_rate", f"kvbm_{tier}_cache_hit_rate")
+        if value is not None:
+            rates.append(f"KVBM says its {tier} hit rate is {value:.1%} (a gauge, as given)")
+    return f.reading(
+        "kvbm",
+        hit_tokens={} if not matched else {"kvbm": matched},
+        tier_used={},
+        offload=offload,
+        notes=(*rates, "KVBM exposes no lookups counter here: no hit ratio from counters"),
+    )
+
+
+def rates(before: Reading, after: Reading, seconds: float) -> Reading:
+    """``after`` with its counters replaced by what was added since ``before``, ``seconds``
+    earlier (a counter that went down means the engine restarted: ValueError)."""
+    if before.engine != after.engine:
+        raise ValueError(f"two scrapes of different engines ({before.engine}, {after.engine})")
+
+    def delta(a: float | None, b: float | None) -> float | None:
+        if a is None or b is None:
+            return None
+        if b < a:
+            raise ValueError(f"a {after.engine} counter went down between the scrapes: the"
+                             " engine restarted")  # fmt: skip
+        return b - a
+
+    def deltas(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+        return {k: d for k in b if (d := delta(a.get(k, 0.0), b[k])) is not None}
+
+    return after._replace(
+        queried_tokens=delta(before.queried_tokens, after.queried_tokens),
+        hit_tokens=deltas(before.hit_tokens, after.hit_tokens),
+        offload=deltas(before.offload, after.offload),
+        interval_s=seconds,
+    )

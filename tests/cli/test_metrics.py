@@ -1,0 +1,145 @@
+"""``kvtool metrics`` against real HTTP servers on 127.0.0.1 serving the recorded scrapes (the
+second scrape of a pair once the first has been served), saved files, and a port nothing
+listens on."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliResult
+
+Run = Callable[..., CliResult]
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "metrics"
+
+
+@pytest.fixture
+def engine() -> Iterator[Callable[[str], str]]:
+    """Start an engine's /metrics: ``start("vllm-0.33.0-llama-3.1-8b")`` serves its -t0
+    scrape, then -t60 from the second request on; returns the URL. Servers stop themselves."""
+    servers = []
+
+    def start(stem: str) -> str:
+        pages = [(FIXTURES / f"{stem}-t{t}.prom").read_bytes() for t in (0, 60)]
+        served = [0]
+
+        class Metrics(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path != "/metrics":
+                    self.send_error(404)
+                    return
+                body = pages[min(served[0], 1)]
+                served[0] += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/metrics"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_live_vllm_and_lmcache_pair_read_at_once(kvtool: Run, engine) -> None:  # type: ignore[no-untyped-def]
+    vllm, lmcache = engine("vllm-0.33.0-llama-3.1-8b"), engine("lmcache-0.5.6")
+    result = kvtool("metrics", vllm, lmcache, "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    (v,) = data["sources"][0]["readings"]
+    (lm,) = data["sources"][1]["readings"]
+    assert (v["engine"], v["capacity_tokens"], v["queried_tokens"]) == ("vllm", 454_896, 4_812_000)
+    assert lm["engine"] == "lmcache"
+    assert data["problems"] is False
+
+
+def test_two_scrapes_an_interval_apart_give_the_rates(kvtool: Run, engine) -> None:  # type: ignore[no-untyped-def]
+    url = engine("vllm-0.33.0-llama-3.1-8b")
+    result = kvtool("metrics", url, "--interval", "0.2", "--json")
+    assert result.exit_code == 0, result.stderr
+    (r,) = json.loads(result.stdout)["sources"][0]["readings"]
+    assert r["queried_tokens"] == 578_000  # what was added between the two scrapes
+    assert r["hit_tokens"] == {"device": 421_000, "host": 116_000}
+    assert 0.2 <= r["interval_s"] < 5
+    text = kvtool("metrics", engine("vllm-0.33.0-llama-3.1-8b"), "--interval", "0.2")
+    assert "cache hits in 0.2 s: 92.9% of 578,000 prompt tokens (device 72.8%, host 20.1%)" in (
+        text.stdout
+    )
+
+
+def test_a_fleet_from_a_file_with_one_dead_host_is_exit_1(  # type: ignore[no-untyped-def]
+    kvtool: Run, engine, tmp_path: Path
+) -> None:
+    live = engine("CONSTRUCTED_sglang-0.5.23")
+    hosts = tmp_path / "hosts.txt"
+    dead = f"127.0.0.1:{_free_port()}"
+    hosts.write_text(f"# the fleet\n{live}\n{dead}  # down for maintenance\n")
+    result = kvtool("metrics", "--from", str(hosts), "--timeout", "2")
+    assert result.exit_code == 1
+    assert f"http://{dead}/metrics\n  problem: no answer" in result.stdout
+    assert "sglang:cache_hit_rate ignored" in result.stdout
+    assert "1 source(s): 1 without an answer" not in result.stdout
+    assert "2 source(s): 1 without an answer, 0 figure(s) off the plan" in result.stdout
+
+
+def test_a_saved_scrape_beside_the_plan(kvtool: Run) -> None:
+    scrape = str(FIXTURES / "vllm-0.33.0-llama-3.1-8b-t60.prom")
+    args = ("metrics", scrape, "--model", "llama-3.1-8b", "--hardware", "p5", "--ctx", "128K")
+    same = kvtool(*args, "--tp", "1")
+    assert same.exit_code == 0, same.stdout
+    assert "at 0.90 the plan says 452,037" in same.stdout
+    other = kvtool(*args)  # the plan's own layout, tp 8: not what this engine runs
+    assert other.exit_code == 1
+    assert "GAP" in other.stdout
+    assert "pass --tp as the engine runs" in other.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--json",), "no source to read"),
+        (("nowhere-such",), "is neither a file nor a URL"),
+        (("x.prom", "--model", "llama-3.1-8b"), "needs both --model and --hardware"),
+        (("--timeout", "0", "127.0.0.1:9"), "--timeout must be a positive number"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(kvtool: Run, args: tuple[str, ...], message: str) -> None:
+    result = kvtool("metrics", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_file_that_is_no_scrape_and_interval_on_a_file_are_refused(
+    kvtool: Run, tmp_path: Path
+) -> None:
+    junk = tmp_path / "junk.txt"
+    junk.write_text("hello world\n")
+    result = kvtool("metrics", str(junk))
+    assert result.exit_code == 2
+    assert "is not a Prometheus scrape" in result.stderr
+    scrape = str(FIXTURES / "lmcache-0.5.6-t0.prom")
+    result = kvtool("metrics", scrape, "--interval", "1")
+    assert result.exit_code == 2
+    assert "is a saved file" in result.stderr

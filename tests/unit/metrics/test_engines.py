@@ -1,0 +1,92 @@
+"""Each engine's families read from scrapes its own writer printed (tests/fixtures/metrics)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvtool.metrics.engines import engines_in, rates, read
+from kvtool.metrics.prom import parse
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "metrics"
+
+
+def reading(name: str):  # type: ignore[no-untyped-def]
+    (one,) = read(parse((FIXTURES / name).read_text()))
+    return one
+
+
+def test_vllm_capacity_hits_by_tier_and_offload_from_its_own_writer() -> None:
+    r = reading("vllm-0.33.0-llama-3.1-8b-t60.prom")
+    assert r.engine == "vllm"
+    assert (r.capacity_tokens, r.num_gpu_blocks, r.block_size) == (454_896, 28_431, 16)
+    assert (r.cache_dtype, r.gpu_memory_utilization, r.max_concurrency) == ("auto", 0.9, 3.47)
+    assert r.usage == 0.64
+    assert r.queried_tokens == 5_390_000
+    assert r.hit_tokens == {"device": 2_731_000, "host": 1_322_000}
+    assert r.hit_ratio == pytest.approx(4_053_000 / 5_390_000)
+    assert r.offload["load_bytes"] == 1_322_000 * 131_072
+    assert r.offload["load_bytes"] / r.offload["load_seconds"] == pytest.approx(21.3e9)
+    assert r.missing == ()
+
+
+def test_vllm_before_the_renames_is_read_by_the_older_names() -> None:
+    text = "\n".join([
+        'vllm:cache_config_info{block_size="16",num_gpu_blocks="1000",engine="0"} 1.0',
+        'vllm:gpu_cache_usage_perc{engine="0"} 0.5',
+        'vllm:gpu_prefix_cache_queries_total{engine="0"} 100',
+        'vllm:gpu_prefix_cache_hits_total{engine="0"} 40',
+        'vllm:kv_offload_total_bytes_total{engine="0",transfer_type="CPU_to_GPU"} 9',
+    ])  # fmt: skip
+    (r,) = read(parse(text))
+    assert r.capacity_tokens == 16_000  # blocks x block size, and a note that it is not exact
+    assert any("kv_cache_size_tokens not exposed" in n for n in r.notes)
+    assert (r.usage, r.queried_tokens, r.hit_tokens) == (0.5, 100, {"device": 40})
+    assert r.offload == {"load_bytes": 9}
+    assert "vllm:gpu_cache_usage_perc" in r.found
+    assert "external_prefix_cache_hits" in r.missing
+
+
+def test_two_vllm_engine_cores_add_up() -> None:
+    text = "\n".join(
+        f'vllm:cache_config_info{{block_size="16",kv_cache_size_tokens="{n}",engine="{i}"}} 1.0'
+        for i, n in enumerate((1000, 3000))
+    )
+    (r,) = read(parse(text))
+    assert (r.instances, r.capacity_tokens) == (2, 4000)
+
+
+def test_sglang_hits_come_from_the_counters_never_the_overwritten_gauge() -> None:
+    r = reading("CONSTRUCTED_sglang-0.5.23-t60.prom")
+    assert r.capacity_tokens == 441_856
+    assert r.hit_tokens == {"device": 2_731_000, "host": 1_322_000}
+    assert r.hit_ratio == pytest.approx(0.752, abs=1e-3)  # the gauge in the file says 0.21
+    assert any("cache_hit_rate ignored" in n for n in r.notes)
+    assert r.tier_used == {"host_tokens": 3_100_000}
+
+
+def test_lmcache_and_kvbm() -> None:
+    r = reading("lmcache-0.5.6-t60.prom")
+    assert r.hit_ratio == pytest.approx(1_322_000 / 2_659_000)  # the gauges say 0.739
+    assert r.tier_used["disk_bytes"] > r.tier_used["host_bytes"] > 0
+    k = reading("CONSTRUCTED_dynamo-kvbm.prom")
+    assert (k.hit_ratio, k.hit_tokens) == (None, {"kvbm": 1_322_000})
+    assert k.offload["onboard_blocks_h2d"] == 82_625
+
+
+def test_an_lmcache_inside_vllm_scrape_is_two_readings() -> None:
+    text = "".join((FIXTURES / n).read_text() for n in
+                   ("vllm-0.33.0-llama-3.1-8b-t0.prom", "lmcache-0.5.6-t0.prom"))  # fmt: skip
+    assert engines_in(parse(text)) == ["vllm", "lmcache"]
+
+
+def test_rates_are_what_the_counters_added() -> None:
+    before, after = (reading(f"vllm-0.33.0-llama-3.1-8b-t{t}.prom") for t in (0, 60))
+    r = rates(before, after, 60.0)
+    assert r.queried_tokens == 578_000
+    assert r.hit_tokens == {"device": 421_000, "host": 116_000}
+    assert r.interval_s == 60.0
+    assert r.capacity_tokens == after.capacity_tokens  # gauges and info as now
+    with pytest.raises(ValueError, match="restarted"):
+        rates(after, before, 60.0)
