@@ -1,9 +1,12 @@
 """``kvtool advise``: which tiers and which write posture a workload needs, and why."""
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from kvtool.cli.options import CostOpt, PricesOpt, RegionOpt
 
 
 def advise(
@@ -61,6 +64,9 @@ def advise(
             "--weights-dtype", metavar="DTYPE", help="auto (the checkpoint's), bf16, fp8..."
         ),
     ] = None,
+    cost: CostOpt = False,
+    prices: PricesOpt = None,
+    region: RegionOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
 ) -> None:
     """Recommend the tier set (T1 / T1+T2 / T1+T2+T3 (+T4)) and the write posture.
@@ -95,12 +101,39 @@ def advise(
         "weights_dtype": ("--weights-dtype", weights_dtype),
     }
     inputs = read_workload(workload_file, flags)
+    if not cost:
+        for option, value in (("--prices", prices), ("--region", region)):
+            if value is not None:
+                print(f"kvtool: note: {option} has no effect without --cost", file=sys.stderr)
     result = advise_workload(inputs.workload, inputs.shape, inputs.hardware)
+    priced = None
+    if cost:
+        from kvtool.inputs.prices import resolve_prices
+        from kvtool.plan.cost import plan_cost
+
+        assert result.placed is not None
+        assert result.hardware is not None
+        mean_ctx = round(sum(c * share for c, share in inputs.workload.contexts.items()))
+        priced = plan_cost(
+            result.hardware, result.placed.tiers,
+            resolve_prices(prices, region=region, hardware=inputs.hardware),
+            sessions=result.placed.peak_sessions, ctx_tokens=mean_ctx, chunk_tokens=256,
+        )  # fmt: skip
     from kvtool.cli.render import advise as render
 
     if as_json:
         from kvtool.cli.render.text import print_json
 
-        print_json(render.advice_json(result))
+        data = render.advice_json(result)
+        if priced is not None:
+            from kvtool.cli.render.cost import cost_json
+
+            data["cost"] = cost_json(priced)
+        print_json(data)
     else:
         render.print_advice(result)
+        if priced is not None:
+            from kvtool.cli.render.cost import print_cost
+
+            print_cost(f"Cost a month at peak ({result.placed.peak_sessions:,} sessions)"
+                       if result.placed else "Cost a month", priced)  # fmt: skip

@@ -163,3 +163,34 @@ def merge(new_value: T | None, old_value: T | None, *, old: str, new: str) -> T 
         file=sys.stderr,
     )
     return old_value
+
+
+# --cost and where its prices come from (size --hardware, advise)
+CostOpt = Annotated[
+    bool,
+    typer.Option(
+        "--cost",
+        help="Add what the plan costs a month per tier and per served session-hour, beside"
+        " holding every session in HBM.",
+        rich_help_panel="Tier plan",
+    ),
+]
+PricesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prices",
+        metavar="FILE|aws",
+        help="Prices for --cost: a TOML file, or aws (the Price List API, with credentials);"
+        " default the bundled example, labelled as one.",
+        rich_help_panel="Tier plan",
+    ),
+]
+RegionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--region",
+        metavar="REGION",
+        help="Whose prices --prices aws asks for (default us-east-1).",
+        rich_help_panel="Tier plan",
+    ),
+]

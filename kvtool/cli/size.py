@@ -6,7 +6,17 @@ from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 import typer
 
-from kvtool.cli.options import EngineOpt, GpuMemoryUtilizationOpt, KvDtypeOpt, TpOpt, merge, renamed
+from kvtool.cli.options import (
+    CostOpt,
+    EngineOpt,
+    GpuMemoryUtilizationOpt,
+    KvDtypeOpt,
+    PricesOpt,
+    RegionOpt,
+    TpOpt,
+    merge,
+    renamed,
+)
 from kvtool.errors import InputError
 from kvtool.inputs.shape import resolve_shape, split_models
 from kvtool.model.engines import batched_tokens
@@ -18,6 +28,7 @@ if TYPE_CHECKING:
     from kvtool.model.kv import SizeResult
     from kvtool.model.params import Weights
     from kvtool.model.shape import KvShape
+    from kvtool.plan.cost import Cost, Prices
     from kvtool.plan.deployment import ContextPlans, DeploymentPlan, Hardware
     from kvtool.profiles.resolve import ResolvedModel
 
@@ -182,6 +193,9 @@ def size(
             " for the --hardware GPU, else 8192).",
         ),
     ] = None,
+    cost: CostOpt = False,
+    prices: PricesOpt = None,
+    region: RegionOpt = None,
     calibrate: Annotated[
         str | None,
         typer.Option(
@@ -250,6 +264,7 @@ def size(
         "--emit": emit,
         "--bench": bench,
         "--calibrate": calibrate,
+        "--cost": cost or None,
     }
     names = split_models(model)
     several = len(names) > 1
@@ -263,6 +278,9 @@ def size(
         if shown_weights:
             given = [name for name in given if name != "--weights-dtype"]
         _no_effect(given, "without --hardware")
+    if not cost:
+        _no_effect([n for n, v in (("--prices", prices), ("--region", region)) if v is not None],
+                   "without --cost")  # fmt: skip
     if calibrate is not None and several:
         raise InputError("--calibrate reads one engine, serving one model", "give one model")
     if emit is None:
@@ -295,6 +313,11 @@ def size(
             gpu_memory_utilization=gpu_memory_utilization,
             bench=bench,
         )
+    priced = None
+    if cost and plan_hardware is not None:
+        from kvtool.inputs.prices import resolve_prices
+
+        priced = resolve_prices(prices, region=region, hardware=plan_hardware)
     calibrated = None
     if calibrate is not None and plan_hardware is not None:
         from kvtool.inputs.metrics import calibration
@@ -336,7 +359,7 @@ def size(
             return _emit(emit, resolved, shape, planned, t3_dir, eager)
         sized.append(
             Sized(resolved, planned.sizes, planned.plans, planned.batched.source,
-                  (planned.batched.ignored,))
+                  (planned.batched.ignored,), _costs(planned.plans, priced, count))
         )  # fmt: skip
     for note in dict.fromkeys(n for one in sized for n in one.ignored):  # once each
         _ignored(note)
@@ -383,6 +406,21 @@ class Sized(NamedTuple):
     plans: "tuple[DeploymentPlan, ...]"
     batched_why: str
     ignored: tuple[str, ...]
+    costs: "tuple[Cost, ...]" = ()
+
+
+def _costs(plans: "tuple[DeploymentPlan, ...]", prices: "Prices | None", sessions: int
+           ) -> "tuple[Cost, ...]":  # fmt: skip
+    """Each plan's cost under ``prices`` (none without --cost)."""
+    if prices is None:
+        return ()
+    from kvtool.plan.cost import plan_cost
+
+    return tuple(
+        plan_cost(p.hardware, p.tiers, prices, sessions=sessions, ctx_tokens=p.ctx_tokens,
+                  chunk_tokens=p.assumptions.chunk_tokens)
+        for p in plans
+    )  # fmt: skip
 
 
 def _emit(
@@ -454,14 +492,14 @@ def _render(sized: list[Sized], as_json: bool, weights_dtype: str | None) -> Non
         for index, one in enumerate(sized):
             records += render.size_json(
                 one.resolved, one.results, one.plans, one.batched_why,
-                weights=None if weights is None else weights[index],
+                weights=None if weights is None else weights[index], costs=one.costs,
             )  # fmt: skip
         print_json(records)
         return
     if len(sized) > 1:
         assert weights is not None
         render.print_comparison(
-            [render.Compared(one.resolved, one.results, one.plans, w) for one, w in
+            [render.Compared(one.resolved, one.results, one.plans, w, one.costs) for one, w in
              zip(sized, weights, strict=True)]
         )  # fmt: skip
         return
@@ -471,3 +509,5 @@ def _render(sized: list[Sized], as_json: bool, weights_dtype: str | None) -> Non
         from kvtool.cli.render.plan import print_plans
 
         print_plans(one.plans)
+    if one.costs:
+        render.print_costs(one.plans, one.costs)

@@ -191,6 +191,8 @@ class AdviceResult:
     serving: Serving
     advice: Advice
     session_bytes: dict[int, int]
+    placed: WorkloadPlan | None = None  # the workload at peak on the cluster (for --cost)
+    hardware: Hardware | None = None
 
 
 def capacity_of(planned: WorkloadPlan, nodes: int) -> Capacity:
@@ -220,4 +222,6 @@ def advise_workload(workload: Workload, shape: KvShape, hardware: Hardware) -> A
         serving=planned.serving,
         advice=advise(workload, capacity_of(planned, workload.nodes)),
         session_bytes=planned.session_bytes,
+        placed=planned,
+        hardware=hardware,
     )

@@ -481,6 +481,21 @@ def s3_client(
     return boto3.session.Session().client("s3", region_name=region, config=config)
 
 
+def pricing_client() -> Any:
+    """A boto3 client of AWS's Price List API (its endpoint is in us-east-1), short timeouts,
+    one retry; InputError when boto3 is missing."""
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:
+        from kvtool.errors import InputError
+
+        raise InputError("--prices aws needs boto3", "pip install 'kvtool[aws]'") from None
+    config = Config(connect_timeout=3, read_timeout=10,
+                    retries={"total_max_attempts": 2, "mode": "standard"})  # fmt: skip
+    return boto3.session.Session().client("pricing", region_name="us-east-1", config=config)
+
+
 def engine_s3_client() -> Any:
     """The client the engine's T4 medium uses: one attempt each (``S3Medium`` retries, within
     its own deadline) and 10 s for a server that stops answering, so a frozen endpoint costs

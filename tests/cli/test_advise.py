@@ -87,3 +87,18 @@ def test_missing_model_is_reported(kvtool: Run) -> None:
     result = kvtool("advise", "--hardware", "p5")
     assert result.exit_code == 2
     assert "the workload names no model" in result.stderr
+
+
+def test_advise_cost_prices_the_peak_placement(kvtool) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    args = ("advise", "--model", "deepseek-r1", "--hardware", "p5en", "--nodes", "4",
+            "--sessions", "400", "--ctx", "8k:0.5,128k:0.5")  # fmt: skip
+    result = kvtool(*args, "--cost", "--json")
+    assert result.exit_code == 0, result.stderr
+    cost = json.loads(result.stdout)["cost"]
+    assert cost["lines"][0]["usd_per_month"] == 4 * 63.30 * 730  # the example's p5en x 4 nodes
+    assert cost["usd_per_session_hour"] == round(4 * 63.30 * 730 / (400 * 730), 4)
+    assert cost["prices"]["example"] is True
+    noted = kvtool(*args, "--prices", "x.toml")
+    assert "--prices has no effect without --cost" in noted.stderr

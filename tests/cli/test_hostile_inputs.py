@@ -113,7 +113,11 @@ ACCEPTED: dict[tuple[str, str], set[str]] = {
     ("gc", "--max-size"): {"zero"},  # nothing may stay
 }
 # options that have no effect in their command's base: any value is taken, with a note saying so
-NOTED = {("size", "--t3-dir"): "--t3-dir has no effect without --emit"}
+NOTED = {
+    ("size", "--t3-dir"): "--t3-dir has no effect without --emit",
+    **{(c, o): f"{o} has no effect without --cost" for c in ("size", "advise")
+       for o in ("--prices", "--region")},
+}  # fmt: skip
 
 
 class Hang(Exception):

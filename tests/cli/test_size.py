@@ -426,3 +426,46 @@ def test_calibrate_from_a_scrape_without_a_pool_is_refused(kvtool: Run) -> None:
     result = kvtool("size", *PLAN, "--calibrate", str(lmcache))
     assert result.exit_code == 2
     assert "no single engine reports its KV pool (lmcache)" in result.stderr
+
+
+# --- --cost --------------------------------------------------------------------------------------
+
+
+def test_cost_prices_the_plan_and_says_the_example_is_one(kvtool: Run) -> None:
+    args = ("size", "llama-3.1-405b", "--ctx", "128K", "--sessions", "100", "--hardware", "p5en")
+    result = kvtool(*args, "--cost", "--json")
+    assert result.exit_code == 0, result.stderr
+    (record,) = json.loads(result.stdout)
+    cost = record["cost"]
+    assert cost["prices"]["example"] is True
+    nodes = cost["lines"][0]
+    assert nodes["usd_per_month"] == pytest.approx(63.30 * 730)  # the example's p5en, 1 node
+    assert cost["all_in_hbm_nodes"] == record["plan"]["nodes_for_all_in_t1"] == 34
+    assert cost["usd_per_session_hour"] == pytest.approx(
+        cost["usd_per_month"] / (100 * 730), abs=1e-4
+    )
+    text = kvtool(*args, "--cost")
+    assert "note: EXAMPLE prices" in text.stdout
+    assert "per served session-hour" in text.stdout
+
+
+def test_cost_options_without_their_command_say_so(kvtool: Run) -> None:
+    result = kvtool("size", "llama-3.1-8b", "--cost")
+    assert "--cost has no effect without --hardware" in result.stderr
+    result = kvtool("size", "llama-3.1-8b", "--hardware", "p5", "--prices", "x.toml")
+    assert "--prices has no effect without --cost" in result.stderr
+
+
+def test_a_users_prices_file_is_used_and_a_missing_price_is_named(
+    kvtool: Run, tmp_path: Path
+) -> None:
+    mine = tmp_path / "prices.toml"
+    mine.write_text('[prices]\nsource = "our contract"\ndate = "2026-11"\nregion = "us-west-2"\n'
+                    '[prices.instance_hour]\n"p5.48xlarge" = 40.0\n')  # fmt: skip
+    args = ("size", "llama-3.1-8b", "--hardware", "p5", "--cost", "--prices", str(mine))
+    result = kvtool(*args, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)[0]["cost"]["lines"][0]["usd_per_month"] == 40.0 * 730
+    result = kvtool("size", "llama-3.1-8b", "--hardware", "p5en", "--cost", "--prices", str(mine))
+    assert result.exit_code == 2
+    assert "no instance-hour price for p5en.48xlarge in our contract" in result.stderr

@@ -11,6 +11,7 @@ from kvtool.units import format_bytes, format_bytes_decimal
 if TYPE_CHECKING:
     from kvtool.model.kv import SizeResult
     from kvtool.model.params import Weights
+    from kvtool.plan.cost import Cost
     from kvtool.plan.deployment import DeploymentPlan
     from kvtool.profiles.resolve import ResolvedModel
 
@@ -38,13 +39,14 @@ def size_json(
     batched_why: str = "",
     *,
     weights: Weights | None = None,
+    costs: Sequence[Cost] = (),
 ) -> list[dict[str, Any]]:
     """A list with one object per context (one shape, however many were asked for), each
     with the model's weights (None where kvtool does not count its parameters) and its tier
     plan when ``--hardware`` was given."""
     from kvtool.cli.render.plan import plan_json
 
-    objects = [
+    objects: list[dict[str, Any]] = [
         {
             "model": r.model,
             "model_source": resolved.location,
@@ -77,7 +79,20 @@ def size_json(
     ]
     for obj, plan in zip(objects, plans, strict=False):
         obj.update(plan_json(plan))
+    if costs:
+        from kvtool.cli.render.cost import cost_json
+
+        for obj, cost in zip(objects, costs, strict=False):
+            obj["cost"] = cost_json(cost)
     return objects
+
+
+def print_costs(plans: Sequence[DeploymentPlan], costs: Sequence[Cost]) -> None:
+    """Each plan's monthly cost by tier, per served session-hour, beside all in HBM."""
+    from kvtool.cli.render.cost import print_cost
+
+    for plan, cost in zip(plans, costs, strict=True):
+        print_cost(f"Cost a month at {plan.ctx_tokens:,} tokens", cost)
 
 
 def _admission_differs(results: Sequence[SizeResult]) -> bool:
@@ -186,6 +201,7 @@ class Compared(NamedTuple):
     results: Sequence[SizeResult]
     plans: tuple[DeploymentPlan, ...]
     weights: Weights | None
+    costs: Sequence[Cost] = ()
 
 
 def _billions(count: int) -> str:
@@ -208,6 +224,9 @@ def print_comparison(models: Sequence[Compared]) -> None:
     heads += ["KV/token", "vs least", "per session", "total"]
     if planned:
         heads += ["nodes, all in HBM", "sessions T1/T2/T3/T4"]
+    priced = any(m.costs for m in models)
+    if priced:
+        heads += ["$ a month", "all in HBM $"]
     table = Table(*heads)
     least = {  # per context, the least mean KV bytes per token of any model
         r.ctx_tokens: min(m.results[i].kv_bytes_per_session for m in models) / r.ctx_tokens
@@ -242,6 +261,10 @@ def print_comparison(models: Sequence[Compared]) -> None:
                     f"{plan.tiers.nodes_for_all_in_t1:,}",
                     "/".join(f"{t.sessions:,}" for t in plan.tiers.tiers),
                 ]
+            if priced:
+                cost = m.costs[index]
+                row += [f"{cost.usd_per_month:,.0f}", f"{cost.all_in_hbm_usd_per_month:,.0f}"]
+                notes += [f"{name}: {note}" for note in cost.notes]
             table.add_row(*row)
             notes += [f"{name}: {note}" for note in r.notes]
     echo(table.render())

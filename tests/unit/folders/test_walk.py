@@ -82,8 +82,8 @@ def test_an_unreadable_subfolder_is_reported_and_the_root_is_an_error(tmp_path, 
 
 MOUNTS = """\
 /dev/nvme0n1p1 / ext4 rw,relatime 0 0
-10.0.0.5@tcp:/abcdefgh /fsx lustre rw,noatime,flock,lazystatfs 0 0
-/dev/nvme1n1 /scratch xfs rw,strictatime 0 0
+10.0.0.5@tcp:/abcdefgh {fsx} lustre rw,noatime,flock,lazystatfs 0 0
+/dev/nvme1n1 {scratch} xfs rw,strictatime 0 0
 """
 
 
@@ -91,7 +91,8 @@ def test_how_the_mount_records_access(tmp_path):
     assert atime_mode(tmp_path, None) == ("unknown", "")
     fake = tmp_path / "fsx"
     fake.mkdir()
-    mounts = MOUNTS.replace("/fsx", str(fake)).replace("/scratch", str(tmp_path / "scratch"))
+    # (formatted, not replaced: a temporary folder's own path may hold "/scratch")
+    mounts = MOUNTS.format(fsx=fake, scratch=tmp_path / "scratch")
     assert atime_mode(fake, mounts) == ("noatime", str(fake))
     assert atime_mode(tmp_path, mounts) == ("relatime", "/")
     (tmp_path / "scratch").mkdir()

@@ -1,0 +1,71 @@
+"""A plan's monthly cost from a prices record: each line is its arithmetic, nothing guessed."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvtool.errors import InputError
+from kvtool.inputs.hardware import resolve_hardware
+from kvtool.inputs.shape import resolve_shape
+from kvtool.plan.cost import HOURS_PER_MONTH, Prices, plan_cost
+from kvtool.plan.deployment import plan_contexts
+
+PRICES = Prices(
+    source="test", date="2026-12", region="us-east-1", example=False,
+    instance_hour={"p5en.48xlarge": 60.0, "p5.48xlarge": 50.0},
+    fsx_gb_month={"fsx-lustre-persistent2@1000": 0.6},
+    s3_gb_month={"s3-standard": 0.02}, s3_put_per_1000={"s3-standard": 0.005},
+    s3_get_per_1000={"s3-standard": 0.0004}, cross_az_per_gb=0.01,
+)  # fmt: skip
+
+
+def plan(model: str, sessions: int, node: str = "p5en", **hardware: str):  # type: ignore[no-untyped-def]
+    shape = resolve_shape(model)
+    planned = plan_contexts(shape, contexts=[131_072], sessions=sessions,
+                            hardware=resolve_hardware(node, **hardware))  # fmt: skip
+    return planned.plans[0]
+
+
+def cost_of(p, prices, sessions):  # type: ignore[no-untyped-def]
+    return plan_cost(p.hardware, p.tiers, prices, sessions=sessions, ctx_tokens=p.ctx_tokens,
+                     chunk_tokens=256)  # fmt: skip
+
+
+def test_nodes_and_the_file_system_each_their_own_line() -> None:
+    p = plan("llama-3.1-405b", 100)
+    cost = cost_of(p, PRICES, 100)
+    nodes, fsx = cost.lines
+    assert nodes.usd_per_month == 60.0 * HOURS_PER_MONTH  # one node
+    assert fsx.usd_per_month == p.file_system.capacity_gib * 0.6
+    assert cost.usd_per_month == nodes.usd_per_month + fsx.usd_per_month
+    assert cost.usd_per_session_hour == cost.usd_per_month / (100 * HOURS_PER_MONTH)
+    assert cost.all_in_hbm_nodes == p.tiers.nodes_for_all_in_t1 == 34
+    assert cost.all_in_hbm_usd_per_month == 34 * 60.0 * HOURS_PER_MONTH
+    assert not any("EXAMPLE" in n for n in cost.notes)
+
+
+def test_no_file_system_line_when_nothing_spills_there() -> None:
+    p = plan("llama-3.1-8b", 10)
+    cost = cost_of(p, PRICES, 10)
+    assert [line.tier for line in cost.lines] == ["T1+T2"]
+
+
+def test_a_missing_price_is_named_and_the_example_says_it_is_one() -> None:
+    p = plan("llama-3.1-8b", 10, node="p4d")
+    with pytest.raises(InputError, match=r"no instance-hour price for p4d\.24xlarge in test"):
+        cost_of(p, PRICES, 10)
+    example = PRICES._replace(example=True, instance_hour={"p4d.24xlarge": 20.0})
+    cost = cost_of(p, example, 10)
+    assert cost.notes[0].startswith("EXAMPLE prices (test, 2026-12): not current")
+
+
+def test_s3_storage_a_month_and_requests_per_session() -> None:
+    p = plan("llama-3.1-405b", 400, fsx_capacity="4800GiB")
+    t4 = next(t for t in p.tiers.tiers if t.name == "T4")
+    assert t4.sessions > 0
+    cost = cost_of(p, PRICES, 400)
+    s3 = next(line for line in cost.lines if line.tier == "T4")
+    assert s3.usd_per_month == pytest.approx(t4.used_bytes / 2**30 * 0.02)
+    chunks = 131_072 // 256
+    assert cost.t4_usd_per_session_written == pytest.approx(chunks * 0.005 / 1000)
+    assert cost.t4_usd_per_session_read == pytest.approx(chunks * 0.0004 / 1000)
