@@ -193,6 +193,16 @@ def size(
             " for the --hardware GPU, else 8192).",
         ),
     ] = None,
+    pp: Annotated[
+        str | None,
+        typer.Option(
+            "--pp",
+            metavar="N",
+            help="Pipeline-parallel stages per engine (vLLM --pipeline-parallel-size): the"
+            " engine spans tp x pp chips and keeps one copy of the weights (default 1).",
+            rich_help_panel="Tier plan",
+        ),
+    ] = None,
     cost: CostOpt = False,
     prices: PricesOpt = None,
     region: RegionOpt = None,
@@ -265,6 +275,7 @@ def size(
         "--bench": bench,
         "--calibrate": calibrate,
         "--cost": cost or None,
+        "--pp": pp,
     }
     names = split_models(model)
     several = len(names) > 1
@@ -281,6 +292,9 @@ def size(
     if not cost:
         _no_effect([n for n, v in (("--prices", prices), ("--region", region)) if v is not None],
                    "without --cost")  # fmt: skip
+    if emit is not None and pp is not None and pp.strip() not in ("1", ""):
+        raise InputError("--emit writes tensor-parallel engine configurations; kvtool does not"
+                         " emit pipeline-parallel ones yet", "drop --pp with --emit")  # fmt: skip
     if calibrate is not None and several:
         raise InputError("--calibrate reads one engine, serving one model", "give one model")
     if emit is None:
@@ -353,6 +367,7 @@ def size(
             assumptions=resolve_assumptions(mfu=mfu, concurrent_loads=concurrent_loads),
             offload=None if emit is None else get_layout(emit.strip().lower()),
             max_num_batched_tokens=batched,
+            pp=1 if pp is None else parse_count(pp, what="--pp"),
         )
         if emit is not None:
             _ignored(planned.batched.ignored)

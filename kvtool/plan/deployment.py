@@ -24,6 +24,7 @@ from kvtool.plan.measured import MeasuredTier, apply_measured
 from kvtool.plan.offload import LAYOUTS, OffloadLayout, copies_divisor
 from kvtool.plan.placement import (
     GPU_MEMORY_UTILIZATION,
+    PRESSURE_FRACTION,
     PlanInputs,
     TierPlan,
     kv_space_per_node,
@@ -129,14 +130,17 @@ def make_hardware(
 
 @dataclass(frozen=True)
 class Serving:
-    """How the engine runs the model on one node: ``tp`` chips per engine instance,
-    ``instances`` per node, each holding a full copy of the weights."""
+    """How the engine runs the model on one node: ``tp`` x ``pp`` chips per engine instance
+    (tensor parallel within a pipeline stage, ``pp`` stages each holding its share of the
+    layers: vLLM's ``--pipeline-parallel-size``), ``instances`` per node, each holding one
+    full copy of the weights."""
 
     tp: int
     instances: int
     weights_dtype: str
     weights_bytes_per_instance: int
     notes: tuple[str, ...] = ()
+    pp: int = 1
 
     @property
     def weights_bytes_per_node(self) -> int:
@@ -152,46 +156,59 @@ def choose_serving(
     tp: int | None,
     weights_dtype: str = "auto",
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+    pp: int = 1,
 ) -> Serving:
     """The engine layout on ``node``. ``tp`` None chooses the chips of one EC2 instance (one
     engine per instance, tensor-parallel over NVLink/NeuronLink), doubled until the weights
-    leave room for KV; ``weights_dtype`` ``auto`` is the checkpoint's own format.
+    leave room for KV; ``weights_dtype`` ``auto`` is the checkpoint's own format; ``pp``
+    pipeline stages multiply the chips an engine spans.
 
-    Raises InputError for a ``tp`` that does not divide the node's chips, or an unknown dtype.
+    Raises InputError for a ``tp`` x ``pp`` that does not divide the node's chips, more stages
+    than layers, or an unknown dtype.
     """
     dtype = weights_dtype_of(spec, weights_dtype)
     weights = weight_bytes(params, dtype, model_dtype=spec.dtype)
     notes: list[str] = []
+    if pp < 1 or pp > spec.num_layers:
+        raise InputError(f"--pp {pp} must be 1 to the model's {spec.num_layers} layers",
+                         "each pipeline stage holds at least one layer")  # fmt: skip
+    if node.chips % pp:
+        raise InputError(f"--pp {pp} does not divide {node.name}'s {node.chips} accelerators",
+                         f"pick a divisor of {node.chips}")  # fmt: skip
     if tp is None:
-        tp, why = _default_tp(spec, node, weights, gpu_memory_utilization)
+        tp, why = _default_tp(spec, node, weights, gpu_memory_utilization, pp)
         notes.append(
-            f"--tp not given: tp {tp} ({why}), {node.chips // tp} engine instance(s) per node,"
-            " each with its own copy of the weights"
+            f"--tp not given: tp {tp} ({why}), {node.chips // (tp * pp)} engine instance(s) per"
+            " node, each with its own copy of the weights"
         )
-    elif node.chips % tp:
+    elif node.chips % (tp * pp):
         raise InputError(
-            f"--tp {tp} does not divide {node.name}'s {node.chips} accelerators",
+            f"--tp {tp}" + (f" x --pp {pp}" if pp > 1 else "")
+            + f" does not divide {node.name}'s {node.chips} accelerators",
             f"pick a divisor of {node.chips}; kvtool plans whole engine instances per node",
-        )
+        )  # fmt: skip
     return Serving(
         tp=tp,
-        instances=node.chips // tp,
+        instances=node.chips // (tp * pp),
         weights_dtype=dtype,
         weights_bytes_per_instance=weights,
         notes=tuple(notes),
+        pp=pp,
     )
 
 
 def _default_tp(
-    spec: ModelSpec, node: NodeProfile, weights: int, utilization: float
+    spec: ModelSpec, node: NodeProfile, weights: int, utilization: float, pp: int = 1
 ) -> tuple[int, str]:
-    """The chips of one instance, or the largest size below it that divides the attention
-    heads (engines shard heads evenly), doubled while the weights leave no room for KV."""
+    """The chips of one instance (over ``pp`` stages), or the largest size below it that
+    divides the attention heads (engines shard heads evenly), doubled while the weights leave
+    no room for KV."""
     heads = spec.num_attention_heads
-    options = [t for t in range(1, node.chips + 1) if node.chips % t == 0 and heads % t == 0]
-    start = max(t for t in options if t <= node.chips_per_instance)
+    chips = node.chips // pp
+    options = [t for t in range(1, chips + 1) if chips % t == 0 and heads % t == 0]
+    start = max([t for t in options if t * pp <= node.chips_per_instance] or [1])
     for tp in (t for t in options if t >= start):
-        if _room_for_kv(node, weights * (node.chips // tp), utilization):
+        if _room_for_kv(node, weights * (chips // tp), utilization):
             break
     if tp == node.chips_per_instance:
         return tp, "the chips of one instance"
@@ -326,11 +343,64 @@ class DeploymentPlan:
     break_even: tuple[BreakEven, ...]
     fan_in: tuple[FanIn, ...]
     assumptions: ReloadAssumptions
+    best_layout: Layout | None = None  # the layout holding the most sessions in T1
 
     @property
     def weights_dtype(self) -> str:
         """The weight format the plan priced."""
         return self.serving.weights_dtype
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One serving layout on a node and what it does with HBM: sessions of the context under
+    the 85% line, the copies of the weights it keeps, and its cross-chip traffic per decoded
+    token (an estimate: bf16 activations, two ring all-reduces a layer over ``tp``, one
+    hand-off at each of ``pp - 1`` stage boundaries)."""
+
+    tp: int
+    pp: int
+    instances: int
+    sessions_in_t1_per_node: int
+    bytes_moved_per_token: float
+
+
+def best_layout(shape: KvShape, hardware: Hardware, *, weights_dtype: str, ctx_tokens: int,
+                max_num_batched_tokens: int | None = None, extra_reserve_bytes_per_chip: int = 0,
+                ) -> Layout | None:  # fmt: skip
+    """Of every tp (dividing the attention heads) x pp (at most the layers) that tiles the
+    node's chips, the one holding the most sessions of ``ctx_tokens`` in T1; ties go to more
+    engines, then fewer pipeline stages (a deep pipeline adds latency to every token). None
+    when no layout leaves room for KV."""
+    spec, node = shape.spec, hardware.node
+    params = count_params(spec)
+    weights = weight_bytes(params, weights_dtype_of(spec, weights_dtype), model_dtype=spec.dtype)
+    heads = spec.num_attention_heads
+    best: tuple[tuple[int, int, int], Layout] | None = None
+    for tp in (t for t in range(1, node.chips + 1) if node.chips % t == 0 and heads % t == 0):
+        priced = shape.serving_tp(tp).on_gpu(node_gpu(node))
+        try:
+            size = priced.size(ctx_tokens, 1, max_num_batched_tokens=max_num_batched_tokens)
+        except InputError:
+            continue  # a layout the engine refuses for this model
+        admitted = max(size.kv_bytes_per_session, size.admission_bytes_per_session or 0)
+        rest = node.chips // tp
+        for pp in (p for p in range(1, rest + 1) if rest % p == 0 and p <= spec.num_layers):
+            instances = rest // pp
+            space = kv_space_per_node(PlanInputs(
+                node=node, nodes=1, weights_bytes=weights * instances, kv_bytes_per_session=1,
+                sessions=1, gpu_memory_utilization=hardware.gpu_memory_utilization,
+                extra_reserve_bytes_per_chip=extra_reserve_bytes_per_chip,
+            ))  # fmt: skip
+            if space <= 0 or not admitted:
+                continue
+            sessions = int(space * PRESSURE_FRACTION) // admitted
+            moved = spec.hidden_size * 2 * (4 * spec.num_layers * (tp - 1) / tp + (pp - 1))
+            layout = Layout(tp, pp, instances, sessions, moved)
+            key = (sessions, instances, -pp)
+            if best is None or key > best[0]:
+                best = (key, layout)
+    return None if best is None else best[1]
 
 
 def plan_deployment(
@@ -481,10 +551,11 @@ class ContextPlans:
 
 
 def serve(
-    shape: KvShape, hardware: Hardware, *, weights_dtype: str = "auto"
+    shape: KvShape, hardware: Hardware, *, weights_dtype: str = "auto", pp: int = 1
 ) -> tuple[Serving, KvShape]:
     """The serving layout on ``hardware`` (the shape's tp when the user gave one, else
-    ``choose_serving``'s) and the shape priced under it."""
+    ``choose_serving``'s; ``pp`` stages) and the shape priced under it: a pipeline splits the
+    layers, not the heads, so a session's KV over all ranks is its KV at ``tp``."""
     serving = choose_serving(
         shape.spec,
         count_params(shape.spec),
@@ -492,6 +563,7 @@ def serve(
         tp=shape.tp if shape.tp_given else None,
         weights_dtype=weights_dtype,
         gpu_memory_utilization=hardware.gpu_memory_utilization,
+        pp=pp,
     )
     return serving, shape.serving_tp(serving.tp).on_gpu(node_gpu(hardware.node))
 
@@ -517,6 +589,7 @@ def plan_contexts(
     assumptions: ReloadAssumptions | None = None,
     offload: OffloadLayout | None = None,
     max_num_batched_tokens: int | None = None,
+    pp: int = 1,
 ) -> ContextPlans:
     """``kvtool size --hardware``: choose the serving layout, price a session at each context
     under it, and plan each.
@@ -530,7 +603,7 @@ def plan_contexts(
     """
     spec = shape.spec
     params = count_params(spec)
-    serving, priced = serve(shape, hardware, weights_dtype=weights_dtype)
+    serving, priced = serve(shape, hardware, weights_dtype=weights_dtype, pp=pp)
     a = assumptions or ReloadAssumptions()
     if a.use_fp8_compute is None:
         narrow = serving.weights_dtype in ("fp8", "mxfp4", "nvfp4")
@@ -557,6 +630,16 @@ def plan_contexts(
     )
     if format_notes:
         plans = tuple(replace(p, notes=(*format_notes, *p.notes)) for p in plans)
+    if hardware.kv_pool_tokens_per_instance is None:  # (a measured pool is one layout's)
+        stack = offload or LAYOUTS[shape.rules.offload_stack]
+        reserve = stack.gpu_reserve_mib_with_gds * 2**20 if uses_gds(hardware) else 0
+        plans = tuple(
+            replace(p, best_layout=best_layout(shape, hardware, weights_dtype=weights_dtype,
+                                               ctx_tokens=p.ctx_tokens,
+                                               max_num_batched_tokens=batched.value,
+                                               extra_reserve_bytes_per_chip=reserve))
+            for p in plans
+        )  # fmt: skip
     return ContextPlans(
         serving=serving,
         sizes=sizes,

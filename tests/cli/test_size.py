@@ -396,6 +396,7 @@ def test_calibrate_plans_t1_with_the_engines_own_pool(kvtool: Run) -> None:
     assert plan["kv_space_bytes_per_node"] == 454_896 * 131_072 * 8
     assert plan["kv_space_bytes_per_node"] != estimate["kv_space_bytes_per_node"]
     assert any("the engine's own pool" in note for note in plan["notes"])
+    assert plan["best_layout"] is None  # a measured pool is one layout's: no others are priced
     assert "T1 is vllm's own KV pool, 454,896 tokens an engine instance" in result.stderr
     assert "hit ratio, 75.2%, is not used by size" in result.stderr
 
@@ -469,3 +470,32 @@ def test_a_users_prices_file_is_used_and_a_missing_price_is_named(
     result = kvtool("size", "llama-3.1-8b", "--hardware", "p5en", "--cost", "--prices", str(mine))
     assert result.exit_code == 2
     assert "no instance-hour price for p5en.48xlarge in our contract" in result.stderr
+
+
+# --- --pp and the layout holding the most sessions ---------------------------------------------
+
+
+def test_the_plan_names_the_layout_that_holds_the_most_and_pp_runs_it(kvtool: Run) -> None:
+    args = ("size", "llama-3.1-405b", "--ctx", "200k", "--sessions", "100",
+            "--hardware", "trn3-ultraserver")  # fmt: skip
+    text = kvtool(*args)
+    assert text.exit_code == 0, text.stderr
+    assert "most in T1: tp 8 x pp 18, 1 engine (1 copy of the weights) a node hold" in text.stdout
+    assert "(--tp 8 --pp 18)" in text.stdout
+    (record,) = json.loads(kvtool(*args, "--json").stdout)
+    best = record["plan"]["best_layout"]
+    assert (best["tp"], best["pp"], best["engine_instances_per_node"]) == (8, 18, 1)
+    assert best["sessions_in_t1_per_node"] >= 100
+    (piped,) = json.loads(kvtool(*args, "--tp", "8", "--pp", "18", "--json").stdout)
+    assert (piped["plan"]["tp"], piped["plan"]["pp"]) == (8, 18)
+    assert piped["plan"]["fits_in_t1"] is True
+
+
+def test_pp_without_a_plan_says_so_and_emit_refuses_it(kvtool: Run) -> None:
+    assert (
+        "--pp has no effect without --hardware"
+        in kvtool("size", "llama-3.1-8b", "--pp", "2").stderr
+    )
+    result = kvtool("size", "llama-3.1-8b", "--hardware", "p5", "--pp", "2", "--emit", "vllm")
+    assert result.exit_code == 2
+    assert "does not emit pipeline-parallel" in result.stderr

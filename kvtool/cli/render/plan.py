@@ -29,6 +29,7 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
         ],
         "plan": {
             "tp": plan.serving.tp,
+            "pp": plan.serving.pp,
             "engine_instances_per_node": plan.serving.instances,
             "weights_dtype": plan.weights_dtype,
             "weights_bytes_per_node": tiers.weights_bytes_per_node,
@@ -40,6 +41,15 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
             "t3_bytes_needed": tiers.t3_bytes_needed,
             "fits_in_t1": tiers.fits_in_t1,
             "notes": [*plan.serving.notes, *tiers.notes, *plan.notes],
+            "best_layout": None
+            if plan.best_layout is None
+            else {
+                "tp": plan.best_layout.tp,
+                "pp": plan.best_layout.pp,
+                "engine_instances_per_node": plan.best_layout.instances,
+                "sessions_in_t1_per_node": plan.best_layout.sessions_in_t1_per_node,
+                "bytes_moved_per_token_estimate": round(plan.best_layout.bytes_moved_per_token),
+            },
         },
         "reload": {
             "assumptions": {
@@ -107,8 +117,9 @@ def print_plans(plans: tuple[DeploymentPlan, ...]) -> None:
             if serving.instances > 1
             else ""
         )
+        layout = f"tp {serving.tp}" + (f" x pp {serving.pp}" if serving.pp > 1 else "")
         echo(
-            f"tp {serving.tp}: weights {format_bytes(tiers.weights_bytes_per_node)} per node"
+            f"{layout}: weights {format_bytes(tiers.weights_bytes_per_node)} per node"
             f" ({plan.weights_dtype}){instances};"
             f" KV space {format_bytes(tiers.kv_space_bytes_per_node)} per node, 85% line"
             f" {format_bytes(tiers.pressure_bytes_per_node)}"
@@ -129,6 +140,16 @@ def print_plans(plans: tuple[DeploymentPlan, ...]) -> None:
             f"all in HBM: {tiers.nodes_for_all_in_t1:,} node(s) of this type"
             + (" (fits now)" if tiers.fits_in_t1 else "")
         )
+        best = plan.best_layout
+        if best is not None and best.sessions_in_t1_per_node > tiers.sessions_per_node_in_t1:
+            echo(
+                f"most in T1: tp {best.tp} x pp {best.pp}, {plural(best.instances, 'engine')}"
+                f" ({plural(best.instances, 'copy', 'copies')} of the weights) a node hold"
+                f" {best.sessions_in_t1_per_node:,} sessions in T1, against"
+                f" {tiers.sessions_per_node_in_t1:,} here (--tp {best.tp} --pp {best.pp});"
+                f" about {format_bytes(best.bytes_moved_per_token)} a decoded token between chips"
+                " (estimate: ring all-reduces and stage hand-offs in bf16)"
+            )
         print_notes([*serving.notes, *tiers.notes], blank_line=False)
         a = plan.assumptions
         echo()

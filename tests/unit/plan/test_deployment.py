@@ -190,3 +190,55 @@ def test_the_node_s_gpu_decides_vllm_s_block_size() -> None:
     llama, _ = model("llama-3.1-70b")
     trn = plan_contexts(shape(llama), contexts=[8192], sessions=1, hardware=hardware("trn2"))
     assert any("AWS Trainium2 runs vLLM's Neuron plugin" in n for n in trn.sizes[0].notes)
+
+
+# --- pipeline parallelism and the layout that holds the most sessions ---------------------------
+
+
+def _plans(model: str, node: str, ctx: int, sessions: int, *, tp: int | None = None, pp: int = 1):  # type: ignore[no-untyped-def]
+    from kvtool.inputs.hardware import resolve_hardware
+    from kvtool.inputs.shape import resolve_shape
+    from kvtool.plan.deployment import plan_contexts
+
+    shape = resolve_shape(model, tp=tp)
+    return plan_contexts(shape, contexts=[ctx], sessions=sessions,
+                         hardware=resolve_hardware(node), pp=pp)  # fmt: skip
+
+
+def test_the_ultraserver_holds_all_100_sessions_of_405b_in_one_layout() -> None:
+    """The issue's case: tp 8 over 18 engines keeps 18 copies of the weights (45 fit T1); the
+    best layout keeps one copy without replicating KV heads, and it holds all 100."""
+    (plan,) = _plans("llama-3.1-405b", "trn3-ultraserver", 200_000, 100).plans
+    assert (plan.serving.tp, plan.serving.instances, plan.tiers.sessions_per_node_in_t1) == (
+        8,
+        18,
+        45,
+    )
+    best = plan.best_layout
+    assert best is not None
+    assert (best.tp, best.pp, best.instances) == (8, 18, 1)
+    assert best.sessions_in_t1_per_node >= 100
+    (piped,) = _plans("llama-3.1-405b", "trn3-ultraserver", 200_000, 100, tp=8, pp=18).plans
+    assert piped.tiers.fits_in_t1
+    assert piped.tiers.sessions_per_node_in_t1 == best.sessions_in_t1_per_node
+    assert piped.tiers.weights_bytes_per_node == piped.serving.weights_bytes_per_instance
+
+
+def test_a_pipeline_spares_an_mla_latent_its_replicas() -> None:
+    """DeepSeek-R1 at tp 8 caches its latent on every rank; over 8 pipeline stages it is
+    cached once, so T1 holds many more sessions (vLLM runs DeepSeek with pipeline parallel)."""
+    (plan,) = _plans("deepseek-r1", "p5en", 131_072, 100).plans
+    best = plan.best_layout
+    assert best is not None
+    assert (best.tp, best.pp) == (1, 8)
+    assert best.sessions_in_t1_per_node > 5 * plan.tiers.sessions_per_node_in_t1
+
+
+@pytest.mark.parametrize(
+    ("tp", "pp", "message"),
+    [(8, 5, "--pp 5 does not divide"), (8, 200, "must be 1 to the model's 126 layers"),
+     (16, 16, "--tp 16 x --pp 16 does not divide")],
+)  # fmt: skip
+def test_a_layout_that_does_not_tile_the_node_is_refused(tp: int, pp: int, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        _plans("llama-3.1-405b", "trn3-ultraserver", 8192, 1, tp=tp, pp=pp)
