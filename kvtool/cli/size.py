@@ -203,6 +203,15 @@ def size(
             rich_help_panel="Tier plan",
         ),
     ] = None,
+    dp_attention: Annotated[
+        bool,
+        typer.Option(
+            "--dp-attention",
+            help="Data-parallel attention (MLA models): each rank holds whole latents for its"
+            " own sessions, one copy, and the attention weights whole.",
+            rich_help_panel="Tier plan",
+        ),
+    ] = False,
     cost: CostOpt = False,
     prices: PricesOpt = None,
     region: RegionOpt = None,
@@ -276,6 +285,7 @@ def size(
         "--calibrate": calibrate,
         "--cost": cost or None,
         "--pp": pp,
+        "--dp-attention": dp_attention or None,
     }
     names = split_models(model)
     several = len(names) > 1
@@ -295,6 +305,9 @@ def size(
     if emit is not None and pp is not None and pp.strip() not in ("1", ""):
         raise InputError("--emit writes tensor-parallel engine configurations; kvtool does not"
                          " emit pipeline-parallel ones yet", "drop --pp with --emit")  # fmt: skip
+    if emit is not None and dp_attention:
+        raise InputError("--emit writes tensor-parallel engine configurations; kvtool does not"
+                         " emit data-parallel attention yet", "drop --dp-attention")  # fmt: skip
     if calibrate is not None and several:
         raise InputError("--calibrate reads one engine, serving one model", "give one model")
     if emit is None:
@@ -368,6 +381,7 @@ def size(
             offload=None if emit is None else get_layout(emit.strip().lower()),
             max_num_batched_tokens=batched,
             pp=1 if pp is None else parse_count(pp, what="--pp"),
+            dp_attention=dp_attention,
         )
         if emit is not None:
             _ignored(planned.batched.ignored)

@@ -168,6 +168,13 @@ class Weights(NamedTuple):
     nbytes: int
 
 
+def attention_params(spec: ModelSpec) -> int:
+    """The parameters of every attention layer's projections (MLA's low-rank ones, the DSA
+    indexer): what data-parallel attention keeps whole on each rank."""
+    per_layer = _attention(spec)
+    return per_layer * sum(1 for kind in spec.layer_kinds if kind not in ("linear", "none"))
+
+
 def weights_dtype_of(spec: ModelSpec, weights_dtype: str = "auto") -> str:
     """The dtype ``--weights-dtype`` names for ``spec`` (``auto``: the checkpoint's own
     format, else the model dtype); InputError for one kvtool has no bytes per weight for."""

@@ -130,7 +130,7 @@ def check_plan(
     tiers = planned.tiers
     session_bytes = planned.session_bytes
     divisor = offload_divisors(
-        LAYOUTS[shape.rules.offload_stack], is_mla=shape.spec.is_mla, tp=planned.serving.tp
+        LAYOUTS[shape.rules.offload_stack], is_mla=shape.spec.is_mla, tp=planned.serving.kv_tp
     )
     findings.append(_capacity(plan, tiers, planned.peak_sessions, planned.mean_session_bytes))
     findings += _tiers(plan, planned)

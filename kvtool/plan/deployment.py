@@ -16,7 +16,14 @@ from kvtool.errors import InputError
 from kvtool.model.backends import ASSUMED_GPU, Gpu, gpu_of
 from kvtool.model.engines import BatchedTokens, batched_tokens
 from kvtool.model.kv import SizeResult
-from kvtool.model.params import ParamCount, count_params, weight_bytes, weights_dtype_of
+from kvtool.model.params import (
+    WEIGHT_BYTES,
+    ParamCount,
+    attention_params,
+    count_params,
+    weight_bytes,
+    weights_dtype_of,
+)
 from kvtool.model.shape import KvShape
 from kvtool.model.spec import ModelSpec
 from kvtool.plan.fsx import FileSystem, file_system, smallest_size_at_least
@@ -45,6 +52,7 @@ from kvtool.plan.reload import (
 )
 from kvtool.plan.workload import Workload
 from kvtool.profiles.hardware import NodeProfile, StorageProfile
+from kvtool.units import format_bytes
 
 BREAK_EVEN_CONTEXTS = (1_000, 4_000, 10_000, 32_000, 50_000, 128_000, 200_000, 1_000_000)
 
@@ -141,6 +149,14 @@ class Serving:
     weights_bytes_per_instance: int
     notes: tuple[str, ...] = ()
     pp: int = 1
+    # data-parallel attention (MLA models): each of the tp ranks attends for its own sessions,
+    # holding their latents whole (one copy), with the attention weights on every rank
+    dp_attention: bool = False
+
+    @property
+    def kv_tp(self) -> int:
+        """The ranks a session's KV is sharded or replicated over: 1 under DP attention."""
+        return 1 if self.dp_attention else self.tp
 
     @property
     def weights_bytes_per_node(self) -> int:
@@ -157,6 +173,7 @@ def choose_serving(
     weights_dtype: str = "auto",
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
     pp: int = 1,
+    dp_attention: bool = False,
 ) -> Serving:
     """The engine layout on ``node``. ``tp`` None chooses the chips of one EC2 instance (one
     engine per instance, tensor-parallel over NVLink/NeuronLink), doubled until the weights
@@ -175,6 +192,9 @@ def choose_serving(
     if node.chips % pp:
         raise InputError(f"--pp {pp} does not divide {node.name}'s {node.chips} accelerators",
                          f"pick a divisor of {node.chips}")  # fmt: skip
+    if dp_attention and not spec.is_mla:
+        raise InputError(f"kvtool models data-parallel attention for MLA models only, and"
+                         f" {spec.name} caches full K and V", "drop --dp-attention")  # fmt: skip
     if tp is None:
         tp, why = _default_tp(spec, node, weights, gpu_memory_utilization, pp)
         notes.append(
@@ -187,6 +207,15 @@ def choose_serving(
             + f" does not divide {node.name}'s {node.chips} accelerators",
             f"pick a divisor of {node.chips}; kvtool plans whole engine instances per node",
         )  # fmt: skip
+    if dp_attention and tp > 1:
+        extra = int(attention_params(spec) * WEIGHT_BYTES[dtype] * (tp - 1))
+        weights += extra
+        notes.append(
+            f"data-parallel attention: each of the {tp} ranks holds whole latents for its own"
+            f" sessions (one copy, not {tp}) and the attention weights whole, {format_bytes(extra)}"
+            " more per engine than tensor-parallel attention (an estimate: the attention"
+            " projections counted again on each rank; experts and MLPs stay sharded)"
+        )
     return Serving(
         tp=tp,
         instances=node.chips // (tp * pp),
@@ -194,6 +223,7 @@ def choose_serving(
         weights_bytes_per_instance=weights,
         notes=tuple(notes),
         pp=pp,
+        dp_attention=dp_attention,
     )
 
 
@@ -291,7 +321,7 @@ def place_sessions(
     share (the engine's admission charge, the offload stack's copies, the GPU memory the GDS
     path pins, the HBM share the engine may use). Raises InputError when the weights or one
     session do not fit a node."""
-    divisors = offload_divisors(offload, is_mla=is_mla, tp=serving.tp)
+    divisors = offload_divisors(offload, is_mla=is_mla, tp=serving.kv_tp)
     gds = uses_gds(hardware)
     return plan_tiers(
         PlanInputs(
@@ -363,6 +393,7 @@ class Layout:
     instances: int
     sessions_in_t1_per_node: int
     bytes_moved_per_token: float
+    dp_attention: bool = False
 
 
 def best_layout(shape: KvShape, hardware: Hardware, *, weights_dtype: str, ctx_tokens: int,
@@ -376,30 +407,36 @@ def best_layout(shape: KvShape, hardware: Hardware, *, weights_dtype: str, ctx_t
     params = count_params(spec)
     weights = weight_bytes(params, weights_dtype_of(spec, weights_dtype), model_dtype=spec.dtype)
     heads = spec.num_attention_heads
-    best: tuple[tuple[int, int, int], Layout] | None = None
+    best: tuple[tuple[int, int, int, bool], Layout] | None = None
+    extra_per_rank = int(
+        attention_params(spec) * WEIGHT_BYTES[weights_dtype_of(spec, weights_dtype)]
+    )
     for tp in (t for t in range(1, node.chips + 1) if node.chips % t == 0 and heads % t == 0):
-        priced = shape.serving_tp(tp).on_gpu(node_gpu(node))
-        try:
-            size = priced.size(ctx_tokens, 1, max_num_batched_tokens=max_num_batched_tokens)
-        except InputError:
-            continue  # a layout the engine refuses for this model
-        admitted = max(size.kv_bytes_per_session, size.admission_bytes_per_session or 0)
-        rest = node.chips // tp
-        for pp in (p for p in range(1, rest + 1) if rest % p == 0 and p <= spec.num_layers):
-            instances = rest // pp
-            space = kv_space_per_node(PlanInputs(
-                node=node, nodes=1, weights_bytes=weights * instances, kv_bytes_per_session=1,
-                sessions=1, gpu_memory_utilization=hardware.gpu_memory_utilization,
-                extra_reserve_bytes_per_chip=extra_reserve_bytes_per_chip,
-            ))  # fmt: skip
-            if space <= 0 or not admitted:
-                continue
-            sessions = int(space * PRESSURE_FRACTION) // admitted
-            moved = spec.hidden_size * 2 * (4 * spec.num_layers * (tp - 1) / tp + (pp - 1))
-            layout = Layout(tp, pp, instances, sessions, moved)
-            key = (sessions, instances, -pp)
-            if best is None or key > best[0]:
-                best = (key, layout)
+        for dp in (False, True) if spec.is_mla and tp > 1 else (False,):
+            priced = shape.serving_tp(1 if dp else tp).on_gpu(node_gpu(node))
+            try:
+                size = priced.size(ctx_tokens, 1, max_num_batched_tokens=max_num_batched_tokens)
+            except InputError:
+                continue  # a layout the engine refuses for this model
+            admitted = max(size.kv_bytes_per_session, size.admission_bytes_per_session or 0)
+            per_instance = weights + (extra_per_rank * (tp - 1) if dp else 0)
+            rest = node.chips // tp
+            for pp in (p for p in range(1, rest + 1) if rest % p == 0 and p <= spec.num_layers):
+                instances = rest // pp
+                space = kv_space_per_node(PlanInputs(
+                    node=node, nodes=1, weights_bytes=per_instance * instances,
+                    kv_bytes_per_session=1, sessions=1,
+                    gpu_memory_utilization=hardware.gpu_memory_utilization,
+                    extra_reserve_bytes_per_chip=extra_reserve_bytes_per_chip,
+                ))  # fmt: skip
+                if space <= 0 or not admitted:
+                    continue
+                sessions = int(space * PRESSURE_FRACTION) // admitted
+                moved = spec.hidden_size * 2 * (4 * spec.num_layers * (tp - 1) / tp + (pp - 1))
+                layout = Layout(tp, pp, instances, sessions, moved, dp)
+                key = (sessions, instances, -pp, not dp)
+                if best is None or key > best[0]:
+                    best = (key, layout)
     return None if best is None else best[1]
 
 
@@ -423,7 +460,7 @@ def plan_deployment(
     """
     node = hardware.node
     session = bytes_at(ctx_tokens)
-    divisors = offload_divisors(offload, is_mla=spec.is_mla, tp=serving.tp)
+    divisors = offload_divisors(offload, is_mla=spec.is_mla, tp=serving.kv_tp)
     gds = uses_gds(hardware)
     tiers = place_sessions(
         hardware,
@@ -551,8 +588,9 @@ class ContextPlans:
 
 
 def serve(
-    shape: KvShape, hardware: Hardware, *, weights_dtype: str = "auto", pp: int = 1
-) -> tuple[Serving, KvShape]:
+    shape: KvShape, hardware: Hardware, *, weights_dtype: str = "auto", pp: int = 1,
+    dp_attention: bool = False,
+) -> tuple[Serving, KvShape]:  # fmt: skip
     """The serving layout on ``hardware`` (the shape's tp when the user gave one, else
     ``choose_serving``'s; ``pp`` stages) and the shape priced under it: a pipeline splits the
     layers, not the heads, so a session's KV over all ranks is its KV at ``tp``."""
@@ -564,8 +602,9 @@ def serve(
         weights_dtype=weights_dtype,
         gpu_memory_utilization=hardware.gpu_memory_utilization,
         pp=pp,
+        dp_attention=dp_attention,
     )
-    return serving, shape.serving_tp(serving.tp).on_gpu(node_gpu(hardware.node))
+    return serving, shape.serving_tp(serving.kv_tp).on_gpu(node_gpu(hardware.node))
 
 
 def node_gpu(node: NodeProfile) -> Gpu:
@@ -590,6 +629,7 @@ def plan_contexts(
     offload: OffloadLayout | None = None,
     max_num_batched_tokens: int | None = None,
     pp: int = 1,
+    dp_attention: bool = False,
 ) -> ContextPlans:
     """``kvtool size --hardware``: choose the serving layout, price a session at each context
     under it, and plan each.
@@ -603,7 +643,8 @@ def plan_contexts(
     """
     spec = shape.spec
     params = count_params(spec)
-    serving, priced = serve(shape, hardware, weights_dtype=weights_dtype, pp=pp)
+    serving, priced = serve(shape, hardware, weights_dtype=weights_dtype, pp=pp,
+                            dp_attention=dp_attention)  # fmt: skip
     a = assumptions or ReloadAssumptions()
     if a.use_fp8_compute is None:
         narrow = serving.weights_dtype in ("fp8", "mxfp4", "nvfp4")

@@ -499,3 +499,14 @@ def test_pp_without_a_plan_says_so_and_emit_refuses_it(kvtool: Run) -> None:
     result = kvtool("size", "llama-3.1-8b", "--hardware", "p5", "--pp", "2", "--emit", "vllm")
     assert result.exit_code == 2
     assert "does not emit pipeline-parallel" in result.stderr
+
+
+def test_dp_attention_in_the_plan_and_refused_where_it_cannot_run(kvtool: Run) -> None:
+    args = ("size", "deepseek-r1", "--ctx", "128K", "--sessions", "100", "--hardware", "p5en")
+    (record,) = json.loads(kvtool(*args, "--dp-attention", "--json").stdout)
+    assert record["plan"]["dp_attention"] is True
+    assert record["plan"]["sessions_per_node_in_t1"] > 5 * 4  # 4 at tp 8 without it
+    assert kvtool("size", "llama-3.1-8b", "--hardware", "p5", "--dp-attention").exit_code == 2
+    emitted = kvtool(*args, "--dp-attention", "--emit", "vllm")
+    assert emitted.exit_code == 2
+    assert "does not emit data-parallel attention" in emitted.stderr

@@ -30,6 +30,7 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
         "plan": {
             "tp": plan.serving.tp,
             "pp": plan.serving.pp,
+            "dp_attention": plan.serving.dp_attention,
             "engine_instances_per_node": plan.serving.instances,
             "weights_dtype": plan.weights_dtype,
             "weights_bytes_per_node": tiers.weights_bytes_per_node,
@@ -118,6 +119,7 @@ def print_plans(plans: tuple[DeploymentPlan, ...]) -> None:
             else ""
         )
         layout = f"tp {serving.tp}" + (f" x pp {serving.pp}" if serving.pp > 1 else "")
+        layout += " with data-parallel attention" if serving.dp_attention else ""
         echo(
             f"{layout}: weights {format_bytes(tiers.weights_bytes_per_node)} per node"
             f" ({plan.weights_dtype}){instances};"
@@ -143,10 +145,14 @@ def print_plans(plans: tuple[DeploymentPlan, ...]) -> None:
         best = plan.best_layout
         if best is not None and best.sessions_in_t1_per_node > tiers.sessions_per_node_in_t1:
             echo(
-                f"most in T1: tp {best.tp} x pp {best.pp}, {plural(best.instances, 'engine')}"
+                f"most in T1: tp {best.tp} x pp {best.pp}"
+                + (" with data-parallel attention" if best.dp_attention else "")
+                + f", {plural(best.instances, 'engine')}"
                 f" ({plural(best.instances, 'copy', 'copies')} of the weights) a node hold"
                 f" {best.sessions_in_t1_per_node:,} sessions in T1, against"
-                f" {tiers.sessions_per_node_in_t1:,} here (--tp {best.tp} --pp {best.pp});"
+                f" {tiers.sessions_per_node_in_t1:,} here (--tp {best.tp} --pp {best.pp}"
+                + (" --dp-attention" if best.dp_attention else "")
+                + ");"
                 f" about {format_bytes(best.bytes_moved_per_token)} a decoded token between chips"
                 " (estimate: ring all-reduces and stage hand-offs in bf16)"
             )

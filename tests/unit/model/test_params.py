@@ -92,3 +92,12 @@ def test_weights_are_in_the_checkpoints_dtype_unless_one_is_named() -> None:
     assert model_weights(llama).nbytes == 2 * weights.nbytes
     with pytest.raises(InputError, match="unknown --weights-dtype 'fp6'"):
         weights_dtype_of(llama, "fp6")
+
+
+def test_attention_params_are_the_projections_of_every_attention_layer() -> None:
+    from kvtool.model.params import attention_params
+
+    r1 = bundled_spec("deepseek-r1")
+    # per MLA layer: q_a 7168x1536 + q_b 1536x(128x192) + kv_a 7168x(512+64)
+    # + kv_b 512x(128x(128+128)) + o (128x128)x7168 = 187,105,280; 61 layers
+    assert attention_params(r1) == 61 * 187_105_280

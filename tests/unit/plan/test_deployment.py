@@ -242,3 +242,31 @@ def test_a_pipeline_spares_an_mla_latent_its_replicas() -> None:
 def test_a_layout_that_does_not_tile_the_node_is_refused(tp: int, pp: int, message: str) -> None:
     with pytest.raises(InputError, match=message):
         _plans("llama-3.1-405b", "trn3-ultraserver", 8192, 1, tp=tp, pp=pp)
+
+
+def test_data_parallel_attention_caches_each_latent_once_and_pays_in_weights() -> None:
+    from kvtool.model.params import attention_params
+
+    (tp,) = _plans("deepseek-r1", "p5en", 131_072, 100).plans
+    from kvtool.inputs.hardware import resolve_hardware
+    from kvtool.inputs.shape import resolve_shape
+    from kvtool.plan.deployment import plan_contexts
+
+    shape = resolve_shape("deepseek-r1")
+    (dp,) = plan_contexts(shape, contexts=[131_072], sessions=100,
+                          hardware=resolve_hardware("p5en"), dp_attention=True).plans  # fmt: skip
+    assert dp.serving.dp_attention
+    assert dp.serving.kv_tp == 1
+    extra = dp.serving.weights_bytes_per_instance - tp.serving.weights_bytes_per_instance
+    assert extra == attention_params(shape.spec) * 7  # fp8: one byte, on 7 more ranks
+    assert dp.tiers.sessions_per_node_in_t1 > 5 * tp.tiers.sessions_per_node_in_t1
+
+
+def test_data_parallel_attention_is_refused_where_there_is_no_latent() -> None:
+    from kvtool.inputs.hardware import resolve_hardware
+    from kvtool.inputs.shape import resolve_shape
+    from kvtool.plan.deployment import plan_contexts
+
+    with pytest.raises(InputError, match="data-parallel attention for MLA models only"):
+        plan_contexts(resolve_shape("llama-3.1-8b"), contexts=[8192], sessions=1,
+                      hardware=resolve_hardware("p5"), dp_attention=True)  # fmt: skip
