@@ -26,7 +26,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvtool.model.shape import KvShape
-from kvtool.plan.deployment import Hardware, Serving, WorkloadPlan, plan_workload
+from kvtool.plan.deployment import (
+    Hardware,
+    Serving,
+    WorkloadPlan,
+    offload_divisors,
+    plan_workload,
+)
+from kvtool.plan.offload import LAYOUTS
 from kvtool.plan.workload import Workload
 from kvtool.units import format_bytes, plural
 
@@ -46,6 +53,9 @@ class Capacity:
     t1_pressure_bytes_per_node: int
     t2_bytes_per_node: int
     hbm_kv_space_bytes_per_node: int
+    # sessions' HBM bytes one byte of T2 holds: the offload stack's copies (an MLA latent
+    # replicated on every tensor-parallel rank in HBM is saved once in host memory)
+    t2_divisor: int = 1
 
 
 @dataclass(frozen=True)
@@ -84,7 +94,8 @@ def advise(workload: Workload, capacity: Capacity) -> Advice:
     working = int(workload.sessions * mean_bytes)
     peak = int(working * workload.peak_to_mean)
     t1_cluster = capacity.t1_pressure_bytes_per_node * capacity.nodes
-    t2_cluster = capacity.t2_bytes_per_node * capacity.nodes
+    # T2 in the units of the working set (HBM bytes): times the copies it saves
+    t2_cluster = capacity.t2_bytes_per_node * capacity.nodes * capacity.t2_divisor
     nodes_for_peak = -(-peak // capacity.t1_pressure_bytes_per_node)
 
     criteria = (
@@ -135,7 +146,9 @@ def advise(workload: Workload, capacity: Capacity) -> Advice:
     met = sum(c.met for c in criteria)
     reasons: list[str] = []
     tiers = ["T1"]
-    use_t2 = capacity.t2_bytes_per_node >= capacity.hbm_kv_space_bytes_per_node
+    use_t2 = (
+        capacity.t2_bytes_per_node * capacity.t2_divisor >= capacity.hbm_kv_space_bytes_per_node
+    )
     fits_t1 = peak <= t1_cluster
     fits_t1_t2 = peak <= t1_cluster + (t2_cluster if use_t2 else 0)
     if not fits_t1 and use_t2:
@@ -195,9 +208,10 @@ class AdviceResult:
     hardware: Hardware | None = None
 
 
-def capacity_of(planned: WorkloadPlan, nodes: int) -> Capacity:
+def capacity_of(planned: WorkloadPlan, nodes: int, *, t2_divisor: int = 1) -> Capacity:
     """The criteria's view of a placed workload: one session at each context, and the tiers'
-    capacities per node as placement computed them."""
+    capacities per node as placement computed them (``t2_divisor``: the offload stack's
+    copies, as placement counted them)."""
     tiers = planned.tiers
     return Capacity(
         session_bytes=planned.session_bytes,
@@ -205,6 +219,7 @@ def capacity_of(planned: WorkloadPlan, nodes: int) -> Capacity:
         t1_pressure_bytes_per_node=tiers.pressure_bytes_per_node,
         t2_bytes_per_node=(tiers.tiers[1].capacity_bytes or 0) // nodes,
         hbm_kv_space_bytes_per_node=tiers.kv_space_bytes_per_node,
+        t2_divisor=t2_divisor,
     )
 
 
@@ -215,12 +230,14 @@ def advise_workload(workload: Workload, shape: KvShape, hardware: Hardware) -> A
     Raises InputError when the weights (or one session) leave no room for KV on the node.
     """
     planned = plan_workload(shape, workload, hardware)
+    divisor = offload_divisors(LAYOUTS[shape.rules.offload_stack], is_mla=shape.spec.is_mla,
+                               tp=planned.serving.kv_tp)["T2"]  # fmt: skip
     return AdviceResult(
         workload=workload,
         model=shape.spec.name,
         node=hardware.node.name,
         serving=planned.serving,
-        advice=advise(workload, capacity_of(planned, workload.nodes)),
+        advice=advise(workload, capacity_of(planned, workload.nodes, t2_divisor=divisor)),
         session_bytes=planned.session_bytes,
         placed=planned,
         hardware=hardware,

@@ -94,3 +94,28 @@ def test_pooled_hbm_larger_than_dram_skips_t2() -> None:
 def test_working_set_is_weighted_by_the_context_mix() -> None:
     advice = advise(Workload(sessions=10, contexts={32_000: 0.75, 128_000: 0.25}), CAPACITY)
     assert advice.working_set_bytes == 10 * (0.75 * 10 + 0.25 * 40) * GB
+
+
+def test_t2_that_stores_one_copy_of_a_replicated_latent_holds_that_many_more_sessions() -> None:
+    """2.6 TB of peak HBM bytes over 0.8 TB of HBM and 1.6 TB of DRAM needs T3, unless T2
+    saves one copy of what HBM keeps on each of 8 ranks (an MLA latent under vLLM's offload)."""
+    w = Workload(sessions=260, contexts={32_000: 1.0})
+    assert "T3" in advise(w, CAPACITY).tiers
+    latent = Capacity(**{**CAPACITY.__dict__, "t2_divisor": 8})
+    assert advise(w, latent).tiers == ("T1", "T2")
+
+
+def test_advise_agrees_with_its_placement_for_an_mla_model() -> None:
+    """DeepSeek-R1 on 4 x p5en, 400 sessions of 8K and 128K: placement fits them in T1 + T2
+    (T2 holds one copy of each latent), so advise must not ask for T3 for room."""
+    from kvtool.inputs.hardware import resolve_hardware
+    from kvtool.inputs.shape import resolve_shape
+    from kvtool.plan.advise import advise_workload
+
+    w = _Workload(model="deepseek-r1", hardware="p5en", nodes=4, sessions=400,
+                  contexts={8_000: 0.5, 131_072: 0.5})  # fmt: skip
+    result = advise_workload(w, resolve_shape("deepseek-r1"), resolve_hardware("p5en", nodes=4))
+    assert result.placed is not None
+    placed = {t.name: t.sessions for t in result.placed.tiers.tiers}
+    assert placed["T3"] == placed["T4"] == 0
+    assert result.advice.tiers == ("T1", "T2")
