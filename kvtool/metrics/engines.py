@@ -280,3 +280,49 @@ def rates(before: Reading, after: Reading, seconds: float) -> Reading:
         offload=deltas(before.offload, after.offload),
         interval_s=seconds,
     )
+
+
+def combine(readings: Sequence[Reading]) -> Reading:
+    """One engine kind's readings from several sources, added up: pools, counters and what
+    lower tiers hold summed, use averaged over the instances, settings kept where all agree."""
+    first = readings[0]
+    if any(r.engine != first.engine for r in readings):
+        raise ValueError("combine() adds readings of one engine kind")
+
+    def total(values: Iterable[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return sum(known) if known else None
+
+    def same(values: Iterable[Any]) -> Any:
+        distinct = set(values)
+        return distinct.pop() if len(distinct) == 1 else None
+
+    def added(maps: Iterable[dict[str, float]]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for m in maps:
+            for k, v in m.items():
+                out[k] = out.get(k, 0.0) + v
+        return out
+
+    used = [(r.usage, r.instances) for r in readings if r.usage is not None]
+    capacity = total(r.capacity_tokens for r in readings)
+    blocks = total(r.num_gpu_blocks for r in readings)
+    return Reading(
+        engine=first.engine,
+        hit_tokens=added(r.hit_tokens for r in readings),
+        tier_used=added(r.tier_used for r in readings),
+        offload=added(r.offload for r in readings),
+        found=tuple(dict.fromkeys(n for r in readings for n in r.found)),
+        missing=tuple(dict.fromkeys(n for r in readings for n in r.missing)),
+        notes=(),
+        instances=sum(r.instances for r in readings),
+        capacity_tokens=None if capacity is None else int(capacity),
+        block_size=same(r.block_size for r in readings),
+        num_gpu_blocks=None if blocks is None else int(blocks),
+        cache_dtype=same(r.cache_dtype for r in readings),
+        gpu_memory_utilization=same(r.gpu_memory_utilization for r in readings),
+        max_concurrency=total(r.max_concurrency for r in readings),
+        usage=sum(u * n for u, n in used) / sum(n for _, n in used) if used else None,
+        queried_tokens=total(r.queried_tokens for r in readings),
+        interval_s=same(r.interval_s for r in readings),
+    )

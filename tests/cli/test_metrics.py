@@ -72,6 +72,15 @@ def test_a_live_vllm_and_lmcache_pair_read_at_once(kvtool: Run, engine) -> None:
     assert (v["engine"], v["capacity_tokens"], v["queried_tokens"]) == ("vllm", 454_896, 4_812_000)
     assert lm["engine"] == "lmcache"
     assert data["problems"] is False
+    assert data["fleet"] == []  # one source of each kind: nothing to add up
+
+
+def test_two_engines_of_one_kind_are_added_up_as_a_fleet(kvtool: Run, engine) -> None:  # type: ignore[no-untyped-def]
+    urls = [engine("vllm-0.33.0-llama-3.1-8b") for _ in range(2)]
+    data = json.loads(kvtool("metrics", *urls, "--json").stdout)
+    (fleet,) = data["fleet"]
+    assert (fleet["engine"], fleet["instances"], fleet["capacity_tokens"]) == ("vllm", 2, 909_792)
+    assert "fleet: vllm, 2 engine(s)" in kvtool("metrics", *urls).stdout
 
 
 def test_two_scrapes_an_interval_apart_give_the_rates(kvtool: Run, engine) -> None:  # type: ignore[no-untyped-def]

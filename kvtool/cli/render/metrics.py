@@ -44,6 +44,17 @@ def problems(rep: Report) -> bool:
     return any(s.error for s in rep.scraped) or any(g.gap for gs in rep.gaps.values() for g in gs)
 
 
+def fleet(rep: Report) -> list[Reading]:
+    """Each engine kind over every source that reported it (when more than one did)."""
+    from kvtool.metrics.engines import ENGINES, combine
+
+    kinds: dict[str, list[Reading]] = {}
+    for s in rep.scraped:
+        for r in s.readings:
+            kinds.setdefault(r.engine, []).append(r)
+    return [combine(kinds[e]) for e in ENGINES if len(kinds.get(e, ())) > 1]
+
+
 def _reading_json(r: Reading) -> dict[str, Any]:
     data = r._asdict()
     data["hit_ratio"] = r.hit_ratio
@@ -68,6 +79,7 @@ def to_json(rep: Report) -> dict[str, Any]:
             }
             for i, s in enumerate(rep.scraped)
         ],
+        "fleet": [_reading_json(r) for r in fleet(rep)],
         "problems": problems(rep),
     }
 
@@ -145,6 +157,11 @@ def print_report(rep: Report) -> None:
                     table.add_row(g.what, g.engine, g.plan, "GAP" if g.gap else "ok", g.why)
                 for line in table.render().splitlines():
                     echo(f"      {line}")
+        echo()
+    for r in fleet(rep):
+        echo(f"fleet: {r.engine}, {r.instances} engine(s) over the sources that answered")
+        for line in _lines(r):
+            echo(f"    {line}")
         echo()
     failed = sum(1 for s in rep.scraped if s.error)
     flagged = sum(1 for gs in rep.gaps.values() for g in gs if g.gap)

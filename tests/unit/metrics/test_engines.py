@@ -90,3 +90,18 @@ def test_rates_are_what_the_counters_added() -> None:
     assert r.capacity_tokens == after.capacity_tokens  # gauges and info as now
     with pytest.raises(ValueError, match="restarted"):
         rates(after, before, 60.0)
+
+
+def test_a_fleet_adds_up_pools_and_counters_and_weighs_use_by_engines() -> None:
+    from kvtool.metrics.engines import combine
+
+    a, b = (reading(f"vllm-0.33.0-llama-3.1-8b-t{t}.prom") for t in (0, 60))
+    fleet = combine([a, b])
+    assert fleet.capacity_tokens == 2 * 454_896
+    assert fleet.instances == 2
+    assert fleet.queried_tokens == 4_812_000 + 5_390_000
+    assert fleet.hit_tokens["host"] == 1_206_000 + 1_322_000
+    assert fleet.usage == pytest.approx((0.61 + 0.64) / 2)
+    assert (fleet.block_size, fleet.gpu_memory_utilization) == (16, 0.9)  # all agree
+    with pytest.raises(ValueError, match="one engine kind"):
+        combine([a, reading("lmcache-0.5.6-t0.prom")])
