@@ -106,10 +106,12 @@ def read(samples: Sequence[Sample]) -> list[Reading]:
 
 
 def _int(text: str | None) -> int | None:
+    """A count from a label: None for no number, NaN, an infinity or a negative."""
     try:
-        return int(float(text)) if text not in (None, "None", "") else None
-    except ValueError:
+        value = int(float(text)) if text not in (None, "None", "") else None
+    except (ValueError, OverflowError):
         return None
+    return value if value is None or value >= 0 else None
 
 
 def _float(text: str | None) -> float | None:

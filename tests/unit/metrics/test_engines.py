@@ -105,3 +105,10 @@ def test_a_fleet_adds_up_pools_and_counters_and_weighs_use_by_engines() -> None:
     assert (fleet.block_size, fleet.gpu_memory_utilization) == (16, 0.9)  # all agree
     with pytest.raises(ValueError, match="one engine kind"):
         combine([a, reading("lmcache-0.5.6-t0.prom")])
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1e400", "abc", "", "-5"])
+def test_an_info_label_that_is_no_whole_number_is_no_figure(value: str) -> None:
+    text = f'vllm:cache_config_info{{block_size="16",num_gpu_blocks="{value}",engine="0"}} 1.0'
+    (r,) = read(parse(text))
+    assert (r.capacity_tokens, r.num_gpu_blocks) == (None, None)
