@@ -91,6 +91,9 @@ def _scrape(source: str, timeout: float) -> Scraped:
         raise InputError(f"{source} is not a Prometheus scrape: {exc}",
                          "save one with curl http://host:port/metrics") from None  # fmt: skip
     readings = read(samples)
+    if not readings and not is_url(source):  # a file the user named: bad input
+        raise InputError(f"{source} holds no vLLM, SGLang, LMCache or KVBM metrics",
+                         "save one with curl http://host:port/metrics")  # fmt: skip
     if not readings:
         return Scraped(source, [], "no vLLM, SGLang, LMCache or KVBM metrics in it")
     return Scraped(source, readings)

@@ -292,6 +292,10 @@ SLOTS = {  # where a file goes: the arguments around it ("{}")
     "check PLAN": ["check", "{}"],
     "doctor --merge": ["doctor", "--merge", "{}", str(CHECK / "doctor-node-b.json")],
     "engine replay TRACE": ["engine", "replay", "{}", "--t1", "1M"],
+    "metrics SOURCE": ["metrics", "{}"],
+    "metrics --from": ["metrics", "--from", "{}"],
+    "size --calibrate": ["size", "llama-3.1-8b", "--hardware", "p5", "--calibrate", "{}"],
+    "size --prices": ["size", "llama-3.1-8b", "--hardware", "p5", "--cost", "--prices", "{}"],
 }
 FILE_CASES = [(s, k) for s in SLOTS for k in (*FILE_KINDS, *SPECIAL)]
 

@@ -29,12 +29,13 @@ def test_bad_sources_are_input_errors(sources: list[str], message: str) -> None:
         source_list(sources, None)
 
 
-def test_a_saved_file_is_read_and_a_file_without_engine_metrics_says_so(tmp_path: Path) -> None:
+def test_a_saved_file_is_read_and_a_file_without_engine_metrics_is_refused(tmp_path: Path) -> None:
     saved = tmp_path / "scrape.txt"
     saved.write_text('vllm:kv_cache_usage_perc{engine="0"} 0.5\n')
-    other = tmp_path / "node.txt"
-    other.write_text("node_load1 0.3\n")
-    first, second = scrape_all([str(saved), str(other)], timeout=1)
+    (first,) = scrape_all([str(saved)], timeout=1)
     assert first.error is None
     assert first.readings[0].usage == 0.5
-    assert second.error == "no vLLM, SGLang, LMCache or KVBM metrics in it"
+    other = tmp_path / "node.txt"
+    other.write_text("node_load1 0.3\n")
+    with pytest.raises(InputError, match="holds no vLLM, SGLang, LMCache or KVBM metrics"):
+        scrape_all([str(other)], timeout=1)
