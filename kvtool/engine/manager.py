@@ -170,7 +170,7 @@ class Manager:
             if t in IDLE_TIERS
         }
         self._own_age = {t for t in IDLE_TIERS if not isinstance(self.policies[t], LRU)}
-        # the LRU tiers, whose FIFO's front ``_evict_front`` pops without the policy's calls
+        # the LRU tiers, whose FIFO's front ``_make_room`` pops without the policy's calls
         self._lru = {t: p for t, p in self.policies.items() if isinstance(p, LRU)}
         # T1 is no idle tier: a new chunk's add is its policy's (LRU: the FIFO's end, inline)
         self._t1_add = self.policies["T1"].add

@@ -63,9 +63,10 @@ def against_plan(reading: Reading, size: SizeResult, plan: DeploymentPlan) -> li
         engine_sessions = int(engine_tokens // per_session)
         admit = size.admission_bytes_per_session or size.kv_bytes_per_session
         plan_sessions = int(pool // admit)
+        differs = engine_sessions != plan_sessions
         out.append(Gap(f"sessions of {ctx:,} tokens per engine", f"{engine_sessions:,}",
-                       f"{plan_sessions:,}", engine_sessions != plan_sessions,
-                       "as the pool" if engine_sessions != plan_sessions else ""))  # fmt: skip
+                       f"{plan_sessions:,}", differs,
+                       "the pool's gap, in whole sessions" if differs else ""))  # fmt: skip
     elif reading.capacity_tokens is not None:
         tokens = f"{reading.capacity_tokens / reading.instances:,.0f}"
         out.append(Gap("KV pool, tokens per engine", tokens, "-", False,

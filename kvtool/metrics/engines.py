@@ -85,6 +85,15 @@ class _Family:
         rows = self.get(family, *names, **labels)
         return sum(s.value for s in rows) if rows else None
 
+    def totals(self, pairs: Iterable[tuple[str, str]], *, zeros: bool = True) -> dict[str, float]:
+        """``{key: total}`` for each (key, metric name) present (``zeros`` False: non-zero)."""
+        out = {}
+        for key, name in pairs:
+            value = self.total(key, name)
+            if value is not None and (zeros or value):
+                out[key] = value
+        return out
+
     def by(self, label: str, family: str, *names: str) -> dict[str, float]:
         out: dict[str, float] = {}
         for s in self.get(family, *names):
@@ -213,19 +222,12 @@ def _lmcache(f: _Family) -> Reading:
         notes.append("lmcache:*_hit_rate ignored: gauges of the last interval; the ratio is"
                      " from num_hit_tokens / num_requested_tokens")  # fmt: skip
     hit = f.total("num_hit_tokens", "lmcache:num_hit_tokens_total")
-    used = {}
-    for key, name in (("host_bytes", "lmcache:local_cache_usage"),
-                      ("disk_bytes", "lmcache:local_storage_usage"),
-                      ("remote_bytes", "lmcache:remote_cache_usage")):  # fmt: skip
-        value = f.total(key, name)
-        if value:
-            used[key] = value
-    offload = {}
-    for key, name in (("remote_read_bytes", "lmcache:num_remote_read_bytes_total"),
-                      ("remote_write_bytes", "lmcache:num_remote_write_bytes_total")):  # fmt: skip
-        value = f.total(key, name)
-        if value is not None:
-            offload[key] = value
+    used = f.totals((("host_bytes", "lmcache:local_cache_usage"),
+                     ("disk_bytes", "lmcache:local_storage_usage"),
+                     ("remote_bytes", "lmcache:remote_cache_usage")), zeros=False)  # fmt: skip
+    remote = "lmcache:num_remote_{}_bytes_total"
+    offload = f.totals((("remote_read_bytes", remote.format("read")),
+                        ("remote_write_bytes", remote.format("write"))))  # fmt: skip
     return f.reading(
         "lmcache",
         instances=max(len(f.by_name.get("lmcache:num_hit_tokens_total", ())), 1),
@@ -239,12 +241,8 @@ def _lmcache(f: _Family) -> Reading:
 
 def _kvbm(f: _Family) -> Reading:
     matched = f.total("matched_tokens", "kvbm_matched_tokens")
-    offload = {}
-    for key, name in (("offload_blocks_d2h", "kvbm_offload_blocks_d2h"),
-                      ("onboard_blocks_h2d", "kvbm_onboard_blocks_h2d")):  # fmt: skip
-        value = f.total(key, name)
-        if value is not None:
-            offload[key] = value
+    offload = f.totals((("offload_blocks_d2h", "kvbm_offload_blocks_d2h"),
+                        ("onboard_blocks_h2d", "kvbm_onboard_blocks_h2d")))  # fmt: skip
     rates = []
     for tier in ("host", "disk"):
         value = f.total(f"{tier}_cache_hit_rate", f"kvbm_{tier}_cache_hit_rate")

@@ -405,12 +405,11 @@ def best_layout(shape: KvShape, hardware: Hardware, *, weights_dtype: str, ctx_t
     when no layout leaves room for KV."""
     spec, node = shape.spec, hardware.node
     params = count_params(spec)
-    weights = weight_bytes(params, weights_dtype_of(spec, weights_dtype), model_dtype=spec.dtype)
+    dtype = weights_dtype_of(spec, weights_dtype)
+    weights = weight_bytes(params, dtype, model_dtype=spec.dtype)
+    extra_per_rank = int(attention_params(spec) * WEIGHT_BYTES[dtype])  # DP attention's, a rank
     heads = spec.num_attention_heads
     best: tuple[tuple[int, int, int, bool], Layout] | None = None
-    extra_per_rank = int(
-        attention_params(spec) * WEIGHT_BYTES[weights_dtype_of(spec, weights_dtype)]
-    )
     for tp in (t for t in range(1, node.chips + 1) if node.chips % t == 0 and heads % t == 0):
         for dp in (False, True) if spec.is_mla and tp > 1 else (False,):
             priced = shape.serving_tp(1 if dp else tp).on_gpu(node_gpu(node))
