@@ -2,9 +2,12 @@
 
 * T3: the best ``seq_read`` or ``rand_read`` that ran; a fio client/server run over N nodes is
   their aggregate, so one node's figure is the aggregate over N.
-* T2: pinned host-to-device copies, one GPU at a time; a node's figure is their mean times the
-  node's chips (marked an estimate: copies on all chips at once may share PCIe switches). A
-  host-only copy is not the link and is never used.
+* T2: pinned host-to-device copies on all GPUs at once (their sum), at the KV chunk's size where
+  one was measured: copies on every chip at once share PCIe switches (and a GB200's C2C link
+  serves two GPUs), so one GPU's figure times the chips overstates the node. A node with more
+  chips than were measured is scaled (an estimate, said so). Files from older kvtool, with one
+  GPU at a time only, give their mean times the chips, marked an estimate. A host-only copy is
+  not the link and is never used.
 * T4: the S3 ``get`` figure, at the concurrency it ran with.
 """
 
@@ -45,15 +48,7 @@ def measured_tiers(results: Sequence[BenchResult], *, chips: int) -> tuple[Measu
         )
     t2 = [r for r in ok if r.tier == "t2" and r.op == "h2d" and r.variant == "pinned"]
     if t2:
-        mean = sum(r.bytes_per_s or 0 for r in t2) / len(t2)
-        out.append(
-            MeasuredTier(
-                "T2",
-                mean * chips,
-                f"kvtool bench: pinned h2d {mean / 1e9:,.1f} GB/s mean over {len(t2)} GPU(s)"
-                f" x {chips} chips (estimate: measured one GPU at a time)",
-            )
-        )
+        out.append(_t2(t2, chips))
     t4 = [r for r in ok if r.tier == "t4" and r.op == "get"]
     if t4:
         best = max(t4, key=lambda r: r.bytes_per_s or 0)
@@ -66,3 +61,32 @@ def measured_tiers(results: Sequence[BenchResult], *, chips: int) -> tuple[Measu
             )
         )
     return tuple(out)
+
+
+def _t2(rows: Sequence[BenchResult], chips: int) -> MeasuredTier:
+    """The node's host-to-GPU bandwidth from pinned h2d rows (the module docstring)."""
+    sums = [r for r in rows if r.gpu is None and r.gpus > 0]
+    if not sums:
+        alone = [r for r in rows if r.gpu is not None]
+        if alone and len({r.gpu.device for r in alone if r.gpu is not None}) == 1:
+            sums = alone  # one GPU: all at once is that GPU alone
+    if sums:
+        block = min(r.block_bytes for r in sums)  # the KV chunk, where one was measured
+        best = max((r for r in sums if r.block_bytes == block), key=lambda r: r.gpus)
+        gpus = max(best.gpus, 1)
+        figure = (best.bytes_per_s or 0) * chips / gpus
+        at_once = f"on {gpus} GPU(s) at once" if gpus > 1 else "on 1 GPU"
+        source = (
+            f"kvtool bench: pinned h2d {at_once}, {(best.bytes_per_s or 0) / 1e9:,.1f} GB/s,"
+            f" {_block(best)} copies"
+        )
+        if gpus != chips:
+            source += f" x {chips} chips / {gpus} (an estimate: {gpus} of {chips} chips measured)"
+        return MeasuredTier("T2", figure, source)
+    mean = sum(r.bytes_per_s or 0 for r in rows) / len(rows)
+    return MeasuredTier(
+        "T2",
+        mean * chips,
+        f"kvtool bench: pinned h2d {mean / 1e9:,.1f} GB/s mean over {len(rows)} GPU(s)"
+        f" x {chips} chips (estimate: measured one GPU at a time)",
+    )

@@ -19,6 +19,71 @@ class Latency(NamedTuple):
     p999: float
 
 
+# bytes a PCIe lane carries per second and direction after line coding: 8b/10b up to Gen2,
+# 128b/130b for Gen3-5, and Gen6's 256-byte FLITs carry 242 bytes of data (PCIe 6.0 spec)
+PCIE_LANE_BYTES_PER_S = {
+    1: 2.5e9 * 8 / 10 / 8,
+    2: 5e9 * 8 / 10 / 8,
+    3: 8e9 * 128 / 130 / 8,
+    4: 16e9 * 128 / 130 / 8,
+    5: 32e9 * 128 / 130 / 8,
+    6: 64e9 * 242 / 256 / 8,
+}
+
+
+class PcieLink(NamedTuple):
+    """A PCIe link's generation and lane count."""
+
+    gen: int
+    width: int
+
+    def __str__(self) -> str:
+        return f"Gen{self.gen} x{self.width}"
+
+    @property
+    def bytes_per_s(self) -> float:
+        """What the link carries per direction after line coding (Gen5 x16: 63.0 GB/s); packet
+        headers take a few percent more, so good hosts reach about 85-90% of it."""
+        return PCIE_LANE_BYTES_PER_S[self.gen] * self.width
+
+
+class GpuId(NamedTuple):
+    """Which GPU a measurement ran on: torch's device index, name, UUID, PCI address, the NUMA
+    node of its PCI slot and its PCIe link now and at most (None where the machine does not say: a
+    GB200's C2C link is not PCIe). A link below its maximum is downtrained, or idle: GPUs drop
+    their link speed to save power and raise it under load, so it is read after the copies."""
+
+    device: int
+    name: str
+    uuid: str = ""
+    pci: str = ""
+    numa_node: int | None = None
+    link_now: PcieLink | None = None
+    link_max: PcieLink | None = None
+
+    def __str__(self) -> str:
+        text = f"GPU {self.device} {self.name}"
+        where = [f"PCI {self.pci}"] if self.pci else []
+        if self.numa_node is not None:
+            where.append(f"NUMA {self.numa_node}")
+        if self.link_max is not None:
+            where.append(f"PCIe {self.link_now or '?'} (max {self.link_max})")
+        return text + (f" ({', '.join(where)})" if where else "")
+
+    @property
+    def downtrained(self) -> bool:
+        """The link runs below its maximum generation or width."""
+        now, top = self.link_now, self.link_max
+        return now is not None and top is not None and (now.gen < top.gen or now.width < top.width)
+
+    def to_json(self) -> dict[str, Any]:
+        data = self._asdict()
+        for name in ("link_now", "link_max"):
+            link = data[name]
+            data[name] = None if link is None else link._asdict()
+        return data
+
+
 class BenchResult(NamedTuple):
     """One measurement: ``op`` is seq_read, rand_read, seq_write, h2d, d2h, d2d, copy, get or
     put. ``clients`` is how many nodes drove it (fio client/server: ``bytes_per_s`` is their
@@ -26,7 +91,9 @@ class BenchResult(NamedTuple):
     memory, ``host-only`` and its numpy ``reference``. ``spec_bytes_per_s`` is what the
     profile promises for the same path (None when no profile applies); ``limit`` says what
     bounds it; ``note`` how it was measured; ``filesystem`` the T3 folder's file-system type
-    (``lustre``, ``ext4``...) from /proc/mounts."""
+    (``lustre``, ``ext4``...) from /proc/mounts. ``gpu`` names the GPU a T1 or T2 row ran on;
+    ``gpus`` is how many GPUs copied at the same time (1 alone, N for all at once; a row with
+    ``gpu`` None and ``gpus`` N is their sum; 0 for rows that are not GPU copies)."""
 
     tier: str
     op: str
@@ -45,6 +112,8 @@ class BenchResult(NamedTuple):
     limit: str = ""
     note: str = ""
     reason: str = ""
+    gpu: GpuId | None = None
+    gpus: int = 0
 
     @property
     def ratio(self) -> float | None:
@@ -57,6 +126,7 @@ class BenchResult(NamedTuple):
         """The JSON object for this measurement (the issue's field names)."""
         data = self._asdict()
         data["latency_us"] = None if self.latency_us is None else self.latency_us._asdict()
+        data["gpu"] = None if self.gpu is None else self.gpu.to_json()
         data["ratio"] = None if self.ratio is None else round(self.ratio, 4)
         return data
 
@@ -121,6 +191,8 @@ def results_from_json(data: Any) -> list[BenchResult]:
                 limit=field.text("limit"),
                 note=field.text("note"),
                 reason=field.text("reason"),
+                gpu=_gpu(item.get("gpu"), f"{field.where}.gpu"),
+                gpus=field.whole("gpus", 0),
             )
         )
     return out
@@ -190,3 +262,37 @@ def _latency(value: Any, where: str) -> Latency:
             f"{where}.latency_us must be {{p50, p99, p999}} in microseconds, got {_shown(value)}"
         )
     return Latency(*(float(value[n]) for n in names))
+
+
+def _gpu(value: Any, where: str) -> GpuId | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} must be an object or null, got {_shown(value)}")
+    field = _Fields(value, where)
+    numa = value.get("numa_node")
+    if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int)):
+        raise field._bad("numa_node", "a whole number or null")
+    return GpuId(
+        device=field.whole("device", 0),
+        name=field.text("name"),
+        uuid=field.text("uuid"),
+        pci=field.text("pci"),
+        numa_node=numa,
+        link_now=_link(value.get("link_now"), f"{where}.link_now"),
+        link_max=_link(value.get("link_max"), f"{where}.link_max"),
+    )
+
+
+def _link(value: Any, where: str) -> PcieLink | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, dict)
+        or value.get("gen") not in PCIE_LANE_BYTES_PER_S
+        or isinstance(value.get("width"), bool)
+        or not isinstance(value.get("width"), int)
+        or not 1 <= value["width"] <= 32
+    ):
+        raise ValueError(f"{where} must be {{gen: 1-6, width: 1-32}} or null, got {_shown(value)}")
+    return PcieLink(value["gen"], value["width"])

@@ -28,20 +28,15 @@ def with_spec(
     that says which profile to pass)."""
     if result.status != "ok":
         return result
+    if result.tier == "t2" and result.op in ("h2d", "d2h", "bidir"):
+        return _link_spec(result, node)
     if node is None:
         return result
     if result.tier == "t1":
         spec = node.hbm_tbytes_per_s_per_chip * 1e12
         return result._replace(
             spec_bytes_per_s=spec,
-            limit=f"HBM peak {node.hbm_tbytes_per_s_per_chip:g} TB/s per chip",
-        )
-    if result.tier == "t2" and result.op in ("h2d", "d2h"):
-        spec = node.host_to_chip_gbytes_per_s * 1e9
-        return result._replace(
-            spec_bytes_per_s=spec or None,
-            limit=f"host-to-chip link {node.host_to_chip_gbytes_per_s:g} GB/s"
-            " per chip (a profile estimate)",
+            limit=f"HBM peak {node.hbm_tbytes_per_s_per_chip:g} TB/s per chip, read+write",
         )
     if result.tier == "t2":
         return result._replace(limit="host-only: no accelerator link measured")
@@ -73,7 +68,45 @@ def with_spec(
     return result
 
 
+def _link_spec(result: BenchResult, node: NodeProfile | None) -> BenchResult:
+    """A T2 copy beside its GPU's own PCIe link (per direction; a bidirectional row, both),
+    else beside the node profile's host-to-chip figure; the sum over all GPUs at once beside
+    the profile's figure for that many chips."""
+    ways = 2 if result.op == "bidir" else 1
+    profile = node.host_to_chip_gbytes_per_s if node is not None else 0.0
+    both = " both ways" if ways == 2 else " per direction"
+    if result.gpu is None:
+        if not profile:
+            return result._replace(limit="no --hardware: no per-chip link figure to add up")
+        chips = max(result.gpus, 1)
+        return result._replace(
+            spec_bytes_per_s=profile * 1e9 * chips * ways,
+            limit=f"{chips} x the profile's host-to-chip link {profile:g} GB/s{both}"
+            " (an estimate: chips may share PCIe switches)",
+        )
+    link = result.gpu.link_max
+    if link is None:
+        if not profile:
+            return result._replace(limit="no PCIe link in sysfs and no --hardware: no spec")
+        return result._replace(
+            spec_bytes_per_s=profile * 1e9 * ways,
+            limit=f"host-to-chip link {profile:g} GB/s{both} (a profile estimate; sysfs shows"
+            " no PCIe link for this GPU)",
+        )
+    limit = (
+        f"GPU {result.gpu.device}'s PCIe {link}: {link.bytes_per_s * ways / 1e9:,.1f} GB/s{both}"
+        " after line coding (packet overhead leaves about 85-90% of it reachable)"
+    )
+    if result.gpu.downtrained:
+        limit += (
+            f"; the link ran at {result.gpu.link_now} after the copies: downtrained"
+            " (check the slot, riser or retimer) or idle"
+        )
+    return result._replace(spec_bytes_per_s=link.bytes_per_s * ways, limit=limit)
+
+
 TIERS = ("t1", "t2", "t3", "t4")
+T1_SIZES = (64 * 2**20, 2**30)  # T1 copies these besides a KV chunk
 DEFAULT_T4_CONNECTIONS = 64  # LMCache's S3 examples: s3_num_io_threads 64
 
 
@@ -88,6 +121,7 @@ class BenchOptions(NamedTuple):
     s3_url: str | None = None
     s3_connections: int = DEFAULT_T4_CONNECTIONS
     s3_bytes: int = 2**30
+    gpu_block: int | None = None  # a KV chunk's size for T1 and T2, when --model or a size gave one
 
 
 def run_bench(
@@ -103,10 +137,11 @@ def run_bench(
 
     results: list[BenchResult] = []
     for tier in options.tiers:
+        extra = () if options.gpu_block is None else (options.gpu_block,)
         if tier == "t1":
-            results += gpu.run_t1(progress=progress)
+            results += gpu.run_t1(host, sizes=(*extra, *T1_SIZES), progress=progress)
         elif tier == "t2":
-            results += gpu.run_t2(progress=progress)
+            results += gpu.run_t2(host, sizes=(*extra, gpu.T2_LARGE), progress=progress)
         elif tier == "t3":
             if options.t3_dir is None:
                 results.append(skipped("t3", "seq_read", "no --t3-dir: name the T3 folder"))

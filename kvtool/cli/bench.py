@@ -131,10 +131,11 @@ def bench(
     old_t3: Annotated[str | None, renamed("--t3", "--t3-storage")] = None,
     old_t4: Annotated[str | None, renamed("--t4", "--t4-storage")] = None,
     as_json: JsonOpt = False,
-) -> None:
+) -> int:
     """Measure each tier's bandwidth and latency with KV-shaped transfers, beside its spec.
 
-    Exit status: 0 measured (a tier that cannot run here is SKIP), 2 bad usage or input.
+    Exit status: 0 measured (a tier that cannot run here is SKIP), 1 a measurement failed (a GPU
+    error: its row says FAIL and why; the other tiers still ran), 2 bad usage or input.
 
     Examples:
 
@@ -151,6 +152,7 @@ def bench(
 
     from kvtool import __version__
     from kvtool.bench.run import run_bench, with_spec
+    from kvtool.cli import status as exit_status
     from kvtool.cli.render import bench as render
     from kvtool.cli.render.text import StatusLine, print_json
     from kvtool.inputs.bench import resolve_bench
@@ -194,5 +196,6 @@ def bench(
     if as_json:
         about = {"hostname": host, "kvtool_version": __version__, "pid": os.getpid()}
         print_json(render.bench_json(results, notes=notes, about=about))
-        return
-    render.print_bench(results, notes=notes, header=f"kvtool bench on {host}")
+    else:
+        render.print_bench(results, notes=notes, header=f"kvtool bench on {host}")
+    return exit_status.PROBLEMS if render.failed(results) else exit_status.OK

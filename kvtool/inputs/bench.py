@@ -62,10 +62,11 @@ def resolve_bench(
     notes: list[str] = []
     if model is not None and transfer_size is not None:
         raise InputError("--model and --transfer-size both set the transfer size", "give one")
+    gpu_block = None
     if model is not None:
         tokens = parse_chunk_tokens(chunk_tokens)
         shape = resolve_shape(model, engine=engine, kv_dtype=kv_dtype, tp=tp)
-        block = shape.chunk_bytes(tokens)
+        block = gpu_block = shape.chunk_bytes(tokens)
         notes.append(
             f"transfer size {format_bytes_binary(block)}: one {tokens}-token chunk of"
             f" {shape.spec.name} ({shape.fmt.name}, tp {shape.tp}, one rank's share)"
@@ -78,13 +79,18 @@ def resolve_bench(
             why="they size transfers from a model's chunk",
         )  # fmt: skip
         if transfer_size is not None:
-            block = parse_transfer_size(transfer_size)
+            block = gpu_block = parse_transfer_size(transfer_size)
             notes.append(f"transfer size {format_bytes_binary(block)} ({block:,} B)")
         else:
             block = DEFAULT_TRANSFER
             if "t3" in tiers or "t4" in tiers:
                 notes.append(
                     "no --model or --transfer-size: 1 MiB transfers (give --model for KV-sized I/O)"
+                )
+            if explicit and ("t1" in tiers or "t2" in tiers):
+                notes.append(
+                    "no --model or --transfer-size: T1 and T2 copy large buffers only (give"
+                    " --model to copy one KV chunk too)"
                 )
     seconds = 10.0 if duration is None else _seconds(duration)
     thread_count = None if threads is None else parse_count(threads, what="--threads")
@@ -119,6 +125,7 @@ def resolve_bench(
             s3_url=t4_url,
             s3_connections=thread_count or DEFAULT_T4_CONNECTIONS,
             s3_bytes=total,
+            gpu_block=gpu_block,
         ),
         notes,
     )

@@ -14,12 +14,13 @@ can stand behind the same interface:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -501,3 +502,27 @@ def engine_s3_client() -> Any:
     its own deadline) and 10 s for a server that stops answering, so a frozen endpoint costs
     seconds per chunk, not minutes."""
     return s3_client(connect_timeout_s=3.0, read_timeout_s=10.0, attempts=1)
+
+
+@contextlib.contextmanager
+def on_cpus(cpus: frozenset[int]) -> Iterator[bool]:
+    """Run the block on ``cpus`` (those of them this process may use), so memory it touches
+    first is allocated on their NUMA node; yields False and changes nothing where the
+    affinity cannot be set (no such CPUs allowed, or no ``sched_setaffinity``)."""
+    getter = getattr(os, "sched_getaffinity", None)
+    setter = getattr(os, "sched_setaffinity", None)
+    allowed = frozenset(getter(0)) if getter is not None else frozenset()
+    wanted = cpus & allowed
+    if setter is None or not wanted:
+        yield False
+        return
+    setter(0, wanted)
+    try:
+        yield True
+    finally:
+        setter(0, allowed)
+
+
+def environment(name: str) -> str | None:
+    """An environment variable of this process (``CUDA_VISIBLE_DEVICES``), or None."""
+    return os.environ.get(name)

@@ -413,3 +413,50 @@ def parse_cpu_count(text: str) -> int | None:
     """Logical CPUs in /proc/cpuinfo (``processor`` lines)."""
     count = len(re.findall(r"^processor\s*:", text, re.MULTILINE))
     return count or None
+
+
+# --- GPUs: the driver, PCI links and NUMA placement in sysfs -------------------------------------
+
+# PCIe generations by their transfer rate per lane, as sysfs names it (``32.0 GT/s PCIe``)
+PCIE_GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
+def parse_nvidia_driver_version(text: str) -> str | None:
+    """The kernel module's version in ``/proc/driver/nvidia/version`` (``580.95.05``), from the
+    proprietary (``NVIDIA UNIX x86_64 Kernel Module  550.135``) and the open
+    (``NVIDIA UNIX Open Kernel Module for x86_64  580.95.05``) modules' lines alike."""
+    m = re.search(r"^NVRM version:.*?Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)\b", text,
+                  re.MULTILINE)  # fmt: skip
+    return None if m is None else m.group(1)
+
+
+def parse_pcie_speed(text: str) -> int | None:
+    """The PCIe generation of a sysfs ``current_link_speed``/``max_link_speed``
+    (``32.0 GT/s PCIe`` on newer kernels, ``8 GT/s`` on older ones); None for ``Unknown``."""
+    m = re.match(r"\s*([\d.]+)\s*GT/s", text)
+    if m is None:
+        return None
+    try:
+        return PCIE_GENERATIONS.get(float(m.group(1)))
+    except ValueError:
+        return None
+
+
+def parse_whole(text: str) -> int | None:
+    """A sysfs number (``16``, ``-1``); None when it is not one."""
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
+def parse_cpulist(text: str) -> frozenset[int]:
+    """A kernel CPU list (``0-47,96-143``, as in ``local_cpulist``) as CPU numbers; empty when
+    the text is not one."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        low, dash, high = part.strip().partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()):
+            return frozenset()
+        cpus.update(range(int(low), int(high if dash else low) + 1))
+    return frozenset(cpus)

@@ -24,6 +24,8 @@ needs_fio = pytest.mark.skipif(FIO is None, reason="fio is not installed (apt-ge
 QUICK = ("--duration", "1", "--size", "8MiB", "--threads", "2", "--transfer-size", "1MiB")
 Kvtool = Callable[..., CliResult]
 
+MiB = 2**20
+
 
 def _scratch_left(folder: Path) -> list[str]:
     return [p.name for p in folder.iterdir() if p.name.startswith("kvtool-bench-")]
@@ -292,6 +294,43 @@ def test_t1_and_t2_on_a_gpu_measure_every_device(kvtool: Kvtool) -> None:
     assert {r["variant"] for r in t2} >= {"pinned"}
     assert "host-only" not in {r["variant"] for r in t2}
     assert torch.cuda.device_count() >= 1
+    # every row of one GPU names it; the all-at-once sum names how many
+    assert all(r["gpu"] is not None or r["gpus"] > 1 for r in t1 + t2)
+    assert {r["op"] for r in t2} >= {"h2d", "d2h", "bidir"}
+    chunk = kvtool("bench", "--tier", "t2", "--model", "llama-3.1-70b", "--tp", "8", "--json")
+    sizes = {r["block_bytes"] for r in json.loads(chunk.stdout)["results"]}
+    assert sizes == {10 * MiB, 256 * MiB}  # one KV chunk (256 tokens at tp 8) and a large copy
+
+
+def test_t1_and_t2_on_fake_gpus_name_each_gpu_and_a_failing_one_exits_1(
+    kvtool: Kvtool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CUDA path through the fake torch: the GPUs listed with their links, a GPU that
+    raised as a FAIL line, exit status 1, and the other GPU still measured."""
+    import types
+
+    from kvtool.bench import gpu
+    from tests.unit.bench.fake_cuda import FakeTorch
+
+    fake = FakeTorch(["FakeGPU-A", "FakeGPU-B"], fail={1: RuntimeError("CUDA error: ECC")})
+    fake.cuda.free[0] = 80 * 2**30
+    monkeypatch.setattr(gpu, "torch_or_none", lambda: fake)
+    monkeypatch.setattr(
+        gpu, "time", types.SimpleNamespace(perf_counter=iter(range(10**6)).__next__)
+    )
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    done = kvtool("bench", "--tier", "t1,t2", "--hardware", "p5en")
+    assert done.exit_code == 1, done.stderr
+    out = done.stdout
+    assert "T1 d2d GPU 0" in out
+    assert "T2 h2d pinned GPU 0" in out
+    assert "T1 d2d: FAIL, GPU 1: RuntimeError: CUDA error: ECC" in out
+    assert "GPUs:\n  GPU 0 FakeGPU-A (PCI 0000:18:00.0) GPU-00000000-aaaa-bbbb-cccc-dddd" in out
+    assert "  T2 h2d pinned, d2h pinned: torch 9.9.9+fake; pinned host memory" in out
+    rows = json.loads(kvtool("bench", "--tier", "t1", "--json").stdout)["results"]
+    assert [(r["status"], r["gpu"] and r["gpu"]["device"]) for r in rows] == [("ok", 0)] * 2 + [
+        ("ok", 1)
+    ] * 2
 
 
 def test_t4_puts_and_gets_through_boto3_and_deletes_its_objects(

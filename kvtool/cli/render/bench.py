@@ -25,7 +25,35 @@ def _latency(result: BenchResult) -> tuple[str, str, str]:
 
 
 def _what(result: BenchResult) -> str:
-    return f"{result.tier.upper()} {result.op}" + (f" {result.variant}" if result.variant else "")
+    text = f"{result.tier.upper()} {result.op}" + (f" {result.variant}" if result.variant else "")
+    if result.gpu is not None:
+        text += f" GPU {result.gpu.device}"
+        if result.gpus > 1:
+            text += f" (all {result.gpus} at once)"
+    elif result.gpus > 1:
+        text += f" all {result.gpus} GPUs"
+    return text
+
+
+def failed(results: Sequence[BenchResult]) -> bool:
+    """A measurement raised (status ``error``): the command's exit status is 1."""
+    return any(r.status == "error" for r in results)
+
+
+def _gpu_lines(results: Sequence[BenchResult]) -> list[str]:
+    """Each GPU measured, once: index, name, PCI, NUMA, link; a downtrained link flagged."""
+    seen: dict[int, str] = {}
+    for r in results:
+        gpu = r.gpu
+        if gpu is None or gpu.device in seen:
+            continue
+        line = f"  {gpu}"
+        if gpu.uuid:
+            line += f" {gpu.uuid}"
+        if gpu.downtrained:
+            line += f"  LINK BELOW ITS MAXIMUM: {gpu.link_now} of {gpu.link_max}"
+        seen[gpu.device] = line
+    return list(seen.values())
 
 
 def bench_json(
@@ -54,7 +82,7 @@ def print_bench(results: Sequence[BenchResult], *, notes: Sequence[str], header:
     skips = []
     for r in results:
         if r.status != "ok":
-            skips.append(f"{_what(r)}: SKIP, {r.reason}")
+            skips.append(f"{_what(r)}: {'FAIL' if r.status == 'error' else 'SKIP'}, {r.reason}")
             continue
         table.add_row(
             _what(r),
@@ -70,6 +98,12 @@ def print_bench(results: Sequence[BenchResult], *, notes: Sequence[str], header:
         echo(table.render())
     for line in skips:
         echo(line)
+    gpus = _gpu_lines(results)
+    if gpus:
+        echo()
+        echo("GPUs:")
+        for line in gpus:
+            echo(line)
     # measurements that ran the same way share one line: "T3 seq_write, seq_read: fio ..."
     groups: dict[tuple[str, str, str, str], list[str]] = {}
     for r in results:
@@ -81,7 +115,7 @@ def print_bench(results: Sequence[BenchResult], *, notes: Sequence[str], header:
         echo()
         echo("How each was measured, and what bounds it:")
     for (tier, tool, note, limit), ops in groups.items():
-        echo(f"  {tier.upper()} {', '.join(ops)}: {tool}; {note}")
+        echo(f"  {tier.upper()} {', '.join(dict.fromkeys(ops))}: {tool}; {note}")
         if limit:
             echo(f"    limit: {limit}")
     print_notes(list(notes))

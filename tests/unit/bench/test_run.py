@@ -67,3 +67,46 @@ def test_a_host_only_copy_has_no_link_spec() -> None:
     out = with_spec(_ok("t2", "copy", variant="host-only"), node=P5EN, t3=FSX, t4=S3)
     assert out.spec_bytes_per_s is None
     assert "host-only" in out.limit
+
+
+def _t2(op: str = "h2d", **fields: object) -> BenchResult:
+    from kvtool.bench.result import GpuId, PcieLink
+
+    gpu = GpuId(0, "H200", link_now=PcieLink(5, 16), link_max=PcieLink(5, 16))
+    fields.setdefault("gpu", gpu)
+    fields.setdefault("gpus", 1)
+    return _ok("t2", op, variant="pinned", **fields)
+
+
+def test_a_t2_copy_is_held_to_its_gpus_own_pcie_link_without_a_profile() -> None:
+    from kvtool.bench.result import GpuId, PcieLink
+
+    out = with_spec(_t2(), node=None, t3=None, t4=None)
+    assert out.spec_bytes_per_s == PcieLink(5, 16).bytes_per_s
+    assert out.limit.startswith("GPU 0's PCIe Gen5 x16: 63.0 GB/s per direction after line coding")
+    both = with_spec(_t2("bidir"), node=P5EN, t3=FSX, t4=S3)
+    assert both.spec_bytes_per_s == 2 * PcieLink(5, 16).bytes_per_s
+    assert "126.0 GB/s both ways" in both.limit
+    slow = GpuId(3, "H200", link_now=PcieLink(4, 8), link_max=PcieLink(5, 16))
+    out = with_spec(_t2(gpu=slow), node=P5EN, t3=FSX, t4=S3)
+    assert "the link ran at Gen4 x8 after the copies: downtrained" in out.limit
+
+
+def test_a_t2_copy_with_no_pcie_link_in_sysfs_is_held_to_the_profile() -> None:
+    from kvtool.bench.result import GpuId
+
+    c2c = GpuId(0, "GB200")
+    out = with_spec(_t2(gpu=c2c), node=P5EN, t3=FSX, t4=S3)
+    assert out.spec_bytes_per_s == P5EN.host_to_chip_gbytes_per_s * 1e9
+    assert "sysfs shows no PCIe link for this GPU" in out.limit
+    bare = with_spec(_t2(gpu=c2c), node=None, t3=None, t4=None)
+    assert bare.spec_bytes_per_s is None
+    assert bare.limit == "no PCIe link in sysfs and no --hardware: no spec"
+
+
+def test_the_sum_over_all_gpus_is_held_to_that_many_chips_of_the_profile() -> None:
+    out = with_spec(_t2(gpu=None, gpus=8), node=P5EN, t3=FSX, t4=S3)
+    assert out.spec_bytes_per_s == 8 * P5EN.host_to_chip_gbytes_per_s * 1e9
+    assert "(an estimate: chips may share PCIe switches)" in out.limit
+    bare = with_spec(_t2(gpu=None, gpus=8), node=None, t3=None, t4=None)
+    assert bare.spec_bytes_per_s is None

@@ -27,7 +27,9 @@ from kvtool.probe.host import (
     CommandResult,
     LocalHost,
     SnapshotHost,
+    environment,
     odirect_probe,
+    on_cpus,
     s3_client,
 )
 from tests.cli import test_doctor as doctor_cli
@@ -650,3 +652,25 @@ def test_aws_calls_make_one_attempt_and_s3_one_retry(monkeypatch: pytest.MonkeyP
         assert accepted[0] == 2
     finally:
         stop.set()
+
+
+def test_on_cpus_runs_the_block_on_those_cpus_and_gives_the_affinity_back() -> None:
+    allowed = set(os.sched_getaffinity(0))
+    one = max(allowed)
+    with on_cpus(frozenset({one, 10_000})) as moved:  # a CPU this process may not use is left out
+        assert moved is True
+        assert os.sched_getaffinity(0) == {one}
+    assert os.sched_getaffinity(0) == allowed
+    with on_cpus(frozenset({10_000})) as moved:  # none of them allowed: nothing changes
+        assert moved is False
+        assert os.sched_getaffinity(0) == allowed
+    with pytest.raises(KeyError), on_cpus(frozenset({one})):
+        raise KeyError("the block fails")
+    assert os.sched_getaffinity(0) == allowed
+
+
+def test_environment_reads_this_process_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert environment("CUDA_VISIBLE_DEVICES") == ""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert environment("CUDA_VISIBLE_DEVICES") is None

@@ -224,3 +224,37 @@ def test_meminfo_available_in_bytes_on_this_machines_proc_meminfo() -> None:
     assert 0 < available <= total * 2**30
     assert parse.parse_meminfo_available_bytes("MemAvailable:  2048 kB\n") == 2 * 2**20
     assert parse.parse_meminfo_available_bytes("MemTotal: 1 kB\n") is None
+
+
+def test_the_nvidia_driver_version_from_the_open_and_the_proprietary_module() -> None:
+    open_module = fixture("proc_driver_nvidia_version_open_580.txt")
+    assert parse.parse_nvidia_driver_version(open_module) == "580.95.05"
+    proprietary = fixture("proc_driver_nvidia_version_proprietary_550.txt")
+    assert parse.parse_nvidia_driver_version(proprietary) == "550.135"
+    assert parse.parse_nvidia_driver_version("GCC version: gcc 12\n") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "gen"),
+    [
+        ("32.0 GT/s PCIe\n", 5),  # the kernel's pci_speed_string(), sysfs since Linux 5.x
+        ("2.5 GT/s PCIe\n", 1),
+        ("64.0 GT/s PCIe\n", 6),
+        ("8 GT/s\n", 3),  # older kernels
+        ("Unknown\n", None),
+        ("12.0 GT/s PCIe\n", None),
+        ("", None),
+    ],
+)
+def test_a_sysfs_link_speed_is_its_pcie_generation(text: str, gen: int | None) -> None:
+    assert parse.parse_pcie_speed(text) == gen
+
+
+def test_sysfs_numbers_and_cpu_lists() -> None:
+    assert parse.parse_whole("16\n") == 16
+    assert parse.parse_whole("-1\n") == -1
+    assert parse.parse_whole("x16") is None
+    assert parse.parse_cpulist("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    assert parse.parse_cpulist("0-47,96-143\n") == set(range(48)) | set(range(96, 144))
+    assert parse.parse_cpulist("\n") == frozenset()
+    assert parse.parse_cpulist("0-") == frozenset()
