@@ -36,6 +36,8 @@ class FioJob(NamedTuple):
     direct: bool
     ioengine: str = "libaio"
     extra: tuple[str, ...] = ()  # engine options, e.g. libcufile's cuda_io and gpu_dev_ids
+    thread: bool = False  # jobs as threads of one process (libcufile: one CUDA context)
+    per_job: bool = False  # no group_reporting: fio's JSON has one entry per job
 
 
 def aligned(block_bytes: int) -> int:
@@ -62,9 +64,10 @@ def fio_path(path: str) -> str:
 
 
 def job_file(job: FioJob) -> str:
-    """The fio job file for ``job``: time-based, group reporting, one section per op named
-    after it, each after the first waiting for the one before (``stonewall``). Every op uses
-    the same file names, so the reads find what ``seq_write`` laid out."""
+    """The fio job file for ``job``: time-based, one section per op named after it, each after
+    the first waiting for the one before (``stonewall``). Every op uses the same file names, so
+    the reads find what ``seq_write`` laid out. ``group_reporting`` unless ``job.per_job``;
+    ``thread`` (fio's jobs as threads, not processes) when ``job.thread``."""
     unknown = [op for op in job.ops if op not in OPS]
     if unknown or not job.ops:
         raise InputError(f"unknown fio op {unknown!r}", "choose " + ", ".join(OPS))
@@ -84,7 +87,8 @@ def job_file(job: FioJob) -> str:
             f"iodepth={job.iodepth}",
             f"runtime={runtime}",
             "time_based=1",
-            "group_reporting=1",
+            *([] if job.per_job else ["group_reporting=1"]),
+            *(["thread"] if job.thread else []),
             "unique_filename=1",
             "filename_format=kvtool.$jobnum.$filenum",
             *job.extra,
@@ -126,7 +130,8 @@ def _side(entry: dict[str, Any], op: str) -> dict[str, Any]:
     return side if isinstance(side, dict) else {}
 
 
-def _latency(side: dict[str, Any]) -> Latency | None:
+def side_latency(side: dict[str, Any]) -> Latency | None:
+    """p50, p99 and p99.9 completion latency (microseconds) of one fio JSON read/write side."""
     pct = (side.get("clat_ns") or {}).get("percentile")
     if not isinstance(pct, dict):
         return None
@@ -173,7 +178,7 @@ def result_from_fio(document: dict[str, Any], job: FioJob, op: str, *, tool: str
     else:
         bandwidth = float(sum(s.get("bw_bytes", 0) for s in sides))
         iops = float(sum(s.get("iops", 0) for s in sides))
-    latencies = [lat for s in sides if (lat := _latency(s)) is not None]
+    latencies = [lat for s in sides if (lat := side_latency(s)) is not None]
     latency = None
     if latencies:
         latency = Latency(*(max(getattr(lat, f) for lat in latencies) for f in Latency._fields))

@@ -1,7 +1,10 @@
 """Which measurements stand in for a tier's spec in a plan (``kvtool size --bench``). Pure.
 
 * T3: the best ``seq_read`` or ``rand_read`` that ran; a fio client/server run over N nodes is
-  their aggregate, so one node's figure is the aggregate over N.
+  their aggregate, so one node's figure is the aggregate over N. Of the GPUDirect Storage
+  rows only the node's aggregate (``gds``) whose nvidia-fs verdict says the bytes went direct
+  counts: a compat-mode read went through host memory (and, re-read, the page cache), and a
+  ``gds-gpu`` row is one GPU's share, not the node's.
 * T2: pinned host-to-device copies on all GPUs at once (their sum), at the KV chunk's size where
   one was measured: copies on every chip at once share PCIe switches (and a GB200's C2C link
   serves two GPUs), so one GPU's figure times the chips overstates the node. A node with more
@@ -23,11 +26,22 @@ def _block(result: BenchResult) -> str:
     return f"{result.block_bytes / 2**20:,.2f} MiB"
 
 
+def _stands_for_t3(result: BenchResult) -> bool:
+    """A POSIX read (any variant not starting ``gds``: plain fio, the GDS read's baseline),
+    or the node's GDS aggregate whose verdict is direct. The note is checked too: a ``gds``
+    row from a file written before compat rows had their own variant says "compat mode"."""
+    if not result.variant.startswith("gds"):
+        return True
+    return result.variant == "gds" and "; direct (GPUDirect)" in result.note
+
+
 def measured_tiers(results: Sequence[BenchResult], *, chips: int) -> tuple[MeasuredTier, ...]:
     """The measured T2, T3 and T4 read bandwidths of one node, each with its source."""
     ok = [r for r in results if r.status == "ok" and r.bytes_per_s]
     out = []
-    t3 = [r for r in ok if r.tier == "t3" and r.op in ("seq_read", "rand_read")]
+    t3 = [
+        r for r in ok if r.tier == "t3" and r.op in ("seq_read", "rand_read") and _stands_for_t3(r)
+    ]
     if t3:
         best = max(t3, key=lambda r: (r.bytes_per_s or 0) / max(r.clients, 1))
         per_node = (best.bytes_per_s or 0) / max(best.clients, 1)

@@ -44,6 +44,12 @@ def with_spec(
         return result._replace(
             limit=f"the folder is on {result.filesystem}, not Lustre: no FSx spec applies"
         )
+    if result.tier == "t3" and result.variant in ("gds-gpu", "gds-compat-gpu"):
+        return result._replace(
+            limit="one GPU's share of the node's GDS read: the node's client ceiling applies"
+            " to the aggregate row (gds), and how it divides over GPUs depends on which NICs"
+            " each GPU reaches"
+        )
     if result.tier == "t3" and t3 is not None:
         path, gbps = t3_client_gbps(node, t3, "efa_gds" if result.variant == "gds" else t3_path)
         limit = f"{node.name} over {PATH_NAMES[path]}: {gbps:,.0f} Gbps client ceiling"
@@ -52,6 +58,8 @@ def with_spec(
                 f"this node reaches FSx over TCP: {gbps:,.0f} Gbps ceiling, 5 Gbps per file server"
             )
         limit += "; the file system's own throughput (TiB x MB/s per TiB) may be lower"
+        if result.variant == "gds-compat":
+            limit += "; not direct (compat mode or unknown): the bytes crossed host memory"
         if result.threads and result.threads < 32:
             limit += f"; {result.threads} threads (AWS's samples use 32 per node)"
         return result._replace(spec_bytes_per_s=gbps * 1e9 / 8, limit=limit)

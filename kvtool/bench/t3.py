@@ -37,7 +37,8 @@ class T3Options(NamedTuple):
     direct: bool = True
     hosts: tuple[str, ...] = ()
     ops: tuple[str, ...] = ("seq_write", "seq_read", "rand_read")
-    gds: bool = True  # also read the files into a GPU with GPUDirect Storage where possible
+    gds: bool = True  # also read the files into the GPUs with GPUDirect Storage where possible
+    gds_gpus: int | None = None  # GPUs to spread the GDS read over (None: all torch sees)
 
 
 def parse_hosts(text: str) -> tuple[str, ...]:
@@ -156,14 +157,13 @@ def _measure(
         progress(f"T3 {', '.join(options.ops)}: {about}")
         results = _run_fio(host, job, scratch, (), tool)
         if options.gds and "seq_write" in options.ops:
-            results.append(
-                run_gds_read(
-                    host,
-                    job,
-                    fio_engines=lambda: fio_engines(host),
-                    tool=tool,
-                    progress=progress,
-                )
+            results += run_gds_read(
+                host,
+                job,
+                fio_engines=lambda: fio_engines(host),
+                tool=tool,
+                gpus=options.gds_gpus,
+                progress=progress,
             )
         return [r._replace(filesystem=filesystem) for r in results]
     # one fio run per op, so that every node runs the same op at the same time and

@@ -208,3 +208,12 @@ def test_a_folder_path_cannot_inject_fio_options(tmp_path: Path) -> None:
     text = job_file(job)
     assert "directory=/fsx/x\\:y\n" in text
     assert text.count("\n[") == 1  # one section: nothing injected
+
+
+def test_threads_and_per_job_reports_only_when_asked() -> None:
+    plain = job_file(_job()).splitlines()
+    assert "group_reporting=1" in plain
+    assert "thread" not in plain
+    both = job_file(_job(thread=True, per_job=True)).splitlines()
+    assert "thread" in both
+    assert "group_reporting=1" not in both

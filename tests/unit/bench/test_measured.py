@@ -73,3 +73,27 @@ def test_one_nodes_t3_measurement_is_capped_at_its_file_system_share() -> None:
     out = apply_measured(PATHS, [MeasuredTier("T3", 20e9, "fio")], t3_share_bytes_per_s=6e9)
     assert out[1].node_bytes_per_s == 6e9
     assert "capped at this node's file-system share" in out[1].description
+
+
+DIRECT = "fio libcufile...; direct (GPUDirect): nvidia-fs readMiB +9,000 of 9,000 MiB read"
+COMPAT_NOTE = "fio libcufile...; compat mode: no read went through nvidia-fs (...)"
+
+
+def test_only_a_direct_gds_aggregate_or_a_posix_read_stands_for_t3() -> None:
+    posix = _ok("t3", "seq_read", 3e9)
+    never = [
+        _ok("t3", "seq_read", 50e9, variant="gds-compat", note=COMPAT_NOTE),
+        _ok("t3", "seq_read", 40e9, variant="gds", note=COMPAT_NOTE),  # a file from before
+        _ok("t3", "seq_read", 30e9, variant="gds", note="...; unknown: nvidia-fs IO stats off"),
+        _ok("t3", "seq_read", 20e9, variant="gds-gpu", note=DIRECT),
+        _ok("t3", "seq_read", 20e9, variant="gds-compat-gpu", note=COMPAT_NOTE),
+    ]
+    (t3,) = measured_tiers([posix, *never], chips=8)
+    assert t3.bytes_per_s == 3e9
+    baseline = _ok("t3", "seq_read", 4e9, variant="posix-baseline")
+    direct = _ok("t3", "seq_read", 9e9, variant="gds", note=DIRECT)
+    (t3,) = measured_tiers([posix, baseline, *never], chips=8)
+    assert t3.bytes_per_s == 4e9
+    (t3,) = measured_tiers([posix, baseline, direct, *never], chips=8)
+    assert t3.bytes_per_s == 9e9
+    assert "(GDS)" in t3.source

@@ -110,3 +110,16 @@ def test_the_sum_over_all_gpus_is_held_to_that_many_chips_of_the_profile() -> No
     assert "(an estimate: chips may share PCIe switches)" in out.limit
     bare = with_spec(_t2(gpu=None, gpus=8), node=None, t3=None, t4=None)
     assert bare.spec_bytes_per_s is None
+
+
+def test_a_gpus_share_of_a_gds_read_is_not_held_to_the_nodes_ceiling() -> None:
+    out = with_spec(_ok("t3", "seq_read", variant="gds-gpu"), node=P5EN, t3=FSX, t4=S3)
+    assert out.spec_bytes_per_s is None
+    assert "one GPU's share" in out.limit
+
+
+def test_a_compat_gds_read_is_held_to_the_posix_path_not_gds() -> None:
+    compat = with_spec(_ok("t3", "seq_read", variant="gds-compat"), node=P5EN, t3=FSX, t4=S3)
+    posix = with_spec(_ok("t3", "seq_read"), node=P5EN, t3=FSX, t4=S3)
+    assert compat.spec_bytes_per_s == posix.spec_bytes_per_s
+    assert "crossed host memory" in compat.limit
