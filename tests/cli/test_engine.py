@@ -37,7 +37,10 @@ def expected_t1() -> str:
         return "host bytes (torch is not installed)"
     if has_cuda():
         return "torch tensors on cuda:0"
-    return "torch CPU tensors standing in for HBM (no GPU here)"
+    import torch
+
+    build = "is a CPU-only build" if torch.version.cuda is None else "finds no CUDA device"
+    return f"torch CPU tensors standing in for HBM (no GPU here: torch {torch.__version__} {build})"
 
 
 @pytest.mark.parametrize("posture", ["lazy", "eager"])
