@@ -72,6 +72,13 @@ def torch_or_none() -> Any:
     return torch
 
 
+def torch_and_why(host: Host) -> tuple[Any, str | None]:
+    """torch (None when not installed) and, when it has no usable CUDA device, why not: for
+    the engine's mediums, which then keep T1 on the CPU and say so."""
+    torch = torch_or_none()
+    return torch, None if torch is None else cuda_reason(torch, host)
+
+
 # --- why there is no CUDA -------------------------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from kvtool.engine.chunkfile import CorruptChunk, check_key
 from kvtool.engine.manager import SHARED_TIERS, TIERS, Manager, Move
-from kvtool.engine.mediums import Medium, MediumError
+from kvtool.engine.mediums import Medium, MediumError, MemoryMedium, dma_pair, transfer
 from kvtool.errors import redact
 
 
@@ -162,7 +162,12 @@ class Engine:
         for key, tier in found.hits:
             if key in failed:
                 break  # a chunk that could not be brought up ends the usable prefix
-            data = self._read("T1", key) if "T1" in self.mediums else None
+            try:
+                data = self._read("T1", key) if "T1" in self.mediums else None
+            except CorruptChunk as exc:  # T1 deleted it: a miss, recomputed by the caller
+                self.manager.corrupt(key, "T1")
+                self.faults.add("corrupt", f"T1 {key[:12]}: corrupt ({exc})")
+                break
             if data is None:
                 break
             out.keys.append(key)
@@ -265,20 +270,24 @@ class Engine:
             return
         assert move.dst is not None
         if move.kind == "put":
-            data = payloads[move.key]
+            self._write(move.dst, move.key, payloads[move.key])
         else:
             assert move.src is not None
-            try:
-                read = self._read(move.src, move.key, ahead)
-            except MediumError as exc:
-                raise TierFault(move.src, exc) from None
-            if read is None:
-                raise MediumError(f"{move.src} no longer holds the chunk")
-            data = read
-        try:
-            self._write(move.dst, move.key, data)
-        except MediumError as exc:
-            raise TierFault(move.dst, exc) from None
+            src, dst = self.mediums.get(move.src), self.mediums.get(move.dst)
+            if (
+                isinstance(src, MemoryMedium)
+                and isinstance(dst, MemoryMedium)
+                and dma_pair(src, dst)
+            ):
+                self._dma(move, src, dst)
+            else:
+                try:
+                    read = self._read(move.src, move.key, ahead)
+                except MediumError as exc:
+                    raise TierFault(move.src, exc) from None
+                if read is None:
+                    raise MediumError(f"{move.src} no longer holds the chunk")
+                self._write(move.dst, move.key, read)
         if move.kind == "move":
             assert move.src is not None
             try:
@@ -298,12 +307,35 @@ class Engine:
         io.read_bytes += len(data) if data is not None else 0
         return data
 
+    def _dma(self, move: Move, src: MemoryMedium, dst: MemoryMedium) -> None:
+        """``move`` between a GPU T1 and a pinned T2, tensor to tensor (``transfer``). One copy
+        is both the source's read and the destination's write: its bytes and its whole time
+        count as each, so each tier's bandwidth is the DMA's."""
+        assert move.src is not None
+        assert move.dst is not None
+        start = self.timer()
+        try:
+            nbytes = transfer(src, dst, move.key)
+        except MediumError as exc:
+            raise TierFault(move.dst, exc) from None
+        if nbytes is None:
+            raise MediumError(f"{move.src} no longer holds the chunk")
+        spent = self.timer() - start
+        read, written = self.io[move.src], self.io[move.dst]
+        read.read_s += spent
+        read.read_bytes += nbytes
+        written.write_s += spent
+        written.write_bytes += nbytes
+
     def _write(self, tier: str, key: str, data: bytes) -> None:
         medium = self.mediums.get(tier)
         if medium is None:
-            raise MediumError(f"{tier} has no medium")
+            raise TierFault(tier, MediumError(f"{tier} has no medium"))
         start = self.timer()
-        medium.put(key, data)
+        try:
+            medium.put(key, data)
+        except MediumError as exc:
+            raise TierFault(tier, exc) from None
         io = self.io[tier]
         io.write_s += self.timer() - start
         io.write_bytes += len(data)

@@ -28,10 +28,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kvtool.engine.chunkfile import aligned
 from kvtool.engine.engine import Engine
 from kvtool.engine.keys import chain_keys, model_fingerprint
 from kvtool.engine.manager import TIERS, EngineConfig, Manager
-from kvtool.engine.mediums import FolderMedium, Medium, local_mediums, t4_medium
+from kvtool.engine.mediums import FolderMedium, Medium, local_mediums, pool_slots, t4_medium
 from kvtool.errors import InputError
 from kvtool.files import write_text
 from kvtool.model.shape import KvShape
@@ -124,11 +125,33 @@ MAX_SMOKE_CHUNKS = 1_000_000  # a smoke test, not a load generator: engine repla
 CHUNK_OVERHEAD = 4096  # the index's record, the keys and the lists that name one chunk (estimate)
 
 
+def smoke_capacity(options: SmokeOptions) -> dict[str, int | None]:
+    """The bytes each tier may hold in the scenario: T1 about half the unique chunks, so
+    prefill passes its pressure line; T2 every unique chunk; T3 and T4 unbounded."""
+    unique = 1 + options.sessions * (options.chunks_per_session - 1)
+    return {
+        "T1": options.chunk_bytes * max(2, unique // 2),
+        "T2": options.chunk_bytes * unique,
+        "T3": None,
+        "T4": None,
+    }
+
+
+def t2_pool_bytes(options: SmokeOptions) -> int:
+    """The bytes T2's pool takes in the scenario (``mediums.pool_slots`` slots of the chunk
+    rounded up to 4 KiB): what its ``held_bytes`` reports once it is used."""
+    slots = (
+        pool_slots(smoke_capacity(options), options.chunk_bytes, batch=options.chunks_per_session)
+        or 0
+    )
+    return slots * aligned(options.chunk_bytes)
+
+
 class SmokeFootprint(NamedTuple):
     """What a scenario needs at most (an estimate, from the capacities it sets): host memory
-    for T2 (pinned: each chunk rounded up to a power of two, as torch's caching host allocator
-    does) and T1 when T1 is not on a GPU, plus the index; and disk for T3 (and T4 when it is a
-    folder beside T3): every unique chunk and about as many burst chunks, once per tier."""
+    for T2 (its pool, ``t2_pool_bytes``; plain bytes without torch hold no more) and T1 when
+    T1 is not on a GPU, plus the index; and disk for T3 (and T4 when it is a folder beside
+    T3): every unique chunk and about as many burst chunks, once per tier."""
 
     unique_chunks: int
     memory_bytes: int
@@ -136,14 +159,13 @@ class SmokeFootprint(NamedTuple):
 
 
 def smoke_footprint(
-    options: SmokeOptions, *, t1_on_gpu: bool, pinned: bool, t4_beside_t3: bool
+    options: SmokeOptions, *, t1_on_gpu: bool, t4_beside_t3: bool
 ) -> SmokeFootprint:
     """The most the scenario ``options`` describes can hold in memory and on disk."""
     unique = 1 + options.sessions * (options.chunks_per_session - 1)
     chunk = options.chunk_bytes
-    held = 1 << max(chunk - 1, 0).bit_length() if pinned else chunk
-    t1 = 0 if t1_on_gpu else chunk * max(2, unique // 2)
-    memory = t1 + held * unique + CHUNK_OVERHEAD * unique * 2
+    t1 = 0 if t1_on_gpu else smoke_capacity(options)["T1"] or 0
+    memory = t1 + t2_pool_bytes(options) + CHUNK_OVERHEAD * unique * 2
     disk = 2 * unique * chunk * (2 if t4_beside_t3 else 1)
     return SmokeFootprint(unique, memory, disk)
 
@@ -202,14 +224,7 @@ class Scenario:
     ) -> None:
         self.options = options
         self.clock = SmokeClock()
-        unique = 1 + options.sessions * (options.chunks_per_session - 1)
-        capacity: dict[str, int | None] = {
-            # T1 holds about half the chunks, so prefill passes its pressure line
-            "T1": options.chunk_bytes * max(2, unique // 2),
-            "T2": options.chunk_bytes * unique,
-            "T3": None,
-            "T4": None,
-        }
+        capacity = smoke_capacity(options)
         for tier in TIERS:
             if tier not in mediums:
                 capacity[tier] = 0
@@ -569,11 +584,13 @@ def smoke_command(
     s3_client: Callable[[], Any],
     second_node: SecondNode | None = None,
     progress: Callable[[str], None] = lambda _: None,
+    no_gpu: str | None = None,
 ) -> SmokeOutcome:
     """``kvtool engine smoke``: the folder's whole life (made, used, removed unless kept or
     written for a second node), the mediums, and the phase. ``options`` may be None only for
     ``--phase read``, which takes the shape from the manifest. InputError for targets that
-    cannot work (a phase without a shared folder, a read without a manifest)."""
+    cannot work (a phase without a shared folder, a read without a manifest). ``no_gpu`` says
+    why torch has no CUDA device, for T1's description."""
     import tempfile
 
     phase = targets.phase
@@ -619,7 +636,15 @@ def smoke_command(
         except OSError as exc:
             raise InputError(f"cannot write {root}: {exc.strerror or exc}") from None
         threads = targets.io_threads
-        mediums = local_mediums(torch)
+        if options is None:  # --phase read: the second node's T2 is never used
+            mediums = local_mediums(torch, no_gpu=no_gpu)
+        else:
+            slots = pool_slots(
+                smoke_capacity(options), options.chunk_bytes, batch=options.chunks_per_session
+            )
+            mediums = local_mediums(
+                torch, chunk_bytes=options.chunk_bytes, t2_slots=slots, no_gpu=no_gpu
+            )
         mediums["T3"] = FolderMedium("T3", root / "t3", io_threads=threads)
         if targets.t4_url is None:
             mediums["T4"] = FolderMedium("T4", root / "t4", io_threads=threads)

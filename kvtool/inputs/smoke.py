@@ -90,9 +90,7 @@ def resolve_smoke(
         io_threads=threads,
     )
     cuda = torch is not None and bool(torch.cuda.is_available())
-    footprint = smoke_footprint(
-        options, t1_on_gpu=cuda, pinned=cuda, t4_beside_t3=targets.t4_url is None
-    )
+    footprint = smoke_footprint(options, t1_on_gpu=cuda, t4_beside_t3=targets.t4_url is None)
     meminfo = host.read("proc_meminfo", "/proc/meminfo")
     where = str(targets.t3_dir) if targets.t3_dir is not None else tempfile.gettempdir()
     free = host.path_info("smoke_disk", where).get("free_bytes")

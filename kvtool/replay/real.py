@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kvtool.engine.chunkfile import CorruptChunk
 from kvtool.engine.engine import Engine
 from kvtool.engine.manager import Manager, Move
 from kvtool.engine.mediums import Medium
@@ -81,8 +82,12 @@ def real_replay(
         for key in blocks[: len(hit_tiers)]:
             if key in failed or engine.manager.where(key) != "T1":
                 continue
-            data = engine.mediums["T1"].get(key)
             checked += 1
+            try:
+                data = engine.mediums["T1"].get(key)
+            except CorruptChunk:  # T1's checksum caught it and deleted it: the index follows
+                engine.manager.corrupt(key, "T1")
+                data = None
             if data != payload(key, block_bytes):
                 mismatched += 1
 
@@ -116,14 +121,14 @@ def real_replay(
 
 
 def replay_in_folder(
-    trace: Trace, config: ReplayConfig, folder: Path, *, torch: Any
+    trace: Trace, config: ReplayConfig, folder: Path, *, torch: Any, no_gpu: str | None = None
 ) -> tuple[ReplayResult, RealStats]:
     """``--real DIR``: the replay with T1 and T2 in memory and T3 and T4 as folders in a
     scratch folder under ``folder``, removed afterwards. InputError when ``folder`` is not a
     folder or lacks the room every block may need (in T3 and in T4)."""
     import shutil
 
-    from kvtool.engine.mediums import FolderMedium, local_mediums
+    from kvtool.engine.mediums import FolderMedium, local_mediums, pool_slots
 
     if not folder.is_dir():
         raise InputError(
@@ -139,7 +144,11 @@ def replay_in_folder(
         )
     with Scratch() as cleanup:  # removed however this ends: errors, SIGINT, SIGTERM, SIGHUP
         root = cleanup.folder(folder, "kvtool-replay-")
-        mediums = local_mediums(torch)
+        batch = max((len(r.blocks) for r in trace.requests), default=1)
+        slots = pool_slots(config.capacity, config.block_units, batch=batch, most=unique)
+        mediums = local_mediums(
+            torch, chunk_bytes=config.block_units, t2_slots=slots, no_gpu=no_gpu
+        )
         mediums["T3"] = FolderMedium("T3", root / "t3")
         mediums["T4"] = FolderMedium("T4", root / "t4")
         return real_replay(

@@ -36,8 +36,14 @@ def expected_t1() -> str:
     if not HAS_TORCH:
         return "host bytes (torch is not installed)"
     if has_cuda():
-        return "torch tensors on cuda:0"
-    return "torch CPU tensors standing in for HBM (no GPU here)"
+        return "torch tensors on cuda:0; T1<->T2 by DMA on a side stream"
+    import torch
+
+    from kvtool.bench.gpu import cuda_reason
+    from kvtool.probe.host import LocalHost
+
+    # the command names the cause as kvtool bench does (a CPU build of torch, no driver...)
+    return f"torch CPU tensors standing in for HBM ({cuda_reason(torch, LocalHost())})"
 
 
 @pytest.mark.parametrize("posture", ["lazy", "eager"])

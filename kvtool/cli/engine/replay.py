@@ -94,12 +94,14 @@ def replay(
     notes = list(setup.notes)
     extra: dict[str, Any] = {}
     if folder is not None:
-        from kvtool.bench.gpu import torch_or_none
+        from kvtool.bench.gpu import torch_and_why
+        from kvtool.probe.host import LocalHost
         from kvtool.replay.real import replay_in_folder
         from kvtool.replay.trace import Trace
 
         assert isinstance(loaded, Trace)  # --real reads the whole trace (resolve_replay)
-        result, stats = replay_in_folder(loaded, setup.config, folder, torch=torch_or_none())
+        torch, no_gpu = torch_and_why(LocalHost())
+        result, stats = replay_in_folder(loaded, setup.config, folder, torch=torch, no_gpu=no_gpu)
         extra["real"] = stats._asdict()
         notes.append(
             f"--real: {stats.checked:,} hit blocks read back from T1 and compared,"

@@ -103,14 +103,14 @@ def smoke(
 
       kvtool engine smoke --t3-dir /fsx/shared --phase read
     """
-    from kvtool.bench.gpu import torch_or_none
+    from kvtool.bench.gpu import torch_and_why
     from kvtool.cli.render import engine as render
     from kvtool.cli.render.text import StatusLine, print_json
     from kvtool.engine.smoke import SmokeTargets, second_node_process, smoke_command
     from kvtool.inputs.smoke import resolve_smoke
     from kvtool.probe.host import LocalHost, engine_s3_client
 
-    torch = torch_or_none()
+    torch, no_gpu = torch_and_why(LocalHost())
     inputs = resolve_smoke(
         model=model, engine=engine, kv_dtype=kv_dtype, tp=tp, chunk_tokens=chunk_tokens,
         sessions=sessions, chunks=chunks, posture=posture, policy=policy,
@@ -135,6 +135,7 @@ def smoke(
             s3_client=engine_s3_client,
             second_node=second_node_process(io_threads=threads, run=run),
             progress=line.update,
+            no_gpu=no_gpu,
         )
     left = list(outcome.cleanup_failures)
     if as_json:

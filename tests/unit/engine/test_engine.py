@@ -7,12 +7,15 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from kvtool.engine.engine import Engine
+from kvtool.engine.manager import EngineConfig, Manager
 from kvtool.engine.mediums import FolderMedium, S3Medium
+from tests.unit.engine.fake_torch import FakeTorch
 from tests.unit.engine.helpers import KEYS, FullFolder, payload, s3_client, small_engine
 
 
@@ -216,3 +219,89 @@ def test_a_corrupt_chunk_read_ahead_is_quarantined_and_ends_the_prefix(tmp_path:
     assert engine.manager.counters["corrupt"] == 1
     assert not victim.exists()
     engine.close()
+
+
+def _gpu_engine(
+    *, t2_slots: int | None = None, timer: Callable[[], float] | None = None
+) -> tuple[Engine, FakeTorch]:
+    """T1 (2 chunks) and T2 (4 chunks) on a fake CUDA machine, T2 a pinned pool sized by
+    ``pool_slots`` unless ``t2_slots`` says otherwise; no lower tier."""
+    from kvtool.engine.mediums import local_mediums, pool_slots
+
+    chunk = 65536
+    capacity: dict[str, int | None] = {"T1": 2 * chunk, "T2": 4 * chunk, "T3": 0, "T4": 0}
+    fake = FakeTorch(devices=1)
+    slots = pool_slots(capacity, chunk, batch=1) if t2_slots is None else t2_slots
+    mediums = local_mediums(fake, chunk_bytes=chunk, t2_slots=slots)
+    config = EngineConfig(capacity_bytes=capacity, pressure=1.0)
+    manager = Manager(config, lambda: 0.0)
+    engine = Engine(
+        manager, mediums, chunk_bytes=chunk, chunk_tokens=4, timer=timer or time.perf_counter
+    )
+    return engine, fake
+
+
+def test_a_t1_t2_move_on_a_gpu_is_dma_and_counts_once_per_tier() -> None:
+    ticks = iter(range(0, 10_000, 1))
+    engine, fake = _gpu_engine(timer=lambda: float(next(ticks)))
+    first, second, third = KEYS[:3]
+    engine.insert(first, payload(first), 4)
+    engine.insert(second, payload(second), 4)
+    fake.conversions.clear()
+    before = {
+        t: (io.read_bytes, io.read_s, io.write_bytes, io.write_s) for t, io in engine.io.items()
+    }
+    engine.insert(third, payload(third), 4)  # T1 full: ``first`` moves to T2
+    assert engine.manager.where(first) == "T2"
+    assert fake.conversions == ["frombuffer"]  # the put's bytes; the move saw none
+    assert [(c.src, c.dst, c.pinned, c.non_blocking) for c in fake.copies[-1:]] == [
+        ("cuda:0", "cpu", True, True)
+    ]
+    io = engine.io
+    # the put into T1 took one tick; the DMA one tick, counted as T1's read and T2's write
+    assert io["T1"].write_bytes - before["T1"][2] == 65536
+    assert io["T1"].read_bytes - before["T1"][0] == 65536
+    assert io["T2"].write_bytes - before["T2"][2] == 65536
+    assert io["T1"].read_s - before["T1"][1] == 1.0
+    assert io["T2"].write_s - before["T2"][3] == 1.0
+    assert io["T2"].read_bytes == 0
+    hit = engine.lookup([first])  # back up by DMA, then read out and checked
+    assert hit.tiers == ["T2"]
+    assert hit.data == [payload(first)]
+    assert [(c.src, c.dst, c.non_blocking) for c in fake.copies if c.stream != "default"] == [
+        ("cuda:0", "cpu", True),
+        ("cpu", "cuda:0", True),
+        ("cuda:0", "cpu", True),  # ``second``, pushed down to make room
+    ]
+    assert io["T2"].read_bytes == 65536
+    assert not engine.faults
+
+
+def test_a_corrupt_chunk_in_t1_is_a_miss_counted_and_gone() -> None:
+    engine, fake = _gpu_engine()
+    key = KEYS[0]
+    engine.insert(key, payload(key), 4)
+    fake.held(engine.mediums["T1"], key)[7] ^= 0x04
+    hit = engine.lookup([key])
+    assert hit.keys == []  # recomputed by the caller, never served
+    assert engine.manager.counters["corrupt"] == 1
+    assert engine.manager.where(key) is None
+    assert not engine.mediums["T1"].contains(key)
+    assert engine.faults.counts == {"corrupt": 1}
+
+
+def test_t2s_pool_needs_one_calls_chunks_beside_its_own_capacity() -> None:
+    """The manager plans T1's evictions into T2 before T2's own in a call: once T2 is full,
+    each insert moves a chunk from T1 into T2 before T2 drops its oldest. A pool of T2's
+    capacity alone runs out there (a fault, reported); one sized by ``pool_slots`` (T2's and
+    one insert's chunk) does not."""
+    for slots, faults in ((4, True), (None, False)):
+        engine, _ = _gpu_engine(t2_slots=slots)
+        for key in KEYS[:8]:
+            engine.insert(key, payload(key), 4)
+        assert bool(engine.faults) is faults, engine.faults.summary()
+        if not faults:
+            held = [k for k in KEYS[:8] if engine.manager.where(k) is not None]
+            assert held == KEYS[2:8]  # T2's 4 and T1's 2
+            for key in held:
+                assert engine.lookup([key]).data == [payload(key)]

@@ -330,8 +330,14 @@ def test_with_cpu_torch_t1_is_cpu_tensors_standing_in_for_hbm(t3_dir: Path) -> N
     outcome = smoke_command(SMALL, SmokeTargets(t3_dir=t3_dir, io_threads=4), torch=torch,
                             s3_client=_no_s3)  # fmt: skip
     assert _failed(outcome) == []
-    assert outcome.report.mediums["T1"] == "torch CPU tensors standing in for HBM (no GPU here)"
-    assert outcome.report.mediums["T2"] == "host memory (torch)"
+    assert outcome.report.mediums["T1"] == (
+        f"torch CPU tensors standing in for HBM (no GPU here: torch {torch.__version__}"
+        " is a CPU-only build)"
+    )
+    # the pool T2 took is what the footprint counted for it, no power of two
+    assert outcome.report.mediums["T2"] == (
+        f"host pool (torch, not pinned: no CUDA) of {13 + 4} slots x {SMALL.chunk_bytes:,} B"
+    )
     assert list(t3_dir.iterdir()) == []
 
 
@@ -694,21 +700,46 @@ def test_s3_down_for_the_whole_smoke_is_a_report_not_a_traceback(
     assert list(t3_dir.iterdir()) == []  # T3 removed all the same
 
 
-def test_the_footprint_counts_t1_off_gpu_and_pinned_t2_rounded_up() -> None:
-    """T2 and (off a GPU) T1 are host memory; torch's pinned host allocator rounds each chunk
-    up to a power of two, so a 10 MiB chunk holds 16 MiB of pinned memory."""
-    from kvtool.engine.smoke import CHUNK_OVERHEAD, smoke_footprint
+def test_the_footprint_counts_t1_off_gpu_and_t2_as_its_pool() -> None:
+    """T2 and (off a GPU) T1 are host memory. T2 is a pool of T2's capacity in chunks and one
+    session's chunks (what one call may push from T1 before T2's own evictions leave), each
+    slot the chunk rounded up to 4 KiB:
+    a 10 MiB chunk takes 10 MiB, not the 16 MiB torch's pinned allocator would round it to."""
+    from kvtool.engine.smoke import CHUNK_OVERHEAD, smoke_footprint, t2_pool_bytes
 
     options = SmokeOptions(chunk_bytes=10 * 2**20, chunk_tokens=256, fingerprint="f" * 16)
     unique = 1 + 4 * 3
     index = 2 * CHUNK_OVERHEAD * unique
-    on_cpu = smoke_footprint(options, t1_on_gpu=False, pinned=False, t4_beside_t3=True)
+    t1 = 10 * 2**20 * (unique // 2)
+    assert t2_pool_bytes(options) == 10 * 2**20 * (unique + 4)
+    on_cpu = smoke_footprint(options, t1_on_gpu=False, t4_beside_t3=True)
     assert on_cpu.unique_chunks == unique
-    assert on_cpu.memory_bytes == 10 * 2**20 * (unique // 2 + unique) + index
+    assert on_cpu.memory_bytes == t1 + t2_pool_bytes(options) + index
     assert on_cpu.disk_bytes == 4 * unique * 10 * 2**20  # T3 and T4, chunks and a burst
-    on_gpu = smoke_footprint(options, t1_on_gpu=True, pinned=True, t4_beside_t3=False)
-    assert on_gpu.memory_bytes == 16 * 2**20 * unique + index
+    on_gpu = smoke_footprint(options, t1_on_gpu=True, t4_beside_t3=False)
+    assert on_gpu.memory_bytes == t2_pool_bytes(options) + index
     assert on_gpu.disk_bytes == 2 * unique * 10 * 2**20
+    odd = options._replace(chunk_bytes=17_989_632 + 1)  # one byte past a 4 KiB multiple
+    assert t2_pool_bytes(odd) == (unique + 4) * (17_989_632 + 4096)
+
+
+@pytest.mark.torch
+@pytest.mark.no_gpu
+def test_the_pool_t2_takes_in_the_scenario_is_what_the_footprint_counts(t3_dir: Path) -> None:
+    import torch
+
+    from kvtool.engine.mediums import FolderMedium, local_mediums, pool_slots
+    from kvtool.engine.smoke import Scenario, smoke_capacity, t2_pool_bytes
+
+    slots = pool_slots(smoke_capacity(SMALL), SMALL.chunk_bytes, batch=SMALL.chunks_per_session)
+    mediums = local_mediums(torch, chunk_bytes=SMALL.chunk_bytes, t2_slots=slots)
+    mediums["T3"] = FolderMedium("T3", t3_dir / "t3", io_threads=2)
+    scenario = Scenario(SMALL, mediums)
+    for name, run in (("prefill", scenario.prefill), ("pressure", scenario.pressure)):
+        assert scenario.step(name, run).status == "PASS"
+    assert scenario.engine.faults.summary() == []  # the pool never ran out
+    assert mediums["T2"].held_bytes == t2_pool_bytes(SMALL) == 17 * SMALL.chunk_bytes  # type: ignore[attr-defined]
+    scenario.engine.close()
 
 
 def test_check_room_leaves_unknown_availability_unchecked() -> None:
