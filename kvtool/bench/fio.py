@@ -63,18 +63,34 @@ def fio_path(path: str) -> str:
     return path.replace(":", "\\:")
 
 
+WRITE_FILES = "kvtool-write.$jobnum.$filenum"  # a write's own files, beside the reads'
+
+
+def fresh_writes(ops: tuple[str, ...] | list[str]) -> bool:
+    """Whether a run of ``ops`` writes files of its own (``WRITE_FILES``): when it reads too,
+    so the reads find files fio laid out and the write makes new ones, as KV offload does."""
+    kinds = {OPS[op] == "write" for op in ops if op in OPS}
+    return kinds == {True, False}
+
+
 def job_file(job: FioJob) -> str:
     """The fio job file for ``job``: time-based, one section per op named after it, each after
-    the first waiting for the one before (``stonewall``). Every op uses the same file names, so
-    the reads find what ``seq_write`` laid out. ``group_reporting`` unless ``job.per_job``;
+    the first waiting for the one before (``stonewall``). The reads share one set of files (fio
+    lays them out before the first one's clock starts; a GDS read after the run reads them
+    too); a write beside reads writes new files of its own (``fresh_writes``).
+    ``group_reporting`` unless ``job.per_job``;
     ``thread`` (fio's jobs as threads, not processes) when ``job.thread``."""
     unknown = [op for op in job.ops if op not in OPS]
     if unknown or not job.ops:
         raise InputError(f"unknown fio op {unknown!r}", "choose " + ", ".join(OPS))
     runtime = max(1, round(job.runtime_s))
+    fresh = fresh_writes(job.ops)
     sections = []
     for index, op in enumerate(job.ops):
-        sections += [f"[{op}]", *(["stonewall"] if index else []), f"rw={OPS[op]}", ""]
+        sections += [f"[{op}]", *(["stonewall"] if index else []), f"rw={OPS[op]}"]
+        if fresh and OPS[op] == "write":
+            sections.append(f"filename_format={WRITE_FILES}")
+        sections.append("")
     return "\n".join(
         [
             "[global]",

@@ -216,13 +216,14 @@ def _loops(size: int, sample_bytes: int) -> int:
     return max(MIN_LOOPS, min(MAX_LOOPS, -(-sample_bytes // max(size, 1))))
 
 
-def _hold(torch: Any) -> bool:
+def _hold(torch: Any, enqueues: int = MAX_LOOPS) -> bool:
     """A spin kernel on the current stream, so what is enqueued next waits for the host to
-    finish enqueuing; False when this torch has none."""
+    finish enqueuing; long enough for ``enqueues`` copies (HOLD_CYCLES covers MAX_LOOPS of
+    them). False when this torch has none."""
     sleep = getattr(torch.cuda, "_sleep", None)
     if sleep is None:
         return False
-    sleep(HOLD_CYCLES)
+    sleep(HOLD_CYCLES * max(1, -(-enqueues // MAX_LOOPS)))
     return True
 
 
@@ -487,13 +488,15 @@ def run_t2(
     results: list[BenchResult] = []
     rigs: list[_Rig] = []
     for index in range(torch.cuda.device_count()):
-        lack = _free_enough(torch, index, sum(sizes))
+        lack = _free_enough(torch, index, sum(sizes) + max(sizes))  # + bidir's second buffer
         if lack is not None:
             results.append(skipped("t2", "h2d", lack))
             continue
         try:
             rig = _Rig(torch, host, index, sizes)
-            results += _t2_alone(rig, repeats, progress)
+            alone = _t2_alone(rig, repeats, progress)
+            rig.gpu, _cpus = gpu_place(torch, host, index)  # the link as it ran under load
+            results += [r._replace(gpu=rig.gpu) for r in alone]
             rigs.append(rig)
         except Exception as exc:
             results.append(_failed("t2", "h2d", f"GPU {index}", exc, torch))
@@ -641,7 +644,7 @@ def _t2_together(
                     with torch.cuda.device(rig.index):
                         start = torch.cuda.Event(enable_timing=True)
                         end = torch.cuda.Event(enable_timing=True)
-                        _hold(torch)
+                        _hold(torch, loops * len(rigs))  # until every GPU's are enqueued
                         start.record()
                         for _ in range(loops):
                             step()

@@ -1,9 +1,18 @@
 """T3: the shared file system's real bandwidth and latency with fio and KV-shaped I/O.
 
-The runs: ``seq_write`` (which also lays the files out), ``seq_read`` and ``rand_read``, each
-time-based, ``direct=1`` unless the user says otherwise, one file per job in a dedicated
+The runs: ``seq_read`` and ``rand_read``, then ``seq_write`` (results in the order asked),
+each time-based, ``direct=1`` unless the user says otherwise, one file per job in a dedicated
 scratch folder (``kvtool-bench-<pid>-<random>``) that is removed afterwards, also on Ctrl-C
-and on errors; nothing else in the folder is touched. With ``hosts`` fio's own client/server
+and on errors; nothing else in the folder is touched.
+
+Reads first (``run_order``): fio lays the files out itself before the first read starts its
+clock (written and fsynced, as when one runs fio by hand), so the reads measure the file
+system, not the state a timed write just left in it; the write then makes new files of its
+own, as KV offload writes new chunk files (overwriting laid-out files could skip the file
+system's allocation, and read faster than offload writes). Reads run right after an O_DIRECT write
+of the same files read 0.60-0.92 of the same reads on laid-out files on the development VM
+(benchmarks/bench_t3), from run to run; an fsync after the write, a pause, a separate fio
+process or ``fallocate=none`` did not close the gap. With ``hosts`` fio's own client/server
 mode drives ``fio --server`` on every node for the cluster's aggregate.
 """
 
@@ -13,7 +22,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from kvtool.bench.fio import FioError, FioJob, aligned, job_file, json_document, result_from_fio
+from kvtool.bench.fio import (
+    FioError,
+    FioJob,
+    aligned,
+    fresh_writes,
+    job_file,
+    json_document,
+    result_from_fio,
+)
 from kvtool.bench.gds import run_gds_read
 from kvtool.bench.result import BenchResult
 from kvtool.errors import InputError
@@ -69,19 +86,29 @@ def fio_engines(host: Host) -> str:
     return host.run("fio_enghelp", ["fio", "--enghelp"]).stdout
 
 
+def run_order(ops: Sequence[str]) -> tuple[str, ...]:
+    """The order fio runs ``ops`` in: the reads, then the writes, each in the order given."""
+    return tuple(op for op in ops if op != "seq_write") + tuple(
+        op for op in ops if op == "seq_write"
+    )
+
+
 def plan_files(path: str, options: T3Options, free_bytes: int | None) -> int:
     """Bytes per job file: ``--size`` split over the jobs of one node, at least one block;
-    InputError when the folder has not room for every node's files (90% of free space)."""
+    InputError when the folder has not room for every node's files (90% of free space): twice
+    over when the run reads and writes (the write makes files of its own, ``fresh_writes``)."""
     block = aligned(options.block_bytes)
     per_job = max(block, options.size_bytes // max(options.threads, 1) // block * block)
     clients = max(1, len(options.hosts))
-    needed = per_job * options.threads * clients
+    sets = 2 if fresh_writes(options.ops) else 1
+    needed = per_job * options.threads * clients * sets
     if free_bytes is not None and needed > free_bytes * 0.9:
         nodes = f" x {clients} nodes" if clients > 1 else ""
+        twice = " x 2: the reads' files and the write's" if sets == 2 else ""
         raise InputError(
             f"{path} has {free_bytes / 2**30:,.2f} GiB free; the test needs"
             f" {needed / 2**30:,.2f} GiB ({options.threads} jobs x {per_job / 2**20:,.0f} MiB"
-            f"{nodes})",
+            f"{nodes}{twice})",
             "lower --size or --threads, or free space",
         )
     return per_job
@@ -154,9 +181,11 @@ def _measure(
         f" {options.duration_s:g} s each"
     )
     if not options.hosts:  # one fio process runs the ops in turn: start-up paid once
-        progress(f"T3 {', '.join(options.ops)}: {about}")
-        results = _run_fio(host, job, scratch, (), tool)
-        if options.gds and "seq_write" in options.ops:
+        ordered = job._replace(ops=run_order(options.ops))
+        progress(f"T3 {', '.join(ordered.ops)}: {about}")
+        done = {r.op: r for r in _run_fio(host, ordered, scratch, (), tool)}
+        results = [done[op] for op in options.ops]
+        if options.gds:  # the files are there: the first run laid them out
             results += run_gds_read(
                 host,
                 job,
@@ -169,9 +198,11 @@ def _measure(
     # one fio run per op, so that every node runs the same op at the same time and
     # fio's "All clients" sum is that op's aggregate
     results = []
-    for index, op in enumerate(options.ops, 1):
+    for index, op in enumerate(run_order(options.ops), 1):
         progress(f"T3 {op} ({index}/{len(options.ops)}) on {len(options.hosts)} nodes: {about}")
         results += _run_fio(host, job._replace(ops=(op,)), scratch, options.hosts, tool)
+    order = {op: index for index, op in enumerate(options.ops)}
+    results.sort(key=lambda r: order[r.op])
     return [r._replace(filesystem=filesystem) for r in results]
 
 

@@ -119,6 +119,7 @@ class FakeCuda:
         self.free = {d: 80 * 2**30 for d in range(len(names))}
         self.warning = ""
         self.events: list[FakeEvent] = []
+        self.cycles: list[int] = []
         if sleep:
             self._sleep = self._spin
 
@@ -182,6 +183,7 @@ class FakeCuda:
 
     def _spin(self, cycles: int) -> None:
         self.sleeps += 1
+        self.cycles.append(cycles)
         stream = self.current_stream()
         self.held.add(stream.device)
         self.enqueue(stream, ("cost", cycles / 2e6))  # the spin itself, at 2 GHz

@@ -144,6 +144,19 @@ def test_job_file_sections_stonewall_and_share_file_names() -> None:
     assert "iodepth=8" in text
 
 
+def test_a_write_beside_reads_writes_files_of_its_own() -> None:
+    from kvtool.bench.fio import WRITE_FILES, fresh_writes
+
+    text = job_file(_job(ops=("seq_read", "rand_read", "seq_write")))
+    reads, write = text.split("[seq_write]")
+    assert f"filename_format={WRITE_FILES}" in write
+    assert WRITE_FILES not in reads
+    assert fresh_writes(("seq_read", "seq_write"))
+    assert not fresh_writes(("seq_write",))
+    assert not fresh_writes(("seq_read", "rand_read"))
+    assert WRITE_FILES not in job_file(_job(ops=("seq_write",)))
+
+
 def test_job_file_refuses_an_unknown_op() -> None:
     with pytest.raises(InputError, match="unknown fio op"):
         job_file(_job(ops=("seq_trim",)))

@@ -510,6 +510,10 @@ def test_t2_on_each_gpu_then_all_at_once_at_the_chunk_and_a_large_size(
         assert total.note.startswith("the sum over all 2 GPUs at once, each held by a spin kernel")
     (t2,) = measured_tiers(results, chips=2)
     assert t2.bytes_per_s == pytest.approx(50e9)  # not one GPU's 50 GB/s x 2 chips
+    # the spin lasts until every GPU's copies are enqueued: 2 x 191 loops of 10 MiB is more
+    # than one spin's 256, so those holds are twice as long
+    assert gpu.HOLD_CYCLES * 2 in fake.cuda.cycles
+    assert set(fake.cuda.cycles) == {gpu.HOLD_CYCLES, gpu.HOLD_CYCLES * 2}
     assert "on 2 GPU(s) at once" in t2.source
     assert "10.00 MiB copies" in t2.source
     assert messages[:3] == ["T2 h2d pinned on GPU 0, 10 MiB", "T2 d2h pinned on GPU 0, 10 MiB",

@@ -42,3 +42,50 @@ def test_space_is_per_job_files_for_every_node() -> None:
 def test_each_job_gets_at_least_one_aligned_block() -> None:
     options = T3Options(block_bytes=10 * 2**20, threads=32, size_bytes=2**20)
     assert plan_files("/fsx", options, free_bytes=None) == 10 * 2**20
+
+
+def test_the_reads_run_first_on_files_fio_lays_out_and_the_results_keep_the_order_asked() -> None:
+    from kvtool.bench.t3 import run_order
+
+    assert run_order(("seq_write", "seq_read", "rand_read")) == (
+        "seq_read", "rand_read", "seq_write",
+    )  # fmt: skip
+    assert run_order(("rand_read", "seq_write")) == ("rand_read", "seq_write")
+    assert run_order(("seq_write",)) == ("seq_write",)
+
+
+class JobFiles(LocalHost):
+    """This machine, keeping the text of every fio job file it runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.jobs: list[str] = []
+
+    def run(self, key: str, argv: Any, timeout_s: float | None = None) -> Any:
+        self.jobs += [Path(a).read_text() for a in argv if str(a).endswith(".fio")]
+        return super().run(key, argv, timeout_s)
+
+
+@pytest.mark.fio
+def test_fio_reads_before_it_writes_and_kvtool_reports_in_the_order_asked(tmp_path: Path) -> None:
+    host = JobFiles()
+    options = T3Options(block_bytes=2**20, threads=2, duration_s=1, size_bytes=8 * 2**20, gds=False)
+    results = run_t3(host, str(tmp_path), options)
+    assert [r.op for r in results] == ["seq_write", "seq_read", "rand_read"]
+    assert all(r.status == "ok" and r.bytes_per_s for r in results)
+    (job,) = host.jobs
+    sections = [line for line in job.splitlines() if line.startswith("[") and line != "[global]"]
+    assert sections == ["[seq_read]", "[rand_read]", "[seq_write]"]
+    # the write makes new files of its own; the reads share the ones fio laid out
+    write = job.split("[seq_write]")[1]
+    assert "filename_format=kvtool-write.$jobnum.$filenum" in write
+    assert job.count("filename_format=") == 2
+
+
+def test_a_run_that_reads_and_writes_needs_room_for_both_sets_of_files() -> None:
+    both = T3Options(block_bytes=2**20, threads=4, size_bytes=2**30)
+    assert plan_files("/fsx", both, free_bytes=None) == 2**28
+    with pytest.raises(InputError, match=r"needs 2\.00 GiB \(4 jobs x 256 MiB x 2: the reads'"):
+        plan_files("/fsx", both, free_bytes=2 * 2**30)
+    reads = both._replace(ops=("seq_read", "rand_read"))
+    assert plan_files("/fsx", reads, free_bytes=2 * 2**30) == 2**28  # one set: 1 of 2 GiB
