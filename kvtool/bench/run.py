@@ -83,6 +83,13 @@ def _link_spec(result: BenchResult, node: NodeProfile | None) -> BenchResult:
     ways = 2 if result.op == "bidir" else 1
     profile = node.host_to_chip_gbytes_per_s if node is not None else 0.0
     both = " both ways" if ways == 2 else " per direction"
+    if result.gpu is None and result.gpus <= 1:  # a row from an older kvtool: no GPU named
+        if not profile:
+            return result
+        return result._replace(
+            spec_bytes_per_s=profile * 1e9 * ways,
+            limit=f"host-to-chip link {profile:g} GB/s{both} per chip (a profile estimate)",
+        )
     if result.gpu is None:
         if not profile:
             return result._replace(limit="no --hardware: no per-chip link figure to add up")

@@ -123,3 +123,11 @@ def test_a_compat_gds_read_is_held_to_the_posix_path_not_gds() -> None:
     posix = with_spec(_ok("t3", "seq_read"), node=P5EN, t3=FSX, t4=S3)
     assert compat.spec_bytes_per_s == posix.spec_bytes_per_s
     assert "crossed host memory" in compat.limit
+
+
+def test_a_t2_row_from_an_older_kvtool_is_held_to_the_profile_per_chip() -> None:
+    old = _ok("t2", "h2d", variant="pinned")  # no gpu, gpus 0: one GPU at a time, unnamed
+    out = with_spec(old, node=P5EN, t3=FSX, t4=S3)
+    assert out.spec_bytes_per_s == P5EN.host_to_chip_gbytes_per_s * 1e9
+    assert out.limit.endswith("per direction per chip (a profile estimate)")
+    assert with_spec(old, node=None, t3=None, t4=None) == old
