@@ -9,10 +9,11 @@ Reads first (``run_order``): fio lays the files out itself before the first read
 clock (written and fsynced, as when one runs fio by hand), so the reads measure the file
 system, not the state a timed write just left in it; the write then makes new files of its
 own, as KV offload writes new chunk files (overwriting laid-out files could skip the file
-system's allocation, and read faster than offload writes). Reads run right after an O_DIRECT write
-of the same files read 0.60-0.92 of the same reads on laid-out files on the development VM
-(benchmarks/bench_t3), from run to run; an fsync after the write, a pause, a separate fio
-process or ``fallocate=none`` did not close the gap. With ``hosts`` fio's own client/server
+system's allocation, and read faster than offload writes). On the development VM, reads run
+right after an O_DIRECT write of the same files read 0.50-0.92 of the same reads on laid-out
+files (medians of 8-10 rounds of fio alone, 32 jobs of 1 MiB, from one run to the next); an
+fsync after the write, a pause, a separate fio process or ``fallocate=none`` did not close
+the gap. With ``hosts`` fio's own client/server
 mode drives ``fio --server`` on every node for the cluster's aggregate.
 """
 
