@@ -9,8 +9,17 @@ How a bandwidth is timed (``_held``), after nvbandwidth (``testcase.cpp``, ``mem
 warm-up copies; then a spin kernel (``torch.cuda._sleep``) holds the stream while the start
 event, a loop of copies and the end event are enqueued, so the host's launch gaps fall inside
 the spin and not between the events; the median of 3 such samples. Latency is the other
-question, one copy per event pair, and is timed that way. Copies are the copy engine's
-(``copy_``: ``cudaMemcpyAsync``); SM copies are not measured (nvbandwidth's ``*_sm`` cases).
+question, one copy per event pair, and is timed that way.
+
+Two engines move bytes on a GPU, and nvbandwidth measures both (its ``*_ce`` and ``*_sm``
+cases). T1 measures both: variant ``ce`` is the copy engine (``copy_``: ``cudaMemcpyAsync``),
+what an engine's block copies get (vLLM's ``swap_blocks`` is one ``cudaMemcpyAsync`` per
+block); variant ``sm`` is a kernel on the SMs reading and writing every byte
+(``torch.bitwise_or(src, 0, out=dst)`` on int32 views: an identity, one vectorized elementwise
+kernel), what kernels that read KV get (attention, LMCache's gather kernels). T2's copies are
+the copy engine's only: an SM copy across PCIe needs a kernel that reads host memory by its
+device address (zero-copy), which torch does not expose, so nvbandwidth's
+``host_to_device_memcpy_sm`` has no counterpart here.
 
 Bytes counted: a device-to-device copy reads and writes every byte, so T1's ``bytes_per_s`` is
 2 x size / time, as bandwidthTest and STREAM copy count it and as the HBM datasheet peak is
@@ -299,17 +308,38 @@ def _total(size: int, sample_bytes: int) -> str:
     return f"{size * _loops(size, sample_bytes) / 1e9:,.1f} GB"
 
 
-def _how(held: bool, size: int, sample_bytes: int) -> str:
-    """How a bandwidth row was timed, in words."""
+COPY_ENGINE = "copy_ (cudaMemcpyAsync, copy engine)"
+
+
+def _how(held: bool, size: int, sample_bytes: int, engine: str = COPY_ENGINE) -> str:
+    """How a bandwidth row was timed, in words; ``engine`` says what copied."""
     hold = (
         "behind a spin kernel"
         if held
         else "no spin kernel (this torch has no torch.cuda._sleep: launch gaps count)"
     )
     return (
-        f"copy_ (cudaMemcpyAsync, copy engine); a loop of copies of at least"
+        f"{engine}; a loop of copies of at least"
         f" {_total(size, sample_bytes)} between two CUDA events {hold}, after {WARMUP} warm-up"
         f" copies, median of {SAMPLES}"
+    )
+
+
+def _sm_copier(torch: Any, dst: Any, src: Any) -> tuple[Callable[[], object], str]:
+    """A copy of ``src`` into ``dst`` (uint8, one GPU) by a kernel on the SMs, and how it is
+    done in words: ``bitwise_or`` with 0 is an identity, one elementwise kernel that reads
+    each element once and writes it once; on int32 views (16-byte vector loads) when the size
+    allows, else on the bytes."""
+    dtype, name = (torch.int32, "int32") if src.numel() % 4 == 0 else (torch.uint8, "uint8")
+    source, target = src.view(dtype), dst.view(dtype)
+
+    def copy() -> object:
+        return torch.bitwise_or(source, 0, out=target)
+
+    return copy, (
+        f"an SM copy (torch.bitwise_or(src, 0, out=dst) on {name} views: one elementwise"
+        " kernel reading and writing every byte, as nvbandwidth's *_sm cases copy with SMs"
+        " rather than the copy engine)"
     )
 
 
@@ -394,22 +424,31 @@ def _t1_on(
     progress: Callable[[str], None],
 ) -> list[BenchResult]:
     name = torch.cuda.get_device_name(index)
-    measured = []
+    measured: list[tuple[str, int, float, bool, list[float] | None, str]] = []
     with torch.cuda.device(index):
         for size in sizes:
             progress(f"T1 d2d on GPU {index} ({name}), {_size(size)}")
             src = torch.empty(size, dtype=torch.uint8, device=f"cuda:{index}")
             dst = torch.empty_like(src)
+            loops = _loops(size, T1_SAMPLE_BYTES)
             step = _copier(dst, src)
-            seconds, held = _held(torch, step, _loops(size, T1_SAMPLE_BYTES))
-            latency = _one_at_a_time(torch, step, repeats)
-            measured.append((size, _median(seconds), held, latency))
-            del src, dst, step
+            seconds, held = _held(torch, step, loops)
+            one_by_one = _one_at_a_time(torch, step, repeats)
+            measured.append(("ce", size, _median(seconds), held, one_by_one, COPY_ENGINE))
+            sm, engine = _sm_copier(torch, dst, src)
+            seconds, held = _held(torch, sm, loops)
+            measured.append(("sm", size, _median(seconds), held, None, engine))
+            del src, dst, step, sm
         torch.cuda.empty_cache()
     gid, _cpus = gpu_place(torch, host, index)
     results = []
-    for size, per_copy, held, latency in measured:
-        how = _how(held, size, T1_SAMPLE_BYTES)
+    for variant, size, per_copy, held, latency, engine in measured:
+        how = _how(held, size, T1_SAMPLE_BYTES, engine)
+        timed = (
+            f"; latency: one copy per event pair, {repeats} repeats"
+            if latency is not None
+            else "; no latency (the copy engine's row has it)"
+        )
         results.append(
             BenchResult(
                 tier="t1",
@@ -418,11 +457,11 @@ def _t1_on(
                 tool=f"torch {torch.__version__}",
                 block_bytes=size,
                 threads=1,
+                variant=variant,
                 bytes_per_s=2 * size / per_copy,
-                latency_us=latency_of(latency),
+                latency_us=None if latency is None else latency_of(latency),
                 note=f"{how}; read+write bytes (2 x size / time, as bandwidthTest and STREAM"
-                " copy count and the HBM peak is quoted; nvbandwidth counts once: half);"
-                f" latency: one copy per event pair, {repeats} repeats",
+                f" copy count and the HBM peak is quoted; nvbandwidth counts once: half){timed}",
                 gpu=gid,
                 gpus=1,
             )

@@ -87,11 +87,12 @@ class GpuId(NamedTuple):
 class BenchResult(NamedTuple):
     """One measurement: ``op`` is seq_read, rand_read, seq_write, h2d, d2h, d2d, copy, get or
     put. ``clients`` is how many nodes drove it (fio client/server: ``bytes_per_s`` is their
-    aggregate). ``variant`` tells apart measurements of one op: ``pinned``/``pageable`` host
-    memory, ``host-only`` and its numpy ``reference``. ``spec_bytes_per_s`` is what the
-    profile promises for the same path (None when no profile applies); ``limit`` says what
-    bounds it; ``note`` how it was measured; ``filesystem`` the T3 folder's file-system type
-    (``lustre``, ``ext4``...) from /proc/mounts. ``gpu`` names the GPU a T1 or T2 row ran on;
+    aggregate). ``variant`` tells apart measurements of one op: ``ce``/``sm`` (T1's copy
+    engine or a kernel on the SMs), ``pinned``/``pageable`` host memory, ``host-only`` and
+    its numpy ``reference``. ``spec_bytes_per_s`` is what the profile promises for the same
+    path (None when no profile applies); ``limit`` says what bounds it; ``note`` how it was
+    measured; ``filesystem`` the T3 folder's file-system type (``lustre``, ``ext4``...) from
+    /proc/mounts. ``gpu`` names the GPU a T1 or T2 row ran on;
     ``gpus`` is how many GPUs copied at the same time (1 alone, N for all at once; a row with
     ``gpu`` None and ``gpus`` N is their sum; 0 for rows that are not GPU copies)."""
 

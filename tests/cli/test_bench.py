@@ -322,15 +322,16 @@ def test_t1_and_t2_on_fake_gpus_name_each_gpu_and_a_failing_one_exits_1(
     done = kvtool("bench", "--tier", "t1,t2", "--hardware", "p5en")
     assert done.exit_code == 1, done.stderr
     out = done.stdout
-    assert "T1 d2d GPU 0" in out
+    assert "T1 d2d ce GPU 0" in out
+    assert "T1 d2d sm GPU 0" in out
     assert "T2 h2d pinned GPU 0" in out
     assert "T1 d2d: FAIL, GPU 1: RuntimeError: CUDA error: ECC" in out
     assert "GPUs:\n  GPU 0 FakeGPU-A (PCI 0000:18:00.0) GPU-00000000-aaaa-bbbb-cccc-dddd" in out
     assert "  T2 h2d pinned, d2h pinned: torch 9.9.9+fake; pinned host memory" in out
     rows = json.loads(kvtool("bench", "--tier", "t1", "--json").stdout)["results"]
-    assert [(r["status"], r["gpu"] and r["gpu"]["device"]) for r in rows] == [("ok", 0)] * 2 + [
-        ("ok", 1)
-    ] * 2
+    assert [(r["status"], r["variant"], r["gpu"] and r["gpu"]["device"]) for r in rows] == [
+        ("ok", variant, device) for device in (0, 1) for _ in range(2) for variant in ("ce", "sm")
+    ]
 
 
 def test_t4_puts_and_gets_through_boto3_and_deletes_its_objects(

@@ -4,7 +4,8 @@ Each device has streams with clocks in milliseconds. An operation enqueued on a 
 spin kernel holds waits ``launch_gap_ms`` first (the host's launch gap, as on a real GPU whose
 queue ran dry); behind a spin operations run back to back once the host synchronizes. A copy
 costs ``cost_ms(copy)``, where ``Copy`` says what it moved and on how many GPUs copies ran at
-once, so a test can model a shared PCIe switch. Streams are independent (PCIe is full duplex);
+once, so a test can model a shared PCIe switch; an SM copy (``torch.bitwise_or(src, 0, out=dst)``,
+a kernel) is a ``Copy`` whose ``engine`` is ``sm``. Streams are independent (PCIe is full duplex);
 ``wait_event`` joins them. Every allocation, fill and copy is kept for the test to check;
 tensors hold no bytes.
 """
@@ -24,7 +25,8 @@ MiB = 2**20
 class Copy(NamedTuple):
     """One ``dst.copy_(src)``: its kind (d2d, h2d, d2h), bytes, devices, whether host memory
     was pinned, the device current at the time, whether it was asynchronous, which stream it
-    ran on, and on how many devices copies ran at the same time (``together``)."""
+    ran on, on how many devices copies ran at the same time (``together``), and what copied
+    (``engine``: ``ce`` the copy engine, ``sm`` a kernel), with the element type it used."""
 
     kind: str
     nbytes: int
@@ -35,15 +37,35 @@ class Copy(NamedTuple):
     non_blocking: bool
     stream: FakeStream
     together: int = 1
+    engine: str = "ce"
+    dtype: str = "uint8"
+
+
+ITEMSIZE = {"uint8": 1, "int32": 4}
 
 
 class FakeTensor:
-    """A uint8 tensor: its length, where it lives, whether it is pinned and what was written."""
+    """A uint8 tensor (or an int32 view of one): its length, where it lives, whether it is
+    pinned and what was written."""
 
-    def __init__(self, fake: FakeTorch, nbytes: int, device: str, pinned: bool) -> None:
+    def __init__(
+        self, fake: FakeTorch, nbytes: int, device: str, pinned: bool, dtype: str = "uint8"
+    ) -> None:
         self.fake, self.nbytes, self.device, self.pinned = fake, nbytes, device, pinned
+        self.dtype = dtype
         self.filled: int | None = None
         self.cpus = frozenset(os.sched_getaffinity(0))  # where this thread ran at allocation
+
+    def numel(self) -> int:
+        return self.nbytes // ITEMSIZE[self.dtype]
+
+    def view(self, dtype: str) -> FakeTensor:
+        """The same bytes as ``dtype``; as torch, the size must divide into its elements."""
+        if self.nbytes % ITEMSIZE[dtype]:
+            raise RuntimeError(f"{self.nbytes} bytes do not divide into {dtype} elements")
+        view = FakeTensor(self.fake, self.nbytes, self.device, self.pinned, dtype)
+        view.cpus = self.cpus
+        return view
 
     def fill_(self, value: int) -> FakeTensor:
         self.filled = value
@@ -246,6 +268,7 @@ class FakeTorch:
 
     __version__ = "9.9.9+fake"
     uint8 = "uint8"
+    int32 = "int32"
 
     def __init__(
         self,
@@ -302,6 +325,23 @@ class FakeTorch:
         )  # fmt: skip
         self.copies.append(copy)
         self.cuda.enqueue(stream, ("copy", copy))
+
+    def bitwise_or(self, src: FakeTensor, other: int, *, out: FakeTensor) -> FakeTensor:
+        """An elementwise kernel on the GPU that holds both tensors: an SM copy when
+        ``other`` is 0."""
+        if other != 0 or src.dtype != out.dtype or src.nbytes != out.nbytes:
+            raise AssertionError(f"not an identity copy: {src.dtype} | {other} into {out.dtype}")
+        if not (src.device == out.device and src.device.startswith("cuda:")):
+            raise RuntimeError(f"a kernel on {src.device} writing {out.device}")
+        stream = self.cuda.current_stream()
+        assert stream.device == int(src.device[5:]), "a kernel launched on another GPU's stream"
+        copy = Copy(
+            "d2d", out.nbytes, out.device, src.device, False, self.cuda.current, True, stream,
+            engine="sm", dtype=src.dtype,
+        )  # fmt: skip
+        self.copies.append(copy)
+        self.cuda.enqueue(stream, ("copy", copy))
+        return out
 
 
 def scripted(ms: Sequence[float]) -> Callable[[Copy], float]:

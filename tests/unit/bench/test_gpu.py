@@ -333,21 +333,28 @@ def test_t1_is_timed_behind_a_spin_kernel_so_launch_gaps_do_not_count(
     # it reads 20% low; held, exactly the copy
     fake = FakeTorch(["G"], cost_ms=lambda c: 0.2, launch_gap_ms=0.05)
     _use(monkeypatch, fake)
-    (result,) = gpu.run_t1(node(gpu_sysfs(PCI[0])), sizes=(64 * MiB,), repeats=5)
-    assert result.bytes_per_s == pytest.approx(2 * 64 * MiB / 0.2e-3)
-    # latency is one copy per event pair: the gaps are part of it
+    result, sm = gpu.run_t1(node(gpu_sysfs(PCI[0])), sizes=(64 * MiB,), repeats=5)
+    assert (result.variant, sm.variant) == ("ce", "sm")
+    for row in (result, sm):
+        assert row.bytes_per_s == pytest.approx(2 * 64 * MiB / 0.2e-3)
+        assert "behind a spin kernel" in row.note
+    # latency is one copy per event pair: the gaps are part of it (the copy engine's row)
     assert result.latency_us is not None
     assert result.latency_us.p50 == pytest.approx((0.2 + 2 * 0.05) * 1000)
-    assert fake.cuda.sleeps == gpu.SAMPLES
-    assert "behind a spin kernel" in result.note
+    assert sm.latency_us is None
+    assert fake.cuda.sleeps == 2 * gpu.SAMPLES
     # without torch.cuda._sleep the gaps count, and the note says so
     unheld = FakeTorch(["G"], cost_ms=lambda c: 0.2, launch_gap_ms=0.05, sleep=False)
     _use(monkeypatch, unheld)
-    (slow,) = gpu.run_t1(node(gpu_sysfs(PCI[0])), sizes=(64 * MiB,), repeats=5)
-    assert slow.bytes_per_s is not None
-    assert result.bytes_per_s is not None
-    assert slow.bytes_per_s < 0.85 * result.bytes_per_s
-    assert "no spin kernel (this torch has no torch.cuda._sleep: launch gaps count)" in slow.note
+    for slow, fast in zip(
+        gpu.run_t1(node(gpu_sysfs(PCI[0])), sizes=(64 * MiB,), repeats=5), (result, sm), strict=True
+    ):
+        assert slow.bytes_per_s is not None
+        assert fast.bytes_per_s is not None
+        assert slow.bytes_per_s < 0.85 * fast.bytes_per_s
+        assert "no spin kernel (this torch has no torch.cuda._sleep: launch gaps count)" in (
+            slow.note
+        )
 
 
 def test_t1_loops_copies_between_events_and_takes_the_median_sample(
@@ -355,23 +362,46 @@ def test_t1_loops_copies_between_events_and_takes_the_median_sample(
 ) -> None:
     size = 2 * 10**9 // 256 * 16  # 125,000,000 B: loops of 64 copies make one sample's 8 GB
     loops = 64
-    # warm-up copies cost 50 ms; the samples' copies 3, 1 and 2 ms; the latency copies 9 ms
+    # the copy engine: warm-up copies cost 50 ms; the samples' copies 3, 1 and 2 ms; the
+    # latency copies 9 ms; then the SM copy: warm-up 50 ms, samples 4, 6 and 5 ms
     costs = [50.0] * gpu.WARMUP + [3.0] * loops + [1.0] * loops + [2.0] * loops + [9.0] * 4
+    costs += [50.0] * gpu.WARMUP + [4.0] * loops + [6.0] * loops + [5.0] * loops
     fake = FakeTorch(["G"], cost_ms=scripted(costs))
     _use(monkeypatch, fake)
-    (result,) = gpu.run_t1(node(gpu_sysfs(PCI[0])), sizes=(size,), repeats=3)
+    result, sm = gpu.run_t1(node(gpu_sysfs(PCI[0])), sizes=(size,), repeats=3)
     assert result.bytes_per_s == pytest.approx(2 * size / 2e-3)  # the median sample: 2 ms
     assert result.latency_us == pytest.approx(latency_of([9e-3] * 3))
-    assert len(fake.copies) == gpu.WARMUP + 3 * loops + 1 + 3
+    assert sm.bytes_per_s == pytest.approx(2 * size / 5e-3)  # its median sample: 5 ms
+    ce_copies = gpu.WARMUP + 3 * loops + 1 + 3
+    assert len(fake.copies) == ce_copies + gpu.WARMUP + 3 * loops
     assert all(c.kind == "d2d" and c.non_blocking and c.current == 0 for c in fake.copies)
-    assert "a loop of copies of at least 8.0 GB between two CUDA events" in result.note
-    assert "read+write bytes (2 x size / time" in result.note
-    assert "nvbandwidth counts once: half" in result.note
+    assert {c.engine for c in fake.copies[:ce_copies]} == {"ce"}
+    assert {(c.engine, c.dtype) for c in fake.copies[ce_copies:]} == {("sm", "int32")}
+    for row in (result, sm):
+        assert "a loop of copies of at least 8.0 GB between two CUDA events" in row.note
+        assert "read+write bytes (2 x size / time" in row.note
+        assert "nvbandwidth counts once: half" in row.note
+    assert result.note.startswith("copy_ (cudaMemcpyAsync, copy engine); ")
+    assert sm.note.startswith("an SM copy (torch.bitwise_or(src, 0, out=dst) on int32 views")
+    assert "no latency (the copy engine's row has it)" in sm.note
+
+
+def test_t1_sm_copy_of_a_size_not_whole_int32s_copies_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    size = 10 * MiB + 2  # a KV chunk need not be whole 4-byte words
+    fake = FakeTorch(["G"], cost_ms=lambda c: 1.0 if c.engine == "ce" else 0.5)
+    _use(monkeypatch, fake)
+    ce, sm = gpu.run_t1(node(gpu_sysfs(PCI[0])), sizes=(size,))
+    assert {(c.engine, c.dtype) for c in fake.copies} == {("ce", "uint8"), ("sm", "uint8")}
+    assert "on uint8 views" in sm.note
+    assert sm.bytes_per_s == pytest.approx(2 * (ce.bytes_per_s or 0))  # each its own engine's
 
 
 def test_t1_measures_every_gpu_at_every_size_and_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    per_mib = _per_mib({"cuda:0": 0.5, "cuda:1": 0.25})
     fake = FakeTorch(["FakeGPU-A", "FakeGPU-B"],
-                     cost_ms=_per_mib({"cuda:0": 0.5, "cuda:1": 0.25}))  # fmt: skip
+                     cost_ms=lambda c: per_mib(c) * (0.8 if c.engine == "sm" else 1))  # fmt: skip
     _use(monkeypatch, fake)
     messages: list[str] = []
     host = node(gpu_sysfs(PCI[0]), gpu_sysfs(PCI[1], numa="1\n"))
@@ -382,15 +412,18 @@ def test_t1_measures_every_gpu_at_every_size_and_names_it(monkeypatch: pytest.Mo
         "T1 d2d on GPU 1 (FakeGPU-B), 1 MiB",
         "T1 d2d on GPU 1 (FakeGPU-B), 4 MiB",
     ]
-    assert [(r.gpu.device if r.gpu else None, r.block_bytes) for r in results] == [
-        (0, MiB), (0, 4 * MiB), (1, MiB), (1, 4 * MiB),
+    assert [(r.gpu.device if r.gpu else None, r.block_bytes, r.variant) for r in results] == [
+        (0, MiB, "ce"), (0, MiB, "sm"), (0, 4 * MiB, "ce"), (0, 4 * MiB, "sm"),
+        (1, MiB, "ce"), (1, MiB, "sm"), (1, 4 * MiB, "ce"), (1, 4 * MiB, "sm"),
     ]  # fmt: skip
-    for result, ms_per_mib in zip(results, (0.5, 0.5, 0.25, 0.25), strict=True):
+    for result in results:
         assert (result.tier, result.op, result.status, result.gpus) == ("t1", "d2d", "ok", 1)
+        assert result.gpu is not None
+        ms_per_mib = (0.5, 0.25)[result.gpu.device] * (0.8 if result.variant == "sm" else 1)
         seconds = result.block_bytes / MiB * ms_per_mib / 1000
         assert result.bytes_per_s == pytest.approx(2 * result.block_bytes / seconds)
-    assert results[2].gpu is not None
-    assert results[2].gpu.numa_node == 1
+    assert results[4].gpu is not None
+    assert results[4].gpu.numa_node == 1
     assert all(c.current == int(c.dst[5:]) for c in fake.copies)
     assert fake.cuda.emptied == 2  # each GPU's buffers given back before the next
 
@@ -401,13 +434,13 @@ def test_a_full_gpu_is_skipped_with_its_free_memory_and_the_others_run(
     fake = FakeTorch(["A", "B"])
     fake.cuda.free[0] = 1536 * MiB  # a server holds the rest
     _use(monkeypatch, fake)
-    full, ok = gpu.run_t1(node(gpu_sysfs(PCI[1])), sizes=(2**30,))
+    full, *ok = gpu.run_t1(node(gpu_sysfs(PCI[1])), sizes=(2**30,))
     assert full.status == "skip"
     assert full.reason.startswith("GPU 0 has 1.5 GiB free of 80.0 GiB; this measurement needs")
     assert "another process holds the memory?" in full.reason
-    assert ok.status == "ok"
-    assert ok.gpu is not None
-    assert ok.gpu.device == 1
+    assert [(r.status, r.variant, r.gpu and r.gpu.device) for r in ok] == [
+        ("ok", "ce", 1), ("ok", "sm", 1),
+    ]  # fmt: skip
     assert {t.device for t in fake.allocations} == {"cuda:1"}
 
 
@@ -417,7 +450,7 @@ def test_a_busy_or_failing_gpu_is_its_own_row_and_the_others_run(
     busy = RuntimeError("CUDA error: CUDA-capable device(s) is/are busy or unavailable\nmore")
     fake = FakeTorch(["A", "B", "C"], fail={0: busy, 1: ValueError("odd\nsecond line")})
     _use(monkeypatch, fake)
-    first, second, third = gpu.run_t1(node(), sizes=(MiB,))
+    first, second, third, _sm = gpu.run_t1(node(), sizes=(MiB,))
     assert first.status == "skip"
     assert first.reason.startswith(
         "GPU 0 is busy or unavailable (CUDA error: CUDA-capable device(s) is/are busy or"
