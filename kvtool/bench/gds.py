@@ -34,8 +34,8 @@ from kvtool.bench.fio import (
     result_from_fio,
     side_latency,
 )
-from kvtool.bench.gpu import torch_or_none
-from kvtool.bench.result import BenchResult, Latency, latency_of, skipped
+from kvtool.bench.gpu import gpu_place, torch_or_none
+from kvtool.bench.result import BenchResult, GpuId, Latency, latency_of, skipped
 from kvtool.probe.host import Host
 from kvtool.probe.parse import NvfsStats, parse_nvidia_fs_stats
 
@@ -198,15 +198,19 @@ def gds_rows(
     compat: bool,
     baseline: BenchResult | None,
     depth: int,
+    ids: Sequence[GpuId] = (),
 ) -> list[BenchResult]:
     """The node's aggregate row (``gds``, or ``gds-compat`` when ``compat`` or the verdict is
-    not direct) and one row per GPU, every one carrying the nvidia-fs verdict. ``total`` is
-    the aggregate measurement as read (its note says how); ``depth`` is the requests each job
-    keeps in flight (fio's iodepth; 1 for KvikIO's blocking preads)."""
+    not direct; ``gpu`` None, ``gpus`` N, as T2's sum row) and one row per GPU (``gpu`` from
+    ``ids``, by index alone where it has none; ``gpus`` N: they read at once), every one
+    carrying the nvidia-fs verdict. ``total`` is the aggregate measurement as read (its note
+    says how); ``depth`` is the requests each job keeps in flight (fio's iodepth; 1 for
+    KvikIO's blocking preads)."""
+    named = {g.device: g for g in ids}
     compat = compat or not went_direct(verdict)
     slow = slow_gpus(shares)
-    ids = ":".join(str(g) for g in range(gpus))
-    notes = [f"{total.note}, into {gpus} GPU(s) {ids} (jobs round-robin)"]
+    spread = ":".join(str(g) for g in range(gpus))
+    notes = [f"{total.note}, into {gpus} GPU(s) {spread} (jobs round-robin)"]
     notes += [n for n in (spread_note(total.threads // max(depth, 1), gpus),) if n]
     if slow:
         notes.append(
@@ -223,7 +227,7 @@ def gds_rows(
     elif baseline is not None:
         notes.append(f"no POSIX baseline: {baseline.reason or baseline.note}")
     notes.append(verdict)
-    rows = [total._replace(variant=COMPAT if compat else VARIANT, note="; ".join(notes))]
+    rows = [total._replace(variant=COMPAT if compat else VARIANT, note="; ".join(notes), gpus=gpus)]
     for share in shares:
         of_node = share.bytes_read / max(sum(s.bytes_read for s in shares), 1)
         flag = "; under 80% of the median GPU per job" if share.gpu in slow else ""
@@ -236,9 +240,23 @@ def gds_rows(
                 latency_us=share.latency_us,
                 note=f"GPU {share.gpu} of {gpus}: {share.jobs} of {total.threads // max(depth, 1)}"
                 f" jobs, {of_node:.0%} of the node's bytes{flag}; {verdict}",
+                gpu=named.get(share.gpu, GpuId(device=share.gpu, name="")),
+                gpus=gpus,
             )
         )
     return rows
+
+
+def gpu_ids(torch: Any, host: Host, count: int) -> list[GpuId]:
+    """GPUs 0 to ``count`` - 1 as T1 and T2 rows name theirs (torch's properties and sysfs),
+    read after the read (an idle GPU drops its PCIe link speed); a GPU torch does not see (the
+    caller asked for more GPUs than torch sees) by its index alone."""
+    seen = 0
+    if torch is not None and torch.cuda.is_available():
+        seen = int(torch.cuda.device_count())
+    return [
+        gpu_place(torch, host, g)[0] if g < seen else GpuId(device=g, name="") for g in range(count)
+    ]
 
 
 def gpu_count(gpus: int | None) -> int | None:
@@ -379,6 +397,7 @@ def _fio_gds(
         compat=False,
         baseline=baseline,
         depth=cufile.iodepth,
+        ids=gpu_ids(torch_or_none(), host, gpus),
     )
 
 
@@ -521,6 +540,7 @@ def _kvikio_read(
         compat=compat,
         baseline=baseline,
         depth=1,
+        ids=gpu_ids(torch, host, gpus),
     )
 
 

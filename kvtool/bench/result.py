@@ -62,7 +62,7 @@ class GpuId(NamedTuple):
     link_max: PcieLink | None = None
 
     def __str__(self) -> str:
-        text = f"GPU {self.device} {self.name}"
+        text = f"GPU {self.device}" + (f" {self.name}" if self.name else "")
         where = [f"PCI {self.pci}"] if self.pci else []
         if self.numa_node is not None:
             where.append(f"NUMA {self.numa_node}")

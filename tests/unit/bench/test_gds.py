@@ -193,7 +193,10 @@ class GpuNode(LocalHost):
         return CommandResult(0, json.dumps(document), "")
 
 
-def test_the_fio_read_gives_baseline_node_and_per_gpu_rows(tmp_path: Path) -> None:
+def test_the_fio_read_gives_baseline_node_and_per_gpu_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gds, "torch_or_none", lambda: FakeTorch(2))  # torch sees 2 of the 4
     node = GpuNode(direct_mib=36)  # the recorded run read 36 MiB
     rows = gds.run_gds_read(
         node, _job(directory=str(tmp_path)), fio_engines=lambda: WITH_LIBCUFILE, tool="fio-x",
@@ -216,6 +219,13 @@ def test_the_fio_read_gives_baseline_node_and_per_gpu_rows(tmp_path: Path) -> No
     assert sum(r.bytes_per_s or 0 for r in gpus) == total.bytes_per_s
     assert all(r.threads == 2 for r in gpus)
     assert all("direct (GPUDirect)" in r.note for r in gpus)
+    # each GPU's row names it in its own field, as T1 and T2 rows do; the node's is their sum
+    assert [(r.gpu and (r.gpu.device, r.gpu.name, r.gpu.pci), r.gpus) for r in gpus] == [
+        ((0, "Fake GPU 0", "0000:18:00.0"), 4), ((1, "Fake GPU 1", "0000:28:00.0"), 4),
+        ((2, "", ""), 4), ((3, "", ""), 4),
+    ]  # fmt: skip
+    assert (total.gpu, total.gpus) == (None, 4)
+    assert (base.gpu, base.gpus) == (None, 0)  # into host memory: no GPU copied
 
 
 def test_a_compat_mode_fio_read_is_marked_on_every_row(tmp_path: Path) -> None:
@@ -279,12 +289,23 @@ class FakeKvikio:
 
 
 class FakeTorch:
-    """torch's CUDA surface the reader uses, with ``gpus`` devices: buffers record theirs."""
+    """torch's CUDA surface the reader uses, with ``gpus`` devices: buffers record theirs, and
+    each device has a name, UUID and PCI address as torch's properties give them."""
 
     uint8 = "uint8"
 
     def __init__(self, gpus: int) -> None:
-        self.cuda = SimpleNamespace(is_available=lambda: True, device_count=lambda: gpus)
+        self.cuda = SimpleNamespace(
+            is_available=lambda: True,
+            device_count=lambda: gpus,
+            get_device_properties=lambda d: SimpleNamespace(
+                name=f"Fake GPU {d}",
+                uuid=f"{d:08x}-1111-2222-3333-444444444444",
+                pci_domain_id=0,
+                pci_bus_id=0x18 + 0x10 * d,
+                pci_device_id=0,
+            ),
+        )
 
     def empty(self, size: int, *, dtype: str, device: str) -> Any:
         return SimpleNamespace(size=size, dtype=dtype, device=device)
@@ -325,6 +346,11 @@ def test_kvikio_reads_every_byte_once_over_the_gpus_with_its_pool(
     assert "direct (GPUDirect)" in total.note
     assert [gpu0.variant, gpu1.variant] == ["gds-gpu", "gds-gpu"]
     assert gpu0.bytes_per_s == gpu1.bytes_per_s  # 4 files each
+    assert [(r.gpu and r.gpu.uuid, r.gpus) for r in (gpu0, gpu1)] == [
+        ("GPU-00000000-1111-2222-3333-444444444444", 2),
+        ("GPU-00000001-1111-2222-3333-444444444444", 2),
+    ]
+    assert (total.gpu, total.gpus) == (None, 2)
 
 
 def test_kvikio_in_compat_mode_is_marked_whatever_the_counters_say(

@@ -78,6 +78,8 @@ def test_a_gpu_row_names_its_gpu_in_json_and_reads_back() -> None:
     assert PcieLink(5, 16).bytes_per_s == pytest.approx(63.015e9, rel=1e-4)
     assert PcieLink(6, 16).bytes_per_s == pytest.approx(121.0e9)
     assert PcieLink(3, 16).bytes_per_s == pytest.approx(15.754e9, rel=1e-4)
+    assert str(gpu) == "GPU 2 NVIDIA H200 (PCI 0000:38:00.0, NUMA 0, PCIe Gen4 x16 (max Gen5 x16))"
+    assert str(GpuId(3, "")) == "GPU 3"  # known by its index alone
 
 
 @pytest.mark.parametrize(
