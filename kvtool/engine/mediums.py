@@ -110,7 +110,15 @@ class SlotPool:
     def _allocate(self) -> None:
         torch = self._torch
         total = self.slots * self.slot_bytes
-        memory = torch.empty(total, dtype=torch.uint8)
+        try:
+            memory = torch.empty(total, dtype=torch.uint8)
+        except (MemoryError, RuntimeError) as exc:
+            if not out_of_memory(torch, exc):
+                raise
+            raise MediumError(
+                f"T2: no room for the pool's {total:,} B of host memory ({_first_line(exc)}):"
+                " give T2 less capacity"
+            ) from None
         if self.pin:
             error = torch.cuda.cudart().cudaHostRegister(memory.data_ptr(), total, 0)
             if int(error) != 0:
@@ -257,14 +265,27 @@ class MemoryMedium:
 
     def _place(self, nbytes: int) -> tuple[Any, int | None]:
         """Room for a chunk of ``nbytes``: a uint8 tensor of exactly that length and its pool
-        slot (None when there is no pool). MediumError when the pool is full."""
+        slot (None when there is no pool). MediumError when the pool is full or the memory
+        has no room (a GPU another process fills: torch's out-of-memory error)."""
         torch = self._torch
         if self._pool is not None:
             slot, view = self._pool.take(nbytes)
             return view, slot
-        if self.kind == "pinned":
-            return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True), None
-        return torch.empty(nbytes, dtype=torch.uint8, device=self._device), None
+        try:
+            if self.kind == "pinned":
+                return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True), None
+            return torch.empty(nbytes, dtype=torch.uint8, device=self._device), None
+        except (MemoryError, RuntimeError) as exc:
+            if not out_of_memory(torch, exc):
+                raise
+            where = "pinned host memory" if self.kind == "pinned" else self._device
+            fix = f"give {self.tier} less capacity"
+            if self.kind == "cuda":
+                fix = f"another process may hold the GPU's memory (nvidia-smi lists it), or {fix}"
+            raise MediumError(
+                f"{self.tier}: {where} has no room for a {nbytes:,} B chunk"
+                f" ({_first_line(exc)}): {fix}"
+            ) from None
 
     def put(self, key: str, data: bytes | memoryview) -> None:
         """Keep a copy of ``data`` with its CRC-32; MediumError when the pool has no room."""
@@ -321,6 +342,19 @@ class MemoryMedium:
         if self._stream is None:
             self._stream = self._torch.cuda.Stream(device=self._device)
         return self._stream
+
+
+def out_of_memory(torch: Any, exc: BaseException) -> bool:
+    """``exc`` says an allocation found no room: Python's MemoryError, torch's
+    ``cuda.OutOfMemoryError``, or a CUDA error that says "out of memory" (cudaHostAlloc)."""
+    oom = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
+    if isinstance(exc, MemoryError) or (isinstance(oom, type) and isinstance(exc, oom)):
+        return True
+    return "out of memory" in str(exc).lower()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
 def _no_gpu(torch: Any) -> str:

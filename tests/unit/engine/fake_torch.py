@@ -140,6 +140,8 @@ class FakeCudart:
 class FakeCuda:
     """``torch.cuda`` with ``devices`` CUDA devices (0: not available)."""
 
+    OutOfMemoryError = type("OutOfMemoryError", (RuntimeError,), {})
+
     def __init__(self, fake: FakeTorch, devices: int) -> None:
         self.fake = fake
         self.devices = devices
@@ -180,7 +182,10 @@ class FakeTorch:
     __version__ = "9.9.9+fake"
     uint8 = "uint8"
 
-    def __init__(self, devices: int = 1) -> None:
+    def __init__(self, devices: int = 1, *, gpu_bytes: int | None = None) -> None:
+        """``gpu_bytes``: what the CUDA devices can allocate in all (None: no limit); past it
+        an allocation raises torch's out-of-memory error (nothing is ever given back)."""
+        self.gpu_bytes = gpu_bytes
         self.version = types.SimpleNamespace(cuda="12.8" if devices else None)
         self.cuda = FakeCuda(self, devices)
         self.copies: list[Copy] = []
@@ -197,6 +202,13 @@ class FakeTorch:
             raise TypeError(f"expected torch.uint8, got {dtype!r}")
         if pin_memory and not self.cuda.devices:
             raise RuntimeError("pinned memory needs a CUDA device")
+        if device.startswith("cuda") and self.gpu_bytes is not None:
+            if size > self.gpu_bytes:  # torch's message, shortened
+                raise self.cuda.OutOfMemoryError(
+                    f"CUDA out of memory. Tried to allocate {size / 2**20:.2f} MiB. GPU 0 has"
+                    " a total capacity of 139.80 GiB of which 2.00 MiB is free.\nmore"
+                )
+            self.gpu_bytes -= size
         self.allocations.append((size, device, pin_memory))
         # garbage, as torch.empty's would be: a test cannot pass on zeros left in place
         return FakeTensor(self, np.full(size, 0xA5, dtype=np.uint8), device, pin_memory)

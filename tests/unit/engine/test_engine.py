@@ -222,15 +222,19 @@ def test_a_corrupt_chunk_read_ahead_is_quarantined_and_ends_the_prefix(tmp_path:
 
 
 def _gpu_engine(
-    *, t2_slots: int | None = None, timer: Callable[[], float] | None = None
+    *,
+    t2_slots: int | None = None,
+    timer: Callable[[], float] | None = None,
+    gpu_bytes: int | None = None,
 ) -> tuple[Engine, FakeTorch]:
-    """T1 (2 chunks) and T2 (4 chunks) on a fake CUDA machine, T2 a pinned pool sized by
-    ``pool_slots`` unless ``t2_slots`` says otherwise; no lower tier."""
+    """T1 (2 chunks) and T2 (4 chunks) on a fake CUDA machine whose GPU can allocate
+    ``gpu_bytes`` (None: no limit), T2 a pinned pool sized by ``pool_slots`` unless
+    ``t2_slots`` says otherwise; no lower tier."""
     from kvtool.engine.mediums import local_mediums, pool_slots
 
     chunk = 65536
     capacity: dict[str, int | None] = {"T1": 2 * chunk, "T2": 4 * chunk, "T3": 0, "T4": 0}
-    fake = FakeTorch(devices=1)
+    fake = FakeTorch(devices=1, gpu_bytes=gpu_bytes)
     slots = pool_slots(capacity, chunk, batch=1) if t2_slots is None else t2_slots
     mediums = local_mediums(fake, chunk_bytes=chunk, t2_slots=slots)
     config = EngineConfig(capacity_bytes=capacity, pressure=1.0)
@@ -275,6 +279,20 @@ def test_a_t1_t2_move_on_a_gpu_is_dma_and_counts_once_per_tier() -> None:
     ]
     assert io["T2"].read_bytes == 65536
     assert not engine.faults
+
+
+def test_a_gpu_another_process_fills_is_a_reported_fault_not_a_traceback() -> None:
+    """T1 has room for its 2 chunks on paper, but the GPU holds one: the second put is torch's
+    out-of-memory error, reported as T1's fault; the chunk that fit is still served."""
+    engine, _ = _gpu_engine(gpu_bytes=65536 + 100)
+    first, second = KEYS[:2]
+    engine.insert(first, payload(first), 4)
+    engine.insert(second, payload(second), 4)
+    assert engine.faults
+    text = " ".join(engine.faults)
+    assert "cuda:0 has no room for a 65,536 B chunk (CUDA out of memory." in text
+    assert engine.lookup([first]).data == [payload(first)]
+    assert engine.manager.where(second) is None
 
 
 def test_a_corrupt_chunk_in_t1_is_a_miss_counted_and_gone() -> None:

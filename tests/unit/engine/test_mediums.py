@@ -378,6 +378,45 @@ def test_t1_to_t2_and_back_is_tensor_to_tensor_dma_on_a_side_stream() -> None:
     assert t1.get(key) == data
 
 
+def test_a_full_gpu_or_host_is_a_medium_error_naming_it_and_other_errors_stay_loud() -> None:
+    fake = FakeTorch(devices=1, gpu_bytes=15_000)  # another process holds the rest
+    t1 = MemoryMedium("T1", torch=fake)
+    t2 = MemoryMedium("T2", torch=fake)  # one pinned allocation per chunk
+    first, second = KEYS[:2]
+    t1.put(first, payload(first, 10_000))
+    with pytest.raises(MediumError) as full:
+        t1.put(second, payload(second, 10_000))
+    assert str(full.value) == (
+        "T1: cuda:0 has no room for a 10,000 B chunk (CUDA out of memory. Tried to allocate"
+        " 0.01 MiB. GPU 0 has a total capacity of 139.80 GiB of which 2.00 MiB is free.):"
+        " another process may hold the GPU's memory (nvidia-smi lists it), or give T1 less"
+        " capacity"
+    )
+    t2.put(second, payload(second, 10_000))
+    with pytest.raises(MediumError, match=r"^T1: cuda:0 has no room"):
+        transfer(t2, t1, second)  # back up into the full GPU: refused,
+    assert t2.get(second) == payload(second, 10_000)  # and the chunk stays where it was
+    assert t1.get(first) == payload(first, 10_000)
+
+    def host_full(*_: object, **__: object) -> None:
+        raise RuntimeError("CUDA error: out of memory\nCUDA kernel errors might be ...")
+
+    fake.empty = host_full  # type: ignore[method-assign,assignment]
+    with pytest.raises(MediumError, match=r"^T2: pinned host memory has no room for a 3 B chunk"
+                       r" \(CUDA error: out of memory\): give T2 less capacity$"):  # fmt: skip
+        t2.put(KEYS[2], b"abc")
+    pool = MemoryMedium("T2", torch=fake, slots=4, chunk_bytes=4096)
+    with pytest.raises(MediumError, match=r"^T2: no room for the pool's 16,384 B of host memory"):
+        pool.put(KEYS[2], b"abc")
+
+    def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    fake.empty = broken  # type: ignore[method-assign,assignment]
+    with pytest.raises(RuntimeError, match="illegal memory access"):  # a bug is not "full"
+        t1.put(KEYS[3], b"abc")
+
+
 def test_dma_waits_for_the_copy_before_the_source_is_freed_or_read() -> None:
     """Without the wait, the fake's asynchronous copy has not landed: the copy holds the
     pool's garbage, and the checksum it carried says so when it is read out."""
