@@ -92,9 +92,9 @@ class BenchResult(NamedTuple):
     its numpy ``reference``. ``spec_bytes_per_s`` is what the profile promises for the same
     path (None when no profile applies); ``limit`` says what bounds it; ``note`` how it was
     measured; ``filesystem`` the T3 folder's file-system type (``lustre``, ``ext4``...) from
-    /proc/mounts. ``gpu`` names the GPU a T1 or T2 row ran on;
-    ``gpus`` is how many GPUs copied at the same time (1 alone, N for all at once; a row with
-    ``gpu`` None and ``gpus`` N is their sum; 0 for rows that are not GPU copies)."""
+    /proc/mounts. ``gpu`` names the GPU a T1, T2 or GDS row ran on; ``gpus`` is how many GPUs
+    copied at the same time (1 alone, N for all at once; a row with ``gpu`` None and ``gpus`` N
+    is their sum; 0 for rows that are not GPU copies)."""
 
     tier: str
     op: str
