@@ -39,3 +39,30 @@ def redact(text: str) -> str:
     import re
 
     return re.sub(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@", r"\1***@", text)
+
+
+_C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f",
+              "\r": "\\r", "\\": "\\\\", " ": "\\ "}  # fmt: skip
+
+
+def escape_name(name: str) -> str:
+    """A name read from disk, a lock file or the network, shown as ``ls -b`` shows it: C
+    escapes for the usual controls, a backslash before a space or a backslash, and ``\\ooo``
+    (octal, one per byte) for every other character that is not printable: a control, ESC,
+    DEL, a C1 control, a bidirectional override, a line separator, or a byte that was not
+    UTF-8 (which Python carries as a lone surrogate). So a name can neither move the cursor,
+    nor colour the terminal, nor start a line of its own, and two names never print alike."""
+    if name.isprintable() and "\\" not in name and " " not in name:
+        return name
+    out = []
+    for char in name:
+        if char in _C_ESCAPES:
+            out.append(_C_ESCAPES[char])
+        elif 0xDC80 <= ord(char) <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
+            out.append(f"\\{ord(char) - 0xDC00:03o}")
+        elif char.isprintable():
+            out.append(char)
+        else:
+            raw = char.encode("utf-8", "surrogatepass")
+            out.append("".join(f"\\{byte:03o}" for byte in raw))
+    return "".join(out)

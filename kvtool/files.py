@@ -17,11 +17,14 @@ from kvtool.errors import InputError, has_control_character
 MAX_INPUT_BYTES = 64 * 1024**2  # far past any config, plan or report; short of a MemoryError
 
 
-def read_text(path: Path, *, what: str = "file", limit: int = MAX_INPUT_BYTES) -> str:
+def read_text(
+    path: Path, *, what: str = "file", limit: int = MAX_INPUT_BYTES, dir_fd: int | None = None
+) -> str:
     """The file's text as UTF-8. InputError for a missing, unreadable or binary file, for
     anything but a regular file (a FIFO would block, ``/dev/zero`` never ends) and for a
-    file over ``limit`` bytes."""
-    data = read_bytes(path, what=what, limit=limit)
+    file over ``limit`` bytes. With ``dir_fd``, ``path`` is a name in that open folder and a
+    link there is not followed."""
+    data = read_bytes(path, what=what, limit=limit, dir_fd=dir_fd)
     if b"\x00" in data:
         raise InputError(f"{path} is a binary file, not a {what}", "pass the text file itself")
     try:
@@ -33,14 +36,20 @@ def read_text(path: Path, *, what: str = "file", limit: int = MAX_INPUT_BYTES) -
         ) from None
 
 
-def read_bytes(path: Path, *, what: str = "file", limit: int = MAX_INPUT_BYTES) -> bytes:
+def read_bytes(
+    path: Path, *, what: str = "file", limit: int = MAX_INPUT_BYTES, dir_fd: int | None = None
+) -> bytes:
     """The file's bytes, read only from a regular file of at most ``limit`` bytes (a FIFO
-    would block, ``/dev/zero`` never ends); InputError naming ``path`` otherwise."""
+    would block, ``/dev/zero`` never ends); InputError naming ``path`` otherwise. With
+    ``dir_fd``, ``path`` is a name in that open folder and a link there is not followed."""
     import os
     import stat
 
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO opens, unread
+    if dir_fd is not None:
+        flags |= os.O_NOFOLLOW
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens, unread
+        fd = os.open(path, flags, dir_fd=dir_fd)
     except IsADirectoryError:
         raise InputError(f"{path} is a directory, not a {what}") from None
     except ValueError:  # a NUL byte, or a lone surrogate from a "\ud800" escape in YAML
@@ -55,7 +64,7 @@ def read_bytes(path: Path, *, what: str = "file", limit: int = MAX_INPUT_BYTES) 
             raise InputError(f"{path} is a directory, not a {what}")
         if not stat.S_ISREG(mode):
             raise InputError(
-                f"{path} is a {_kind(mode)}, not a {what}: kvtool reads regular files only",
+                f"{path} is a {file_kind(mode)}, not a {what}: kvtool reads regular files only",
                 "save the input to a file first",
             )
         with os.fdopen(fd, "rb") as f:
@@ -74,11 +83,12 @@ def read_bytes(path: Path, *, what: str = "file", limit: int = MAX_INPUT_BYTES) 
     return data
 
 
-def _kind(mode: int) -> str:
-    """What a file that is not a regular one is, in words."""
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, in words (from an ``lstat``'s mode)."""
     import stat
 
     for test, name in (
+        (stat.S_ISLNK, "symbolic link"),
         (stat.S_ISFIFO, "FIFO"),
         (stat.S_ISCHR, "character device"),
         (stat.S_ISBLK, "block device"),
@@ -101,11 +111,14 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: not valid TOML: {exc}") from None
 
 
-def read_json_object(path: Path, *, what: str = "JSON object") -> dict[str, Any]:
-    """A JSON file that must hold one object; errors name the line and column."""
+def read_json_object(
+    path: Path, *, what: str = "JSON object", dir_fd: int | None = None
+) -> dict[str, Any]:
+    """A JSON file that must hold one object; errors name the line and column. ``dir_fd`` as
+    for ``read_bytes``."""
     import json
 
-    text = read_text(path, what="JSON file")
+    text = read_text(path, what="JSON file", dir_fd=dir_fd)
     try:
         data = json.loads(text)
     except RecursionError:
@@ -241,7 +254,7 @@ def _final(path: Path) -> Path:
     if not stat.S_ISREG(mode):
         raise InputError(
             f"{path} is {'a link to ' + str(target) + ', ' if target != path else ''}"
-            f"a {_kind(mode)}, not a regular file",
+            f"a {file_kind(mode)}, not a regular file",
             "name a file kvtool may replace",
         )
     return target
@@ -345,3 +358,54 @@ def _mode_for(path: Path) -> int:
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask
+
+
+class AppendLog:
+    """A log kvtool appends whole lines to while it works (``kvtool gc --log``): the one
+    exception to ``write_text``'s whole-or-nothing, because a log must keep what was done
+    when the run is killed. Opened ``O_APPEND`` (never truncated: runs add to it) and
+    ``O_NOFOLLOW``; each ``write`` is one ``write(2)`` of whole lines, in the kernel at once,
+    so a SIGKILL loses nothing written and lines of two runs never interleave."""
+
+    def __init__(self, path: Path) -> None:
+        import os
+        import stat
+
+        path = _final(path)  # through a link the user made to its file, as write_text does
+        self.path = path
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            self._fd = os.open(path, flags | os.O_NONBLOCK, 0o666)
+            mode = os.fstat(self._fd).st_mode
+        except OSError as exc:
+            raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(mode):
+            os.close(self._fd)
+            raise InputError(
+                f"{path} is a {file_kind(mode)}, not a regular file", "name a log file"
+            )
+
+    def write(self, lines: Iterable[str]) -> None:
+        """Append ``lines`` (each ending in a newline) with one write."""
+        import os
+
+        data = "".join(lines).encode("utf-8", "surrogateescape")
+        try:
+            while data:
+                done = os.write(self._fd, data)
+                data = data[done:]
+        except OSError as exc:
+            raise InputError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+
+    def close(self) -> None:
+        import os
+
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> AppendLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

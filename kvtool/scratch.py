@@ -105,7 +105,7 @@ def remove_tree(path: Path) -> None:
 OWNER = ".kvtool-owner"
 
 
-def _start_time(pid: int) -> str | None:
+def process_start(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), or
     None when there is no such process."""
     try:
@@ -119,7 +119,7 @@ def _start_time(pid: int) -> str | None:
 def _owner_line(pid: int) -> str:
     import socket
 
-    return f"{socket.gethostname()} {pid} {_start_time(pid) or '?'}\n"
+    return f"{socket.gethostname()} {pid} {process_start(pid) or '?'}\n"
 
 
 def sweep_stale(parent: Path, prefix: str) -> list[Path]:
@@ -144,7 +144,7 @@ def sweep_stale(parent: Path, prefix: str) -> list[Path]:
             continue
         if len(owner) != 3 or owner[0] != host or not owner[1].isdigit():
             continue
-        started = _start_time(int(owner[1]))
+        started = process_start(int(owner[1]))
         if started is not None and owner[2] in (started, "?"):
             continue  # that process still runs
         remove_tree(Path(entry.path))

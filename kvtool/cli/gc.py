@@ -52,18 +52,31 @@ def gc(
     ] = False,
     log: Annotated[
         Path | None,
-        typer.Option("--log", metavar="FILE", help="Write every removal as a JSON line here."),
+        typer.Option(
+            "--log",
+            metavar="FILE",
+            help="Append every removal to FILE as a JSON line, written before the file goes.",
+        ),
     ] = None,
+    list_files: Annotated[
+        bool, typer.Option("--list", help="Print every file removed (or, dry, to be removed).")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> int | None:
     """Remove least-recently-used chunk files from DIR until every limit holds: --max-size,
     --max-age, --keep-free (at least one). A chunk of several files (TP ranks, KV cache
-    groups, layers, SGLang's pools) goes whole or not at all. Never touched: anything outside
-    DIR (links are not followed), in-flight temporaries, engines' config files, chunks used
-    within --grace, and files of no known layout (unless --include-unknown). A lock file in DIR
+    groups, layers, SGLang's pools) goes whole or not at all. Prints a summary per engine and
+    model (what goes, what stays and why); --list adds every file.
+
+    Never touched: anything outside DIR (everything is done through open folder handles:
+    links are never followed, other mounts never entered), a file replaced or hard-linked
+    since it was chosen, in-flight temporaries, engines' config files, chunks used within
+    --grace, and files of no known layout (unless --include-unknown). Refused outright: /,
+    home folders and the folders above them, and a system's root folder. A lock file in DIR
     keeps gc runs on several nodes from fighting; a stale one (10 minutes unrefreshed, or a
-    dead process of this host) is taken over. Exit 1 when another gc holds the lock or a limit
-    could not be reached.
+    dead process of this machine) is taken over by exactly one run. Exit 1 when the lock is
+    another run's (or not a lock), a limit could not be reached, a file could not be
+    removed, or a folder could not be read.
 
     Examples:
 
@@ -71,12 +84,12 @@ def gc(
 
       kvtool gc /fsx/kv --max-age 7d --keep-free 500GiB --log gc.jsonl
 
-      kvtool gc /fsx/kv --engine sglang --model Qwen/Qwen3-32B --max-size 1TiB
+      kvtool gc /fsx/kv --engine sglang --model Qwen/Qwen3-32B --max-size 1TiB --list
     """
     from kvtool.cli import status
-    from kvtool.cli.render import folders as render
+    from kvtool.cli.render import gc as render
     from kvtool.cli.render.text import Counter
-    from kvtool.folders.gc import Busy, Removal, Scope, run_gc
+    from kvtool.folders.gc import Busy, LockProblem, Removal, Scope, run_gc
     from kvtool.inputs.folders import resolve_gc
     from kvtool.probe.host import LocalHost
 
@@ -85,8 +98,14 @@ def gc(
         grace=grace, engine=engine, model=model, include_unknown=include_unknown,
         dry_run=dry_run, log=log,
     )  # fmt: skip
-    listed: list[Removal] = []  # a dry run's, for --json
-    each = None if not dry_run else listed.append if as_json else render.dry_run_line
+    listed: list[Removal] = []  # --list --json's files
+
+    def each(removal: Removal) -> None:
+        if as_json:
+            listed.append(removal)
+        else:
+            render.list_line(removal, dry_run=dry_run)
+
     try:
         with Counter(not as_json, "kvtool gc") as progress:
             planned, outcome = run_gc(
@@ -97,16 +116,22 @@ def gc(
                 free_bytes=inputs.free_bytes,
                 dry_run=dry_run,
                 log=log,
-                each=each,
+                each=each if list_files else None,
                 progress=progress.step,
             )
-    except Busy as exc:
-        render.print_busy(inputs.folder.root, str(exc), as_json=as_json)
+    except LockProblem as exc:
+        render.print_lock_problem(
+            inputs.folder.root, str(exc), busy=isinstance(exc, Busy), as_json=as_json
+        )
         return status.PROBLEMS
     if as_json:
         from kvtool.cli.render.text import print_json
 
         print_json(render.gc_json(inputs, planned, outcome, listed))
     else:
+        if list_files and outcome.removed_files:
+            from kvtool.cli.render.text import echo
+
+            echo()
         render.print_gc(inputs, planned, outcome)
     return status.PROBLEMS if render.gc_problems(planned, outcome) else None

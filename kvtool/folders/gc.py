@@ -1,43 +1,63 @@
-"""``kvtool gc``: cap a shared KV folder by removing least-recently-used chunks.
+"""``kvtool gc``: cap a shared KV folder by removing least-recently-used chunks, and never
+touch what is not its own (docs/gc.md says what it guarantees and how the tests attack it).
 
-Two walks. The first reads every file once and keeps one row per file in flat arrays (five
-8-byte fields: 40 bytes a file); ``select.choose`` then picks whole chunks, oldest first, until
-the limits hold. The second walk removes them: it lists names only, passes over every file whose
-hash of folder and name is not one the plan chose, gathers a chunk's files until all of them are
-seen, stats each again (still a regular file, not used or rewritten since the plan), and only
-then removes them together. Nothing outside the folder (links are never followed), no
-in-flight temporary, no engine's config, no chunk used within the grace period, and no file of
-an unknown layout (unless asked) is ever touched.
+Everything happens relative to the folder's open handle (``walk.Root``): folders below it are
+opened from their parent's handle with ``O_NOFOLLOW``, never by path, and never on another
+mount; a system or home folder is refused (``guard``); the lock is made and checked from the
+same handle (``lock``).
 
-Several nodes may run gc against one shared folder: a lock file in the folder (created with
-``link``, atomic on NFS and Lustre, refreshed while the run lasts) lets one run at a time; a
-lock whose holder stopped refreshing it for ``STALE_S`` seconds, or whose holder is a dead
-process of this host, is taken over.
+Two walks. The first reads every file once and keeps one row per file in flat arrays (seven
+8-byte fields: 56 bytes a file); ``select.choose`` then picks whole chunks, oldest first, until
+the limits hold. The second walk removes them: it lists names only, passes over every file
+whose hash of folder and name the plan did not choose (a bitmap), gathers a chunk's files until
+all of them are seen, and stats each again through its folder's handle: still a regular file
+on the folder's file system, the very file the plan chose (its inode), with no other name (a
+hard link), not used or rewritten since. Only then is the chunk written to the log and its
+files removed, each checked once more just before its ``unlink(name, dir_fd=folder)``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import os
-import secrets
 import socket
 import stat
 import time
 from array import array
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kvtool.folders.layouts import CHUNK, TEMP, Match, classify, model_key
-from kvtool.folders.select import Choice, Limits, choose
+from kvtool.folders.guard import refuse_system_folder
+from kvtool.folders.layouts import CHUNK, CONFIG, TEMP, Match, classify, model_key
+from kvtool.folders.lock import REFRESH_S, STALE_S, Busy, Lock, LockProblem, Lost, NotOurs
+from kvtool.folders.select import CHOSEN, NOT_NEEDED, PINNED, YOUNG, Choice, Limits, choose
 from kvtool.folders.summary import last_use
-from kvtool.folders.walk import LOCK_NAME, Seen, Walk
+from kvtool.folders.walk import Handles, Root, Seen, Walk
 from kvtool.scratch import Scratch
 
-STALE_S = 600.0  # a lock not refreshed for ten minutes is taken over
-REFRESH_S = 30.0
+__all__ = [
+    "REFRESH_S", "STALE_S", "Busy", "Chosen", "Lock", "LockProblem", "Lost", "NotOurs",
+    "Outcome", "Plan", "Removal", "Scope", "Sweep", "Tally", "plan", "run_gc",
+]  # fmt: skip
+
+# why a file stays, in the order the summary lists them
+NOT_NEEDED_WHY = "not needed"  # newer than what was removed: the limits held without it
+YOUNG_WHY = "young"  # used within the grace period
+WRITING_WHY = "being written"  # an in-flight temporary names its chunk
+LINKED_WHY = "hard-linked"  # another name holds its data: removing this one frees nothing
+CHANGED_WHY = "changed"  # used, rewritten or replaced between the plan and its removal
+FAILED_WHY = "failed"  # the file system would not remove it
+SCOPE_WHY = "out of scope"  # another layout or model than --engine/--model
+TEMPORARY_WHY = "temporary"  # an in-flight temporary: never removed
+KEPT_ORDER = (
+    NOT_NEEDED_WHY, YOUNG_WHY, WRITING_WHY, LINKED_WHY, CHANGED_WHY, FAILED_WHY, SCOPE_WHY,
+    TEMPORARY_WHY,
+)  # fmt: skip
+_GONE = "removed by another process first"
+_CHANGED = "replaced just before its removal"
+_REASON_OF_FATE = {NOT_NEEDED: NOT_NEEDED_WHY, YOUNG: YOUNG_WHY, PINNED: WRITING_WHY}
 
 
 class Scope(NamedTuple):
@@ -51,120 +71,66 @@ class Scope(NamedTuple):
 class Removal(NamedTuple):
     """One file removed (or, in a dry run, that would be)."""
 
-    path: str  # below the folder
+    path: str  # below the folder, as on disk (escape it to print it)
     bytes: int
     last_use: float
     engine: str
+    model: str = ""
 
 
-class Outcome(NamedTuple):
-    choice: Choice
-    removed_files: int
-    removed_bytes: int
-    skipped_chunks: int  # used or changed since the plan: left whole
-    failed: list[str]  # files that could not be removed, with why
-    dry_run: bool
+@dataclass
+class Tally:
+    """Chunks, files and bytes of one kind, with their oldest and newest last use."""
+
+    chunks: int = 0
+    files: int = 0
+    bytes: int = 0
+    oldest: float = float("inf")
+    newest: float = 0.0
+
+    def add(self, files: int, size: int, used: float, chunks: int = 0) -> None:
+        self.chunks += chunks
+        self.files += files
+        self.bytes += size
+        if files:
+            self.oldest = min(self.oldest, used)
+            self.newest = max(self.newest, used)
+
+    def merge(self, other: Tally) -> None:
+        self.chunks += other.chunks
+        self.files += other.files
+        self.bytes += other.bytes
+        self.oldest = min(self.oldest, other.oldest)
+        self.newest = max(self.newest, other.newest)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "chunks": self.chunks,
+            "files": self.files,
+            "bytes": self.bytes,
+            "oldest_use": self.oldest if self.files else None,
+            "newest_use": self.newest if self.files else None,
+        }
 
 
-class Busy(Exception):
-    """Another gc holds the folder's lock."""
+GroupKey = tuple[str, str]  # (engine layout, model)
 
 
-class Lock:
-    """The folder's gc lock: ``acquire`` or Busy; released however the run ends (it is
-    registered with the clean-up door)."""
+@dataclass
+class Groups:
+    """Per engine layout and model: what was removed, and what stays by why."""
 
-    def __init__(self, root: Path, scratch: Scratch) -> None:
-        self.path = root / LOCK_NAME
-        self._scratch = scratch
-        self._held = False
-        self._refreshed = 0.0
+    removed: dict[GroupKey, Tally] = field(default_factory=dict)
+    kept: dict[GroupKey, dict[str, Tally]] = field(default_factory=dict)
 
-    def acquire(self) -> None:
-        if self._link():
-            return
-        holder = self._holder()
-        if self._stale(holder):
-            aside = self.path.with_name(f"{LOCK_NAME}.{os.getpid()}.{secrets.token_hex(4)}.stale")
-            with contextlib.suppress(OSError):
-                os.rename(self.path, aside)
-                os.unlink(aside)
-            if self._link():
-                return
-            holder = self._holder()
-        raise Busy(_describe(holder))
+    def removed_of(self, key: GroupKey) -> Tally:
+        return self.removed.setdefault(key, Tally())
 
-    def _link(self) -> bool:
-        """Try once to put this run's lock in place: True when it is there."""
-        owner = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
-        mine = self.path.with_name(
-            f"{LOCK_NAME}.{owner['host']}.{os.getpid()}.{secrets.token_hex(4)}"
-        )
-        self._scratch.path(mine)
-        mine.write_text(json.dumps(owner) + "\n")
-        try:
-            os.link(mine, self.path)
-        except FileExistsError:
-            return False
-        finally:
-            with contextlib.suppress(OSError):
-                mine.unlink()
-        self._held = True
-        self._refreshed = time.monotonic()
-        self._scratch.on_exit(self.release)
-        return True
+    def kept_of(self, key: GroupKey, why: str) -> Tally:
+        return self.kept.setdefault(key, {}).setdefault(why, Tally())
 
-    def _holder(self) -> dict[str, Any]:
-        try:
-            age = time.time() - os.stat(self.path).st_mtime
-        except OSError:
-            return {"age": 0.0}
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                data = json.loads(f.read(4096))
-        except (OSError, ValueError):
-            data = {}  # unreadable: it goes stale by its age like any other
-        holder = data if isinstance(data, dict) else {}
-        holder["age"] = age
-        return holder
-
-    @staticmethod
-    def _stale(holder: dict[str, Any]) -> bool:
-        if float(holder.get("age", 0.0)) > STALE_S:
-            return True
-        if holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int):
-            try:
-                os.kill(holder["pid"], 0)
-            except ProcessLookupError:
-                return True
-            except PermissionError:
-                return False
-        return False
-
-    def refresh(self) -> None:
-        """Touch the lock now and then, so other nodes see this run is alive."""
-        if self._held and time.monotonic() - self._refreshed > REFRESH_S:
-            with contextlib.suppress(OSError):
-                os.utime(self.path)
-            self._refreshed = time.monotonic()
-
-    def release(self) -> None:
-        if self._held:
-            self._held = False
-            with contextlib.suppress(OSError):
-                holder = self._holder()
-                if holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname():
-                    os.unlink(self.path)
-
-
-def _describe(holder: dict[str, Any]) -> str:
-    started = holder.get("started")
-    since = (
-        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started))
-        if isinstance(started, float)
-        else "?"
-    )
-    return f"host {holder.get('host', '?')}, pid {holder.get('pid', '?')}, since {since}"
+    def names(self) -> list[GroupKey]:
+        return sorted(set(self.removed) | set(self.kept))
 
 
 def _chunk_id(seen: Seen, scope: Scope, match: Match | None) -> tuple[int, bool] | None:
@@ -174,9 +140,7 @@ def _chunk_id(seen: Seen, scope: Scope, match: Match | None) -> tuple[int, bool]
         if scope.include_unknown:
             return hash(("unknown", seen.folder, seen.name)), False
         return None
-    if scope.engine is not None and match.engine != scope.engine:
-        return None
-    if scope.model is not None and match.model and model_key(match.model) != model_key(scope.model):
+    if not _in_scope(scope, match):
         return None
     if match.kind == TEMP:
         return (hash(match.chunk), True) if match.chunk else None
@@ -185,27 +149,62 @@ def _chunk_id(seen: Seen, scope: Scope, match: Match | None) -> tuple[int, bool]
     return hash(match.chunk), False
 
 
-class NameFilter:
-    """The files a plan chose, by a hash of folder and name, as a bitmap of ``2**BITS`` bits
-    (4 MiB, however many files): the second walk classifies only the names it lets through. A
-    name it lets through that the plan did not choose (about chosen / 2**BITS of the others)
-    is still classified and judged, so the filter only narrows, never widens."""
+def _group(match: Match | None) -> GroupKey:
+    """The engine layout and the model a file is summed under: the model as its name says, or
+    for vLLM (whose config.json names it) the folder that config lies in."""
+    if match is None:
+        return ("unknown", "")
+    return (match.engine, match.model or match.base)
+
+
+def _in_scope(scope: Scope, match: Match) -> bool:
+    if scope.engine is not None and match.engine != scope.engine:
+        return False
+    return not (
+        scope.model is not None and match.model and model_key(match.model) != model_key(scope.model)
+    )
+
+
+class Chosen:
+    """The files a plan chose, by a hash of folder and name, with the inode each had: a
+    bitmap of ``2**BITS`` bits (4 MiB, however many files) that the second walk asks of every
+    name (a name it lets through that the plan did not choose, about chosen / 2**BITS of the
+    others, is still classified and judged, so it only narrows), and the sorted hashes with
+    their inodes, which a chunk's files must still have to be removed."""
 
     BITS = 25
     MASK = (1 << BITS) - 1
 
-    def __init__(self, hashes: Any) -> None:
+    def __init__(self, hashes: Any, inodes: Any = None) -> None:
         import numpy as np
 
-        slots = np.asarray(hashes, dtype=np.int64) & self.MASK
+        hashes = np.asarray(hashes, dtype=np.int64)
+        inodes = np.zeros(len(hashes), np.int64) if inodes is None else np.asarray(inodes)
+        order = np.argsort(hashes, kind="stable")
+        self.hashes = hashes[order]
+        self.inodes = inodes.astype(np.int64)[order]
+        slots = hashes & self.MASK
         table = np.zeros(1 << (self.BITS - 3), np.uint8)
         np.bitwise_or.at(table, slots >> 3, np.left_shift(1, slots & 7).astype(np.uint8))
         self.table = table.tobytes()
-        self.files = len(slots)
+        self.files = len(hashes)
 
     def __contains__(self, name_hash: int) -> bool:
         slot = name_hash & self.MASK
         return bool(self.table[slot >> 3] >> (slot & 7) & 1)
+
+    def inodes_of(self, name_hashes: list[int]) -> list[int]:
+        """The inode the plan saw for each hash (-1 for a hash it did not choose)."""
+        import numpy as np
+
+        wanted = np.asarray(name_hashes, dtype=np.int64)
+        at = np.searchsorted(self.hashes, wanted)
+        inside = at < len(self.hashes)
+        found = np.full(len(wanted), -1, np.int64)
+        hit = inside.copy()
+        hit[inside] = self.hashes[at[inside]] == wanted[inside]
+        found[hit] = self.inodes[at[hit]]
+        return [int(i) for i in found]
 
 
 class Plan(NamedTuple):
@@ -217,43 +216,67 @@ class Plan(NamedTuple):
     unknown_files: int
     unknown_examples: list[str]
     temp_files: int
-    chosen_files: NameFilter | None = None  # hash((folder, name)) of each chosen file
+    chosen_files: Chosen | None = None
+    groups: Groups | None = None  # what stays, by why (what goes is the sweep's to say)
+    walk: Walk | None = None  # what the first walk met besides files
+    config_files: int = 0
+    unknown_bytes: int = 0
+    hard_linked: int = 0  # files with another name
+    started: float = 0.0  # the clock when the first walk began: a file changed since is not removed
 
 
 def plan(
-    root: Path,
+    root: Root,
     *,
     scope: Scope,
     limits: Limits,
     mode: str,
     free_bytes: int,
     progress: Callable[[int, int], None] | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> Plan:
     """The first walk: one row per file gc may consider, then the choice."""
     import numpy as np
 
-    ids, used, sizes, alloc, pinned = array("q"), array("d"), array("q"), array("q"), array("q")
-    names = array("q")  # hash((folder, name)): the second walk stats and classifies only these
-    known = unknown = temps = 0
+    started = time.time()
+    ids, used, sizes, alloc = array("q"), array("d"), array("q"), array("q")
+    names, inodes, groups = array("q"), array("q"), array("l")  # hash((folder, name)), inode
+    pinned, linked = array("q"), array("q")  # chunk ids: being written, hard-linked
+    group_index: dict[GroupKey, int] = {}
+    found = Groups()
+    known = unknown = unknown_bytes = temps = configs = hard_linked = 0
     examples: list[str] = []
-    for seen in Walk(root, progress=progress):
+    walk = Walk(root, progress=progress, tick=tick)
+    for seen in walk:
         match = classify(seen.folder, seen.name)
         if match is None:
             unknown += 1
+            unknown_bytes += seen.size
             if len(examples) < 10:
                 examples.append("/".join((*seen.folder, seen.name)))
         else:
             known += 1
             temps += match.kind == TEMP
-        found = _chunk_id(seen, scope, match)
-        if found is None:
+            configs += match.kind == CONFIG
+        chunk = _chunk_id(seen, scope, match)
+        if chunk is None:
+            if match is not None and match.kind == CHUNK and not _in_scope(scope, match):
+                key = _group(match)
+                found.kept_of(key, SCOPE_WHY).add(1, seen.size, last_use(seen, mode))
             continue
-        chunk, temp = found
-        if temp:
-            pinned.append(chunk)
+        key = _group(match)
+        if chunk[1]:
+            pinned.append(chunk[0])
+            found.kept_of(key, TEMPORARY_WHY).add(1, seen.size, seen.mtime)
             continue
-        ids.append(chunk)
+        if seen.links > 1:
+            hard_linked += 1
+            linked.append(chunk[0])
+        group = group_index.setdefault(key, len(group_index))
+        ids.append(chunk[0])
         names.append(hash((seen.folder, seen.name)))
+        inodes.append(seen.ino)
+        groups.append(group)
         used.append(last_use(seen, mode))
         sizes.append(seen.size)
         alloc.append(seen.allocated)
@@ -262,18 +285,86 @@ def plan(
     def arr(values: array[Any], dtype: Any) -> Any:
         return np.frombuffer(values, dtype=dtype) if len(values) else np.zeros(0, dtype)
 
+    ids_a, used_a, sizes_a = arr(ids, np.int64), arr(used, np.float64), arr(sizes, np.int64)
     choice = choose(
-        arr(ids, np.int64),
-        arr(used, np.float64),
-        arr(sizes, np.int64),
+        ids_a,
+        used_a,
+        sizes_a,
         arr(alloc, np.int64),
-        arr(pinned, np.int64),
+        np.concatenate([arr(pinned, np.int64), arr(linked, np.int64)]),
         now=clock,
         limits=limits,
         free_bytes=free_bytes,
     )
-    files = NameFilter(arr(names, np.int64)[choice.rows])
-    return Plan(choice, clock, known, unknown, examples, temps, files)
+    _tally_kept(found, choice, list(group_index), arr(groups, np.int64), used_a, sizes_a,
+                ids_a, arr(linked, np.int64))  # fmt: skip
+    rows = choice.rows
+    chosen = Chosen(arr(names, np.int64)[rows], arr(inodes, np.int64)[rows])
+    return Plan(
+        choice, clock, known, unknown, examples, temps, chosen, found, walk, configs,
+        unknown_bytes, hard_linked, started,
+    )  # fmt: skip
+
+
+def _tally_kept(
+    found: Groups,
+    choice: Choice,
+    keys: list[GroupKey],
+    group: Any,
+    used: Any,
+    sizes: Any,
+    ids: Any,
+    linked: Any,
+) -> None:
+    """Add to ``found`` what the choice keeps, per group and why (numpy over the rows)."""
+    import numpy as np
+
+    if len(group) == 0:
+        return
+    reasons = 5  # the four fates, then hard-linked (a kind of pinned)
+    fate = choice.chunk_fate[choice.row_chunk].astype(np.int64)
+    fate[np.isin(ids, linked)] = 4
+    key = group * reasons + fate
+    cells = len(keys) * reasons
+    files = np.bincount(key, minlength=cells)
+    size = np.zeros(cells, np.int64)
+    np.add.at(size, key, sizes)
+    oldest = np.full(cells, np.inf)
+    newest = np.zeros(cells)
+    np.minimum.at(oldest, key, used)
+    np.maximum.at(newest, key, used)
+    chunk_key = np.zeros(len(choice.chunk_fate), np.int64)
+    chunk_key[choice.row_chunk] = key
+    chunks = np.bincount(chunk_key, minlength=cells)
+    why_of = {**_REASON_OF_FATE, 4: LINKED_WHY}
+    for cell in np.flatnonzero(files):
+        index, reason = divmod(int(cell), reasons)
+        if reason == CHOSEN:
+            continue  # the sweep says what really went
+        tally = found.kept_of(keys[index], why_of[reason])
+        tally.merge(
+            Tally(
+                int(chunks[cell]),
+                int(files[cell]),
+                int(size[cell]),
+                float(oldest[cell]),
+                float(newest[cell]),
+            )
+        )
+
+
+class Outcome(NamedTuple):
+    choice: Choice
+    removed_files: int
+    removed_bytes: int
+    skipped_chunks: int  # used or changed since the plan: left whole
+    failed: list[str]  # files that could not be removed, with why (names as on disk)
+    dry_run: bool
+    removed_chunks: int = 0
+    unreadable: tuple[str, ...] = ()  # folders either walk could not read (as on disk)
+    unreadable_count: int = 0
+    mounts: tuple[str, ...] = ()  # mount points below the folder, not entered
+    too_deep: tuple[str, ...] = ()
 
 
 def run_gc(
@@ -287,169 +378,259 @@ def run_gc(
     log: Path | None = None,
     each: Callable[[Removal], None] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    homes: list[str] | None = None,
 ) -> tuple[Plan, Outcome]:
-    """Cap ``root``: take the folder's lock (not for a dry run, which changes nothing), plan,
-    remove; every removal goes to ``each`` and, as a JSON line, to ``log`` (written whole even
-    when a signal stops the run: the lines so far and why it stopped). Busy when another gc
-    holds the lock; InputError when the folder holds no file of a known layout."""
+    """Cap ``root``: open it, refuse it when it is a system or home folder, take its lock
+    (not for a dry run, which changes nothing), plan, remove. Every removal goes to ``each``
+    and, as JSON lines appended to ``log`` before the files go (so a SIGKILL loses none),
+    with a first line for the run and a last saying how it ended. ``LockProblem`` when the
+    lock is another's, not a lock, or lost; InputError when the folder is refused or holds no
+    file of a known layout."""
     from kvtool.errors import InputError
-    from kvtool.scratch import Interrupted
+    from kvtool.files import AppendLog
 
     def step(name: str) -> Callable[[int, int], None] | None:
         return None if progress is None else (lambda files, size: progress(name, files, size))
 
-    with Scratch() as scratch:
+    with Root(root) as handle, Scratch() as scratch:
+        refuse_system_folder(handle, homes=homes)
+        journal = AppendLog(log) if log is not None else None
+        if journal is not None:
+            scratch.on_exit(journal.close)
+            journal.write([_line("start", folder=str(root), dry_run=dry_run,
+                                 limits=limits._asdict(), host=socket.gethostname(),
+                                 pid=os.getpid())])  # fmt: skip
         lock = None
-        if not dry_run:
-            lock = Lock(root, scratch)
-            lock.acquire()
-        planned = plan(
-            root,
-            scope=scope,
-            limits=limits,
-            mode=mode,
-            free_bytes=free_bytes,
-            progress=step("reading"),
-        )
-        if planned.known_files == 0 and not scope.include_unknown:
-            seen = ", ".join(planned.unknown_examples[:5]) or "nothing"
-            raise InputError(
-                f"{root} holds no file of a layout kvtool knows (saw {planned.unknown_files:,} "
-                f"other files: {seen})",
-                "point gc at an engine's KV folder, or add --include-unknown",
-            )
-        sweep = Sweep(
-            root, planned.choice, scope=scope, mode=mode, dry_run=dry_run, lock=lock,
-            progress=step("removing" if not dry_run else "checking"),
-            chosen_files=planned.chosen_files,
-        )  # fmt: skip
-        stopped: list[BaseException] = []
-
-        def lines() -> Iterator[str]:
-            try:
-                for removal in sweep:
-                    if each is not None:
-                        each(removal)
-                    if log is not None:
-                        yield log_line(removal, dry_run=dry_run)
-            except Interrupted as exc:
-                stopped.append(exc)
-                yield (
-                    json.dumps(
-                        {"time": round(time.time(), 3), "action": "interrupted", "why": str(exc)}
-                    )
-                    + "\n"
+        sweep: Sweep | None = None
+        try:
+            if not dry_run:
+                lock = Lock(handle)
+                scratch.on_exit(lock.release)
+                lock.acquire()
+            tick = lock.refresh if lock is not None else None
+            planned = plan(
+                handle, scope=scope, limits=limits, mode=mode, free_bytes=free_bytes,
+                progress=step("reading"), tick=tick,
+            )  # fmt: skip
+            if planned.known_files == 0 and not scope.include_unknown:
+                seen = ", ".join(planned.unknown_examples[:5]) or "nothing"
+                raise InputError(
+                    f"{root} holds no file of a layout kvtool knows (saw "
+                    f"{planned.unknown_files:,} other files: {seen})",
+                    "point gc at an engine's KV folder, or add --include-unknown",
                 )
+            sweep = Sweep(
+                handle, planned, scope=scope, mode=mode, dry_run=dry_run, lock=lock,
+                progress=step("removed" if not dry_run else "would remove"),
+                journal=journal,
+            )  # fmt: skip
+            for removal in sweep:
+                if each is not None:
+                    each(removal)
+            outcome = sweep.outcome()
+        except BaseException as exc:
+            if journal is not None:
+                done = sweep.outcome() if sweep is not None else None
+                journal.write([_line("stopped", why=str(exc) or type(exc).__name__,
+                                     **_totals(done))])  # fmt: skip
+            raise
+        if journal is not None:
+            journal.write([_line("end", **_totals(outcome))])
+        return planned, outcome
 
-        if log is not None:
-            from kvtool.files import write_text
 
-            write_text(log, lines())
-        else:
-            for _line in lines():
-                pass
-        if stopped:
-            raise stopped[0]
-        return planned, sweep.outcome()
+def _line(action: str, **fields: Any) -> str:
+    """One JSON line of the log (ASCII: a name's odd bytes are escaped)."""
+    return json.dumps({"time": round(time.time(), 3), "action": action, **fields}) + "\n"
+
+
+def _totals(outcome: Outcome | None) -> dict[str, Any]:
+    if outcome is None:
+        return {"removed_files": 0, "removed_bytes": 0}
+    return {
+        "removed_chunks": outcome.removed_chunks,
+        "removed_files": outcome.removed_files,
+        "removed_bytes": outcome.removed_bytes,
+        "skipped_chunks": outcome.skipped_chunks,
+        "failed": len(outcome.failed),
+        "unreadable_folders": outcome.unreadable_count,
+    }
+
+
+# a chunk's file as the second walk met it: folder, name, engine, model, hash of both names
+_Member = tuple[tuple[str, ...], str, str, str, int]
 
 
 class Sweep:
     """The second walk: iterate over the ``Removal``s (done, or in a dry run planned); then
-    ``outcome`` says how it went."""
+    ``outcome`` says how it went. ``groups`` (the plan's, added to) says per engine layout and
+    model what went and what stayed."""
 
     def __init__(
         self,
-        root: Path,
-        choice: Choice,
+        root: Root,
+        planned: Plan,
         *,
         scope: Scope,
         mode: str,
         dry_run: bool,
         lock: Lock | None = None,
         progress: Callable[[int, int], None] | None = None,
-        chosen_files: NameFilter | None = None,
+        journal: Any = None,
     ) -> None:
         self.root = root
-        self.chosen_files = chosen_files
-        self.choice = choice
+        self.planned = planned
+        self.choice = planned.choice
+        self.chosen = planned.chosen_files
         self.scope = scope
         self.mode = mode
         self.dry_run = dry_run
         self.lock = lock
         self.progress = progress
+        self.journal = journal
+        self.groups = planned.groups if planned.groups is not None else Groups()
+        self.removed_chunks = 0
         self.removed_files = 0
         self.removed_bytes = 0
         self.skipped = 0
         self.failed: list[str] = []
+        self.walk: Walk | None = None
 
     def __iter__(self) -> Iterator[Removal]:
         wanted = self.choice.chunks
-        # a chunk's files seen so far, as (folder, name, engine): no stat is kept, since each is
-        # taken again just before the removal
-        pending: dict[int, list[tuple[tuple[str, ...], str, str]]] = {}
-        chosen = self.chosen_files
+        pending: dict[int, list[_Member]] = {}
+        chosen = self.chosen
         table, mask = (chosen.table, chosen.MASK) if chosen is not None else (b"", 0)
-        for seen in Walk(self.root, progress=self.progress, names_only=True):
-            if self.lock is not None:
-                self.lock.refresh()
-            if chosen is not None:  # NameFilter.__contains__, inlined: once a file
-                slot = hash((seen.folder, seen.name)) & mask
-                if not table[slot >> 3] >> (slot & 7) & 1:
-                    continue  # not a file the plan chose (a hash that collides is classified)
-            match = classify(seen.folder, seen.name)
-            found = _chunk_id(seen, self.scope, match)
-            if found is None or found[1] or found[0] not in wanted:
-                continue
-            chunk = found[0]
-            members = pending.setdefault(chunk, [])
-            members.append((seen.folder, seen.name, match.engine if match else "unknown"))
-            if len(members) == wanted[chunk]:
-                del pending[chunk]
-                yield from self._remove(members, self.choice.newest[chunk])
-        self.skipped += len(pending)  # a file of theirs went away since the plan: left alone
+        tick = self.lock.refresh if self.lock is not None else None
+        self.walk = walk = Walk(self.root, names_only=True, tick=tick)
+        with Handles(self.root) as handles:
+            for seen in walk:
+                name_hash = hash((seen.folder, seen.name))
+                if chosen is not None:  # Chosen.__contains__, inlined: once a file
+                    slot = name_hash & mask
+                    if not table[slot >> 3] >> (slot & 7) & 1:
+                        continue  # not a file the plan chose (a colliding hash is classified)
+                match = classify(seen.folder, seen.name)
+                found = _chunk_id(seen, self.scope, match)
+                if found is None or found[1] or found[0] not in wanted:
+                    continue
+                chunk = found[0]
+                members = pending.setdefault(chunk, [])
+                engine, model = _group(match)
+                members.append((seen.folder, seen.name, engine, model, name_hash))
+                if len(members) == wanted[chunk]:
+                    del pending[chunk]
+                    yield from self._remove(handles, members, self.choice.newest[chunk])
+        for members in pending.values():  # a file of theirs went away since the plan
+            self._skip(members[0], len(members))
 
-    def _remove(
-        self, members: list[tuple[tuple[str, ...], str, str]], newest: float
-    ) -> Iterator[Removal]:
-        root = str(self.root)
-        checked: list[tuple[str, str, Seen, str]] = []  # (path, below the root, as now, engine)
-        for folder, name, engine in members:
-            rel = "/".join((*folder, name))
-            path = f"{root}/{rel}"
-            try:
-                info = os.lstat(path)
-            except OSError:
-                self.skipped += 1
+    def _skip(self, member: _Member, files: int) -> None:
+        self.skipped += 1
+        self.groups.kept_of((member[2], member[3]), CHANGED_WHY).add(files, 0, 0.0, chunks=1)
+
+    def _still_chosen(self, handles: Handles, member: _Member, inode: int) -> os.stat_result | None:
+        """The file's facts now, if it is still the very file the plan chose: a regular file
+        with no other name, on the folder's file system, of the inode the plan saw, unchanged
+        since the plan began (its ctime: an inode number may be reused by a new file)."""
+        fd = handles.get(member[0])
+        if fd is None:
+            return None
+        try:
+            info = os.stat(member[1], dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            return None
+        if (
+            not stat.S_ISREG(info.st_mode)
+            or info.st_dev != self.root.dev
+            or info.st_ino != inode
+            or info.st_nlink != 1
+            or info.st_ctime > self.planned.started  # rewritten, replaced or touched since
+        ):
+            return None
+        return info
+
+    def _remove(self, handles: Handles, members: list[_Member], newest: float) -> Iterator[Removal]:
+        inodes = (
+            self.chosen.inodes_of([m[4] for m in members])
+            if self.chosen is not None and self.chosen.files
+            else [-1] * len(members)
+        )
+        checked: list[tuple[_Member, int, Removal]] = []
+        for member, inode in zip(members, inodes, strict=True):
+            info = self._still_chosen(handles, member, inode)
+            if info is None:
+                self._skip(member, len(members))
                 return
-            if not stat.S_ISREG(info.st_mode):
-                self.skipped += 1
+            now = Seen(member[0], member[1], info.st_size, 0, info.st_atime, info.st_mtime, 0)
+            used = last_use(now, self.mode)
+            if used > newest:
+                self._skip(member, len(members))  # used (or written anew) since the plan
                 return
-            now = Seen(
-                folder, name, info.st_size, info.st_blocks * 512, info.st_atime, info.st_mtime,
-                info.st_ino,
+            rel = "/".join((*member[0], member[1]))
+            checked.append((member, inode, Removal(rel, info.st_size, used, member[2], member[3])))
+        if self.journal is not None:  # written before the removals: a SIGKILL loses none
+            action = "would remove" if self.dry_run else "remove"
+            self.journal.write(
+                _line(action, path=r.path, bytes=r.bytes, last_use=round(r.last_use, 3),
+                      engine=r.engine)
+                for _m, _i, r in checked
             )  # fmt: skip
-            if last_use(now, self.mode) > newest:
-                self.skipped += 1  # used (or written anew) since the plan: the whole chunk stays
-                return
-            checked.append((path, rel, now, engine))
-        for path, rel, seen, engine in checked:
+        any_removed = False
+        for member, inode, removal in checked:
+            key = (member[2], member[3])
             if not self.dry_run:
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
+                why = self._unlink(handles, member, inode)
+                if why is _GONE:
+                    continue  # removed by another process first: neither ours nor a failure
+                if why is not None:
+                    if why is _CHANGED:
+                        self.groups.kept_of(key, CHANGED_WHY).add(
+                            1, removal.bytes, removal.last_use
+                        )
+                    else:
+                        self.failed.append(f"{removal.path}: {why}")
+                        self.groups.kept_of(key, FAILED_WHY).add(1, removal.bytes, removal.last_use)
+                    if self.journal is not None:
+                        self.journal.write([_line("not removed", path=removal.path, why=why)])
                     continue
-                except OSError as exc:
-                    # one file a mount will not let go (NFS silly-renames, FUSE) never wedges
-                    # the run: it is reported and the rest goes on
-                    self.failed.append(
-                        f"{rel}: {exc.strerror or errno.errorcode.get(exc.errno or 0, exc)}"
-                    )
-                    continue
+            any_removed = True
             self.removed_files += 1
-            self.removed_bytes += seen.size
-            yield Removal(rel, seen.size, last_use(seen, self.mode), engine)
+            self.removed_bytes += removal.bytes
+            self.groups.removed_of(key).add(1, removal.bytes, removal.last_use)
+            yield removal
+        if any_removed:
+            self.removed_chunks += 1
+            self.groups.removed_of((members[0][2], members[0][3])).chunks += 1
+        if self.progress is not None:
+            self.progress(self.removed_files, self.removed_bytes)
+
+    def _unlink(self, handles: Handles, member: _Member, inode: int) -> str | None:
+        """Remove one checked file, checking it once more just before: None when it went,
+        ``_GONE`` when another process removed it first, ``_CHANGED`` when it is no longer
+        the file chosen, else why the file system would not remove it."""
+        import errno
+
+        if self._still_chosen(handles, member, inode) is None:
+            fd = handles.get(member[0])
+            try:
+                os.stat(member[1], dir_fd=fd, follow_symlinks=False)
+            except (OSError, TypeError):
+                return _GONE
+            return _CHANGED
+        try:
+            os.unlink(member[1], dir_fd=handles.get(member[0]))
+        except FileNotFoundError:
+            return _GONE
+        except OSError as exc:
+            # one file a mount will not let go (NFS silly-renames, FUSE) never wedges the
+            # run: it is reported and the rest goes on
+            return exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
+        return None
 
     def outcome(self) -> Outcome:
+        first = self.planned.walk
+        walks = [w for w in (first, self.walk) if w is not None]
+        unreadable = list(dict.fromkeys(u for w in walks for u in w.unreadable))
         return Outcome(
             self.choice,
             self.removed_files,
@@ -457,21 +638,9 @@ class Sweep:
             self.skipped,
             self.failed,
             self.dry_run,
+            self.removed_chunks,
+            tuple(unreadable),
+            max((w.unreadable_count for w in walks), default=0),
+            tuple(dict.fromkeys(m for w in walks for m in w.mounts)),
+            tuple(dict.fromkeys(d for w in walks for d in w.too_deep)),
         )
-
-
-def log_line(removal: Removal, *, dry_run: bool) -> str:
-    """One JSON line of the delete log."""
-    return (
-        json.dumps(
-            {
-                "time": round(time.time(), 3),
-                "action": "would remove" if dry_run else "removed",
-                "path": removal.path,
-                "bytes": removal.bytes,
-                "last_use": round(removal.last_use, 3),
-                "engine": removal.engine,
-            }
-        )
-        + "\n"
-    )

@@ -10,7 +10,7 @@ from typing import NamedTuple
 from kvtool.errors import InputError
 from kvtool.files import read_json_object
 from kvtool.folders.summary import Summary
-from kvtool.folders.walk import Walk
+from kvtool.folders.walk import Root, Walk
 
 CONFIG_LIMIT = 1 << 20  # a vLLM config.json is a few hundred bytes; a bigger one is not read
 
@@ -64,22 +64,24 @@ def read_folder(
     no known layout, is an answer here, not an error (doctor reads a tier before its first
     write)."""
     summary = Summary(now=time.time(), mode=mode)
-    walk = Walk(root, progress=progress)
-    for seen in walk:
-        summary.add(seen)
-        if seen.name == "config.json" and seen.folder and seen.size <= CONFIG_LIMIT:
-            config = read_vllm_config(root, seen.folder)
-            if config is not None:
-                summary.configs["/".join(seen.folder)] = config
+    with Root(root.resolve()) as handle:  # a link named as the folder is followed, once
+        walk = Walk(handle, progress=progress)
+        for seen in walk:
+            summary.add(seen)
+            if seen.name == "config.json" and seen.folder and seen.size <= CONFIG_LIMIT:
+                config = read_vllm_config(walk.folder_fd)
+                if config is not None:
+                    summary.configs["/".join(seen.folder)] = config
     summary.finish(model=model, world=world)
     shown = model if isinstance(model, str) or model is None else next(iter(model), None)
     return Inspection(root, summary, walk, mountpoint, bool(model or world), shown)
 
 
-def read_vllm_config(root: Path, folder: tuple[str, ...]) -> dict[str, object] | None:
-    """A vLLM FS tier's config.json, or None when it cannot be read as a JSON object (it is
-    then reported as a group without a config)."""
+def read_vllm_config(folder_fd: int) -> dict[str, object] | None:
+    """A vLLM FS tier's config.json in the open folder ``folder_fd`` (a link there is not
+    followed), or None when it cannot be read as a JSON object (it is then reported as a
+    group without a config)."""
     try:
-        return read_json_object(root.joinpath(*folder, "config.json"), what="vLLM config")
+        return read_json_object(Path("config.json"), what="vLLM config", dir_fd=folder_fd)
     except InputError:
         return None

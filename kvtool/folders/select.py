@@ -32,6 +32,13 @@ class Choice(NamedTuple):
     protected_bytes: int  # young or in flight: never removed
     short_bytes: int  # how far from --max-size / --keep-free even after every removable chunk
     rows: Any = None  # numpy int64: the input rows (files) of the chosen chunks
+    chunk_fate: Any = None  # numpy int8 per chunk (in id order): one of the FATES' indexes
+    row_chunk: Any = None  # numpy int64 per input row: its chunk's index in chunk_fate
+
+
+# what the choice made of a chunk, by index
+NOT_NEEDED, CHOSEN, YOUNG, PINNED = 0, 1, 2, 3
+FATES = ("not needed", "chosen", "young", "pinned")
 
 
 def choose(
@@ -50,11 +57,14 @@ def choose(
     is as recent as its most recent file; ``pinned`` chunk ids (a file of theirs is being
     written) are never removed, nor is a chunk used within ``limits.grace`` seconds. Chunks
     leave oldest first; the one with the smaller id goes first among equally old ones.
-    ``rows`` lists every input row of a chosen chunk."""
+    ``rows`` lists every input row of a chosen chunk; ``chunk_fate`` and ``row_chunk`` say
+    what became of every chunk (chosen, not needed to reach the limits, young, pinned) and
+    which chunk each row belongs to."""
     import numpy as np
 
     if len(ids) == 0:
-        return Choice({}, {}, 0, 0, 0, 0, 0, 0, 0, np.zeros(0, np.int64))
+        none = np.zeros(0, np.int64)
+        return Choice({}, {}, 0, 0, 0, 0, 0, 0, 0, none, none.astype(np.int8), none)
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
     chunk_ids, starts, counts = np.unique(sorted_ids, return_index=True, return_counts=True)
@@ -62,7 +72,8 @@ def choose(
     chunk_bytes = np.add.reduceat(sizes[order], starts)
     chunk_alloc = np.add.reduceat(allocated[order], starts)
     total = int(chunk_bytes.sum())
-    removable = (newest < now - limits.grace) & ~np.isin(chunk_ids, pinned)
+    is_pinned = np.isin(chunk_ids, pinned)
+    removable = (newest < now - limits.grace) & ~is_pinned
     protected = int(chunk_bytes[~removable].sum())
     candidates = np.flatnonzero(removable)
     candidates = candidates[np.lexsort((chunk_ids[candidates], newest[candidates]))]
@@ -89,6 +100,12 @@ def choose(
     ends = np.cumsum(n)
     within = np.arange(int(ends[-1]) if len(ends) else 0) - np.repeat(ends - n, n)
     rows = order[np.repeat(starts[chosen], n) + within]
+    fate = np.full(len(chunk_ids), NOT_NEEDED, np.int8)
+    fate[~removable] = YOUNG
+    fate[is_pinned] = PINNED
+    fate[chosen] = CHOSEN
+    row_chunk = np.empty(len(ids), np.int64)
+    row_chunk[order] = np.repeat(np.arange(len(chunk_ids)), counts)
     return Choice(
         chunks={int(c): int(n) for c, n in zip(chunk_ids[chosen], counts[chosen], strict=True)},
         newest={int(c): float(t) for c, t in zip(chunk_ids[chosen], newest[chosen], strict=True)},
@@ -100,4 +117,6 @@ def choose(
         protected_bytes=protected,
         short_bytes=short,
         rows=rows,
+        chunk_fate=fate,
+        row_chunk=row_chunk,
     )

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvtool.cli.render.text import Table, echo, plural, print_json, print_notes, printable
+from kvtool.cli.render.text import Table, echo, plural, print_notes
 from kvtool.units import format_bytes, format_bytes_binary
 
 if TYPE_CHECKING:
-    from kvtool.folders.gc import Outcome, Plan, Removal
     from kvtool.folders.inspect import Inspection
-    from kvtool.inputs.folders import GcInputs
 
 _MODE_NOTES = {
     "relatime": "the mount records access with relatime: a file's last read is known only to"
@@ -24,7 +19,8 @@ _MODE_NOTES = {
 }
 
 
-def _age(seconds: float) -> str:
+def age(seconds: float) -> str:
+    """``12 min``, ``3.5 h``, ``4.0 d``: how long ago a file was used."""
     if seconds < 3600:
         return f"{seconds / 60:.0f} min"
     if seconds < 2 * 86400:
@@ -32,7 +28,8 @@ def _age(seconds: float) -> str:
     return f"{seconds / 86400:.1f} d"
 
 
-def _mode_notes(mode: str) -> list[str]:
+def mode_notes(mode: str) -> list[str]:
+    """What the mount's access-time recording means for last use, as notes."""
     return [_MODE_NOTES[mode]] if mode in _MODE_NOTES else []
 
 
@@ -41,7 +38,7 @@ def print_inspection(found: Inspection) -> None:
     from kvtool.plan.folder_rules import FILES_PER_FOLDER
 
     s, walk = found.summary, found.walk
-    notes = _mode_notes(s.mode)
+    notes = mode_notes(s.mode)
     echo(f"{found.root}  ({plural(walk.folders, 'folder')}, mount {found.mountpoint or '?'})")
     echo()
     table = Table(
@@ -50,7 +47,7 @@ def print_inspection(found: Inspection) -> None:
     )  # fmt: skip
     for g in sorted(s.groups.values(), key=lambda g: -g.bytes):
         ranks = f"{len(g.ranks):,}" if g.ranks else "-"
-        used = f"{_age(s.now - g.newest)} - {_age(s.now - g.oldest)} ago" if g.files else "-"
+        used = f"{age(s.now - g.newest)} - {age(s.now - g.oldest)} ago" if g.files else "-"
         table.add_row(
             engine_name(g.engine), g.model or "-", g.dtype or "-", g.layout or "-", ranks or "-",
             f"{g.files:,}", format_bytes_binary(g.bytes), used, g.orphan or "-",
@@ -68,7 +65,7 @@ def print_inspection(found: Inspection) -> None:
     if s.temp_files:
         echo(
             f"in-flight temporaries: {s.temp_files:,} files, {format_bytes(s.temp_bytes)}"
-            f" (oldest {_age(s.now - s.temp_oldest)} old; gc never removes them)"
+            f" (oldest {age(s.now - s.temp_oldest)} old; gc never removes them)"
         )
         if s.now - s.temp_oldest > 86400:
             notes.append(
@@ -139,106 +136,5 @@ def inspection_json(found: Inspection) -> dict[str, Any]:
         "folders": walk.folders,
         "largest_folders": [{"folder": f, "files": n} for n, f in walk.per_folder],
         "files_per_folder_guidance": FILES_PER_FOLDER,
-        "notes": _mode_notes(s.mode),
+        "notes": mode_notes(s.mode),
     }
-
-
-def dry_run_line(removal: Removal) -> None:
-    sys.stdout.write(printable(f"would remove {removal.path}  ({removal.bytes:,} B)") + "\n")
-
-
-def print_busy(root: Path, holder: str, *, as_json: bool) -> None:
-    line = f"another kvtool gc holds {root}'s lock ({holder}): nothing removed"
-    if as_json:
-        print_json({"folder": str(root), "busy": holder, "removed_files": 0})
-    else:
-        echo(line)
-
-
-def gc_problems(planned: Plan, outcome: Outcome) -> bool:
-    """Whether the run found problems: a limit it could not reach, or files it could not
-    remove."""
-    return bool(planned.choice.short_bytes or outcome.failed)
-
-
-def _limits(inputs: GcInputs) -> str:
-    limits = inputs.limits
-    parts = []
-    if limits.max_size is not None:
-        parts.append(f"--max-size {format_bytes_binary(limits.max_size)}")
-    if limits.max_age is not None:
-        parts.append(f"--max-age {_age(limits.max_age)}")
-    if limits.keep_free is not None:
-        parts.append(f"--keep-free {format_bytes_binary(limits.keep_free)}")
-    return ", ".join(parts) + f"; grace {_age(limits.grace)}"
-
-
-def print_gc(inputs: GcInputs, planned: Plan, outcome: Outcome) -> None:
-    choice = planned.choice
-    verb = "would remove" if outcome.dry_run else "removed"
-    if outcome.dry_run:
-        echo()
-    echo(f"{inputs.folder.root}: {_limits(inputs)}")
-    echo(
-        f"in scope: {choice.chunk_count:,} chunks, {format_bytes(choice.total_bytes)}"
-        f" ({format_bytes(choice.protected_bytes)} used within the grace period or being"
-        " written: kept)"
-    )
-    echo(
-        f"{verb}: {outcome.removed_files:,} files, {format_bytes(outcome.removed_bytes)}"
-        f" (planned {choice.files:,} files, {format_bytes(choice.bytes)})"
-    )
-    left = choice.total_bytes - outcome.removed_bytes
-    echo(f"left: {format_bytes(left)}")
-    notes = _mode_notes(inputs.folder.mode)
-    if outcome.skipped_chunks:
-        notes.append(
-            f"{plural(outcome.skipped_chunks, 'chunk')} changed or were used since the plan:"
-            " left whole"
-        )
-    if choice.short_bytes:
-        notes.append(
-            f"a limit is out of reach by {format_bytes(choice.short_bytes)}: what is left is"
-            " young, being written, or not in scope"
-        )
-    for failure in outcome.failed[:5]:
-        notes.append(f"could not remove {failure}")
-    if len(outcome.failed) > 5:
-        notes.append(f"... and {len(outcome.failed) - 5:,} more that could not be removed")
-    if inputs.log is not None:
-        notes.append(f"every removal is logged in {inputs.log}")
-    print_notes(notes)
-
-
-def gc_json(
-    inputs: GcInputs, planned: Plan, outcome: Outcome, listed: list[Removal]
-) -> dict[str, Any]:
-    choice = planned.choice
-    limits = inputs.limits
-    data: dict[str, Any] = {
-        "folder": str(inputs.folder.root),
-        "dry_run": outcome.dry_run,
-        "limits": {
-            "max_size": limits.max_size,
-            "max_age_s": limits.max_age,
-            "keep_free": limits.keep_free,
-            "grace_s": limits.grace,
-        },
-        "access_times": inputs.folder.mode,
-        "in_scope": {
-            "chunks": choice.chunk_count,
-            "bytes": choice.total_bytes,
-            "protected_bytes": choice.protected_bytes,
-        },
-        "planned": {"files": choice.files, "bytes": choice.bytes},
-        "removed_files": outcome.removed_files,
-        "removed_bytes": outcome.removed_bytes,
-        "skipped_chunks": outcome.skipped_chunks,
-        "short_bytes": choice.short_bytes,
-        "failed": outcome.failed,
-        "log": str(inputs.log) if inputs.log else None,
-        "at": time.time(),
-    }
-    if outcome.dry_run:
-        data["would_remove"] = [removal.path for removal in listed]
-    return data

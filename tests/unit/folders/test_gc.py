@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from kvtool.errors import InputError
-from kvtool.folders.gc import STALE_S, Busy, Lock, NameFilter, Scope, Sweep, plan, run_gc
+from kvtool.folders.gc import Chosen, Scope, Sweep, plan, run_gc
+from kvtool.folders.lock import STALE_S, Busy
 from kvtool.folders.select import Limits
-from kvtool.folders.walk import LOCK_NAME
-from kvtool.scratch import Interrupted, Scratch
+from kvtool.folders.walk import LOCK_NAME, Root
+from kvtool.scratch import Interrupted
 
 KEY = "a" * 64
 OLD = 5 * 86400
@@ -60,9 +61,12 @@ def test_a_dry_run_lists_exactly_what_the_real_run_removes(tmp_path, made):
     try:
         assert sorted(removed) == sorted(listed)
         assert _files(tmp_path) == before - set(removed)
-        lines = [json.loads(line) for line in log.read_text().splitlines()]
+        every = [json.loads(line) for line in log.read_text().splitlines()]
+        assert [e["action"] for e in (every[0], every[-1])] == ["start", "end"]
+        lines = every[1:-1]
         assert sorted(entry["path"] for entry in lines) == sorted(removed)
-        assert {entry["action"] for entry in lines} == {"removed"}
+        assert {entry["action"] for entry in lines} == {"remove"}
+        assert every[-1]["removed_files"] == len(removed)
         assert outcome2.removed_bytes == sum(entry["bytes"] for entry in lines)
         # the vLLM files are older, so every one of them went (in whatever order the walk
         # met them) but the chunk its temporary pins; configs and the temporaries stayed
@@ -103,28 +107,34 @@ def test_a_chunk_used_between_the_plan_and_the_removal_stays_whole(tmp_path):
     for path in paths:
         path.write_bytes(b"x" * 10)
         os.utime(path, (now - OLD, now - OLD))
+    root = Root(tmp_path)
     planned = plan(
-        tmp_path, scope=Scope(), limits=Limits(max_size=0, grace=0), mode="relatime", free_bytes=0
+        root, scope=Scope(), limits=Limits(max_size=0, grace=0), mode="relatime", free_bytes=0
     )
     assert planned.choice.files == 2
     os.utime(paths[1], (now, now - OLD))  # read by an engine since
-    sweep = Sweep(tmp_path, planned.choice, scope=Scope(), mode="relatime", dry_run=False)
+    sweep = Sweep(root, planned, scope=Scope(), mode="relatime", dry_run=False)
     assert list(sweep) == []
     assert _files(tmp_path) == {p.name for p in paths}
     assert sweep.outcome().skipped_chunks == 1
-    # rewritten by an engine since (a new file of the same name): it stays too
+    # rewritten by an engine since (a new file of the same name, its time set back to the
+    # old one): its inode tells it apart, and it stays too
     paths[1].unlink()
     paths[1].write_bytes(b"n" * 10)
-    assert (
-        list(Sweep(tmp_path, planned.choice, scope=Scope(), mode="relatime", dry_run=False)) == []
-    )
+    os.utime(paths[1], (now - OLD, now - OLD))
+    sweep = Sweep(root, planned, scope=Scope(), mode="relatime", dry_run=False)
+    assert list(sweep) == []
+    assert sweep.outcome().skipped_chunks == 1
+    assert _files(tmp_path) == {p.name for p in paths}
+    root.close()
     assert _files(tmp_path) == {p.name for p in paths}
 
 
 def test_the_second_walks_name_filter_only_narrows_what_the_plan_chose(tmp_path, made):
     made(tmp_path, "sglang-0.5.23.json", age_s=OLD)
+    root = Root(tmp_path)
     planned = plan(
-        tmp_path,
+        root,
         scope=Scope(),
         limits=Limits(max_size=100_000, grace=60),
         mode="relatime",
@@ -135,31 +145,36 @@ def test_the_second_walks_name_filter_only_narrows_what_the_plan_chose(tmp_path,
 
     def swept(chosen):
         sweep = Sweep(
-            tmp_path, planned.choice, scope=Scope(), mode="relatime", dry_run=True,
-            chosen_files=chosen,
+            root, planned._replace(chosen_files=chosen), scope=Scope(), mode="relatime",
+            dry_run=True,
         )  # fmt: skip
         return sorted(r.path for r in sweep)
 
     listed = swept(planned.chosen_files)
     assert len(listed) == planned.choice.files
     # every name let through, as colliding hashes would be: classify still decides
-    everything = NameFilter([hash(((), p.name)) for p in tmp_path.iterdir()])
-    assert swept(everything) == listed == swept(None)
-    assert swept(NameFilter([])) == []
-    names = [hash(((), p.name)) for p in tmp_path.iterdir()]
+    files = list(tmp_path.iterdir())
+    names = [hash(((), p.name)) for p in files]
+    everything = Chosen(names, [p.stat().st_ino for p in files])
+    assert swept(everything) == listed
+    assert swept(Chosen([])) == []
+    # a name the plan chose whose inode is not the one it saw is never removed
+    assert swept(Chosen(names, [p.stat().st_ino + 1 for p in files])) == []
     assert all(n in everything for n in names)
     assert sum(n in planned.chosen_files for n in names) >= planned.choice.files  # none missed
+    root.close()
 
 
 def test_the_name_filter_is_a_bitmap_that_keeps_every_hash_put_in():
     hashes = [0, 7, 8, -1, 2**62 + 12345, -(2**40) - 3]
-    names = NameFilter(hashes)
+    names = Chosen(hashes, [10, 11, 12, 13, 14, 15])
     assert all(h in names for h in hashes)
     assert len(names.table) == 2**22  # 4 MiB however many files
     assert (1 << 25) + 7 in names  # the same low 25 bits: a collision, let through
     assert 1 not in names
     assert 9 not in names
     assert 2**62 + 1 not in names
+    assert names.inodes_of([8, -1, 1, 2**63 - 1]) == [12, 13, -1, -1]
 
 
 def test_never_outside_never_temporaries_never_unknown_unless_asked(tmp_path):
@@ -228,7 +243,7 @@ def test_a_file_that_will_not_go_does_not_stop_the_rest(tmp_path, monkeypatch):
     real = os.unlink
 
     def unlink(path, *a, **kw):
-        if str(path) == str(paths[1]):
+        if str(path) == paths[1].name:
             raise OSError(16, "Device or resource busy")
         return real(path, *a, **kw)
 
@@ -258,7 +273,9 @@ def test_an_interrupted_run_still_leaves_its_whole_log(tmp_path):
     with pytest.raises(Interrupted):
         _run(tmp_path / "kv", limits=Limits(max_size=0, grace=0), log=log, each=each)
     lines = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [entry["action"] for entry in lines] == ["removed", "interrupted"]
+    assert [entry["action"] for entry in lines] == ["start", "remove", "remove", "stopped"]
+    assert lines[-1]["why"] == "SIGTERM"
+    assert lines[-1]["removed_files"] == 2
     assert not (tmp_path / "kv" / LOCK_NAME).exists()
 
 
@@ -299,28 +316,6 @@ def test_a_stale_lock_is_taken_over_and_released_after(tmp_path):
     _lock_file(tmp_path, host=socket.gethostname(), pid=int(dead.stdout), age=1)
     _run(tmp_path, limits=Limits(max_size=0, grace=0))
     assert _files(tmp_path) == set()
-
-
-def test_a_damaged_lock_goes_stale_by_its_age(tmp_path):
-    path = tmp_path / LOCK_NAME
-    path.write_text("{not json")
-    with Scratch() as scratch, pytest.raises(Busy):
-        Lock(tmp_path, scratch).acquire()
-    os.utime(path, (time.time() - STALE_S - 60,) * 2)
-    with Scratch() as scratch:
-        Lock(tmp_path, scratch).acquire()
-        assert json.loads(path.read_text())["pid"] == os.getpid()
-    assert not path.exists()
-
-
-def test_the_lock_is_one_holder_at_a_time(tmp_path):
-    with Scratch() as first_scratch:
-        first = Lock(tmp_path, first_scratch)
-        first.acquire()
-        with Scratch() as second_scratch, pytest.raises(Busy):
-            Lock(tmp_path, second_scratch).acquire()
-        assert (tmp_path / LOCK_NAME).exists()
-    assert not (tmp_path / LOCK_NAME).exists()
 
 
 def test_two_runs_at_once_remove_what_one_would(tmp_path):

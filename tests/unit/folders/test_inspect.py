@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from kvtool.errors import InputError
@@ -36,9 +38,20 @@ def test_a_folder_with_no_known_layout_says_what_it_saw(tmp_path):
         inspect_folder(empty, mode="relatime")
 
 
-def test_a_broken_vllm_config_is_not_read(tmp_path):
-    (tmp_path / "m_0123456789ab").mkdir()
-    (tmp_path / "m_0123456789ab" / "config.json").write_text("{not json")
-    assert read_vllm_config(tmp_path, ("m_0123456789ab",)) is None
-    (tmp_path / "m_0123456789ab" / "config.json").write_text("[1, 2]")
-    assert read_vllm_config(tmp_path, ("m_0123456789ab",)) is None
+def test_a_broken_vllm_config_is_not_read_nor_a_link_followed(tmp_path):
+    folder = tmp_path / "m_0123456789ab"
+    folder.mkdir()
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        (folder / "config.json").write_text("{not json")
+        assert read_vllm_config(fd) is None
+        (folder / "config.json").write_text("[1, 2]")
+        assert read_vllm_config(fd) is None
+        (folder / "config.json").write_text('{"model_name": "m"}')
+        assert read_vllm_config(fd) == {"model_name": "m"}
+        (tmp_path / "elsewhere.json").write_text('{"model_name": "m"}')
+        (folder / "config.json").unlink()
+        (folder / "config.json").symlink_to(tmp_path / "elsewhere.json")
+        assert read_vllm_config(fd) is None
+    finally:
+        os.close(fd)

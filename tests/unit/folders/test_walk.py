@@ -65,17 +65,18 @@ def test_an_unreadable_subfolder_is_reported_and_the_root_is_an_error(tmp_path, 
     (tmp_path / "ok").mkdir()
     (tmp_path / "ok" / "f").write_bytes(b"")
     (tmp_path / "locked").mkdir()
-    real = os.scandir
+    real = os.open
 
-    def scandir(path):
+    def open_(path, flags, *args, **kw):
         if str(path).endswith("locked"):
             raise PermissionError(13, "Permission denied")
-        return real(path)
+        return real(path, flags, *args, **kw)
 
-    monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "open", open_)
     walk = Walk(tmp_path)
     assert [s.name for s in walk] == ["f"]
     assert walk.unreadable == ["locked"]
+    assert walk.unreadable_count == 1
     with pytest.raises(InputError, match="cannot read"):
         list(Walk(tmp_path / "locked"))
 
@@ -97,3 +98,87 @@ def test_how_the_mount_records_access(tmp_path):
     assert atime_mode(tmp_path, mounts) == ("relatime", "/")
     (tmp_path / "scratch").mkdir()
     assert atime_mode(tmp_path / "scratch", mounts)[0] == "strictatime"
+
+
+def _mount(*args: str) -> bool:
+    import subprocess
+
+    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
+
+
+def test_a_folder_swapped_for_a_link_mid_walk_is_never_followed(tmp_path):
+    from kvtool.folders.walk import Handles, Root
+
+    root_path = tmp_path / "kv"
+    (root_path / "sub" / "deeper").mkdir(parents=True)
+    for i in range(3):
+        (root_path / "sub" / f"in-{i}").write_bytes(b"x")
+    (root_path / "sub" / "deeper" / "leaf").write_bytes(b"x")
+    outside = tmp_path / "outside"
+    (outside / "deeper").mkdir(parents=True)
+    (outside / "secret").write_bytes(b"s")
+    (outside / "deeper" / "secret2").write_bytes(b"s")
+    with Root(root_path) as root, Handles(root) as handles:
+        walk = Walk(root)
+        seen = []
+        for one in walk:
+            seen.append((one.folder, one.name))
+            if len(seen) == 1:  # the walk is inside sub now: swap it for a link outside
+                os.rename(root_path / "sub", root_path / "sub.real")
+                (root_path / "sub").symlink_to(outside)
+                assert handles.get(("sub",)) is None  # a later open by name meets the link
+                assert handles.get(("sub", "deeper")) is None
+        names = {name for _folder, name in seen}
+        assert "secret" not in names
+        assert "secret2" not in names
+        assert names == {"in-0", "in-1", "in-2", "leaf"}  # the folder it held, as it was
+    assert (outside / "secret").exists()
+
+
+def test_mount_points_below_the_folder_are_not_entered(tmp_path):
+    from kvtool.folders.walk import Root
+
+    (tmp_path / "tmpfs").mkdir()
+    (tmp_path / "bound").mkdir()
+    source = tmp_path.parent / f"{tmp_path.name}-source"
+    source.mkdir()
+    (source / "theirs").write_bytes(b"x")
+    (tmp_path / "mine").write_bytes(b"x")
+    if not _mount("-t", "tmpfs", "none", str(tmp_path / "tmpfs")):
+        pytest.skip("this user cannot mount")
+    try:
+        (tmp_path / "tmpfs" / "on-tmpfs").write_bytes(b"x")
+        assert _mount("--bind", str(source), str(tmp_path / "bound"))
+        try:
+            with Root(tmp_path) as root:
+                walk = Walk(root)
+                assert [s.name for s in walk] == ["mine"]
+            assert sorted(walk.mounts) == ["bound", "tmpfs"]  # the bind mount: same device
+        finally:
+            _mount_undo(tmp_path / "bound")
+    finally:
+        _mount_undo(tmp_path / "tmpfs")
+
+
+def _mount_undo(path):
+    import subprocess
+
+    subprocess.run(["umount", str(path)], check=True)
+
+
+def test_folders_too_deep_are_reported_not_entered_and_hard_links_counted(tmp_path):
+    from kvtool.folders.walk import MAX_DEPTH
+
+    deep = tmp_path
+    for i in range(MAX_DEPTH + 5):
+        deep = deep / f"d{i}"
+    deep.mkdir(parents=True)
+    (deep / "bottom").write_bytes(b"x")
+    (tmp_path / "one").write_bytes(b"x")
+    os.link(tmp_path / "one", tmp_path / "two")
+    walk = Walk(tmp_path)
+    seen = {s.name: s for s in walk}
+    assert set(seen) == {"one", "two"}
+    assert seen["one"].links == seen["two"].links == 2
+    assert len(walk.too_deep) == 1
+    assert walk.too_deep[0].count("/") == MAX_DEPTH

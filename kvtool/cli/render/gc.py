@@ -1,0 +1,269 @@
+"""Output of ``kvtool gc``: a summary per engine layout and model (what went, what stays and
+why), ``--list``'s line per file, the lock's refusal, and the JSON. Every name read from disk
+or from the lock is printed escaped (``errors.escape_name``, as ``ls -b`` shows it)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kvtool.cli.render.folders import age, mode_notes
+from kvtool.cli.render.text import Table, echo, plural, print_json, print_notes
+from kvtool.errors import escape_name
+from kvtool.units import format_bytes, format_bytes_binary
+
+if TYPE_CHECKING:
+    from kvtool.folders.gc import Outcome, Plan, Removal, Tally
+    from kvtool.inputs.folders import GcInputs
+
+
+def _why(inputs: GcInputs) -> dict[str, tuple[str, str]]:
+    """Each reason a file stays: (the table's words, the note that explains them)."""
+    from kvtool.folders import gc
+
+    grace = age(inputs.limits.grace)
+    return {
+        gc.NOT_NEEDED_WHY: (
+            "kept: newer",
+            "newer: the limits hold without them (the least recently used go first)",
+        ),
+        gc.YOUNG_WHY: (
+            f"kept: used < {grace} ago",
+            f"used within --grace ({grace}): never removed",
+        ),
+        gc.WRITING_WHY: (
+            "kept: being written",
+            "being written: an in-flight temporary names the chunk; it stays whole",
+        ),
+        gc.LINKED_WHY: (
+            "kept: hard-linked",
+            "hard-linked: a file of the chunk has another name, so removing it frees nothing",
+        ),
+        gc.CHANGED_WHY: (
+            "kept: changed",
+            "changed: used, rewritten or replaced since the plan; the chunk stays whole",
+        ),
+        gc.FAILED_WHY: ("not removed: failed", "failed: the file system would not remove them"),
+        gc.SCOPE_WHY: ("kept: out of scope", "out of scope: another layout or model than asked"),
+        gc.TEMPORARY_WHY: ("kept: temporaries", "temporaries: in-flight writes, never removed"),
+    }
+
+
+def list_line(removal: Removal, *, dry_run: bool) -> None:
+    """``--list``: one file, as it goes (escaped: a name cannot forge a line)."""
+    verb = "would remove" if dry_run else "removed"
+    sys.stdout.write(f"{verb} {escape_name(removal.path)}  ({removal.bytes:,} B)\n")
+
+
+def print_lock_problem(root: Path, problem: str, *, busy: bool, as_json: bool) -> None:
+    if busy:
+        line = f"another kvtool gc holds {root}'s lock ({problem}): nothing removed"
+    else:
+        line = f"{root}: {problem}: nothing removed"
+        if "no longer holds" not in problem:
+            line += " (remove it by hand once you know no gc runs here)"
+    if as_json:
+        print_json({"folder": str(root), "lock": problem, "busy": busy, "removed_files": 0})
+    else:
+        echo(line)
+
+
+def gc_problems(planned: Plan, outcome: Outcome) -> bool:
+    """Whether the run found problems: a limit it could not reach, files it could not remove,
+    or folders it could not read or enter (their chunks were not considered)."""
+    return bool(
+        planned.choice.short_bytes or outcome.failed or outcome.unreadable or outcome.too_deep
+    )
+
+
+def _limits(inputs: GcInputs) -> str:
+    limits = inputs.limits
+    parts = []
+    if limits.max_size is not None:
+        parts.append(f"--max-size {format_bytes_binary(limits.max_size)}")
+    if limits.max_age is not None:
+        parts.append(f"--max-age {age(limits.max_age)}")
+    if limits.keep_free is not None:
+        parts.append(f"--keep-free {format_bytes_binary(limits.keep_free)}")
+    return ", ".join(parts) + f"; grace {age(limits.grace)}"
+
+
+def _use(tally: Tally, now: float) -> str:
+    if not tally.files or tally.newest <= 0:
+        return "-"
+    newest, oldest = age(max(0.0, now - tally.newest)), age(max(0.0, now - tally.oldest))
+    return f"{newest} ago" if newest == oldest else f"{newest} - {oldest} ago"
+
+
+def print_gc(inputs: GcInputs, planned: Plan, outcome: Outcome) -> None:
+    from kvtool.folders import gc
+    from kvtool.folders.summary import engine_name
+
+    choice = planned.choice
+    groups = planned.groups or gc.Groups()
+    verb = "would remove" if outcome.dry_run else "removed"
+    why = _why(inputs)
+    echo(f"{escape_name(str(inputs.folder.root))}: {_limits(inputs)}")
+    echo(f"in scope: {plural(choice.chunk_count, 'chunk')}, {format_bytes(choice.total_bytes)}")
+    echo(
+        f"{verb}: {plural(outcome.removed_chunks, 'chunk')},"
+        f" {plural(outcome.removed_files, 'file')}, {format_bytes(outcome.removed_bytes)}; left"
+        f" {format_bytes(choice.total_bytes - outcome.removed_bytes)}"
+        + (" and what the unreadable folders hold" if outcome.unreadable else "")
+    )
+    table = Table(
+        "engine", "model", "what", "chunks", "files", "bytes", "last use", left=(0, 1, 2, 6)
+    )
+    used: list[str] = []
+    now = planned.clock
+    for key in groups.names():
+        engine, model = engine_name(key[0]), escape_name(key[1]) or "-"
+        removed = groups.removed.get(key)
+        if removed is not None and removed.files:
+            table.add_row(
+                engine, model, verb, f"{removed.chunks:,}", f"{removed.files:,}",
+                format_bytes_binary(removed.bytes), _use(removed, now),
+            )  # fmt: skip
+        kept = groups.kept.get(key, {})
+        for reason in gc.KEPT_ORDER:
+            tally = kept.get(reason)
+            if tally is None or not tally.files:
+                continue
+            used.append(reason)
+            chunks = f"{tally.chunks:,}" if tally.chunks else "-"
+            table.add_row(
+                engine, model, why[reason][0], chunks, f"{tally.files:,}",
+                format_bytes_binary(tally.bytes), _use(tally, now),
+            )  # fmt: skip
+    if table.rows:
+        echo()
+        echo(table.render())
+    notes = mode_notes(inputs.folder.mode)
+    notes.extend(why[reason][1] for reason in gc.KEPT_ORDER if reason in used)
+    notes.extend(_untouched(planned, outcome))
+    if choice.short_bytes:
+        notes.append(
+            f"a limit is out of reach by {format_bytes(choice.short_bytes)}: what is left is"
+            " young, being written, hard-linked or not in scope"
+        )
+    for failure in outcome.failed[:5]:
+        notes.append(f"could not remove {escape_name(failure)}")
+    if len(outcome.failed) > 5:
+        notes.append(f"... and {len(outcome.failed) - 5:,} more that could not be removed")
+    if outcome.dry_run:
+        notes.append("a dry run: nothing was removed (--list names every file)")
+    if inputs.log is not None:
+        notes.append(f"every removal is logged in {escape_name(str(inputs.log))}")
+    print_notes(notes)
+
+
+def _examples(names: tuple[str, ...] | list[str], count: int) -> str:
+    shown = ", ".join(escape_name(name) for name in names[:3])
+    return shown + (", ..." if count > 3 else "")
+
+
+def _untouched(planned: Plan, outcome: Outcome) -> list[str]:
+    """What gc met and never touches, or could not read, in words."""
+    notes = []
+    walk = planned.walk
+    if outcome.unreadable:
+        count = max(outcome.unreadable_count, len(outcome.unreadable))
+        notes.append(
+            f"could not read {plural(count, 'folder')} ({_examples(outcome.unreadable, count)}):"
+            " their files were not considered, and may hold chunks"
+        )
+    if outcome.too_deep:
+        deep = outcome.too_deep
+        notes.append(f"folders over 64 levels deep were not entered: {_examples(deep, len(deep))}")
+    if outcome.mounts:
+        notes.append(
+            "mount points below the folder were not entered (gc never leaves its file system):"
+            f" {_examples(outcome.mounts, len(outcome.mounts))}"
+        )
+    if walk is not None and walk.link_count:
+        notes.append(
+            f"{plural(walk.link_count, 'link')} not followed"
+            f" ({_examples(walk.links, walk.link_count)})"
+        )
+    if planned.unknown_files:
+        notes.append(
+            f"{plural(planned.unknown_files, 'file')} of no known layout"
+            f" ({format_bytes(planned.unknown_bytes)}, e.g."
+            f" {_examples(planned.unknown_examples, planned.unknown_files)}): kept without"
+            " --include-unknown"
+        )
+    if planned.config_files:
+        notes.append(f"{plural(planned.config_files, 'engine config file')}: never removed")
+    return notes
+
+
+def _tally(tally: Tally) -> dict[str, Any]:
+    return tally.as_dict()
+
+
+def gc_json(
+    inputs: GcInputs, planned: Plan, outcome: Outcome, listed: list[Removal]
+) -> dict[str, Any]:
+    from kvtool.folders import gc
+
+    choice = planned.choice
+    limits = inputs.limits
+    groups = planned.groups or gc.Groups()
+    walk = planned.walk
+    data: dict[str, Any] = {
+        "folder": str(inputs.folder.root),
+        "dry_run": outcome.dry_run,
+        "limits": {
+            "max_size": limits.max_size,
+            "max_age_s": limits.max_age,
+            "keep_free": limits.keep_free,
+            "grace_s": limits.grace,
+        },
+        "access_times": inputs.folder.mode,
+        "in_scope": {
+            "chunks": choice.chunk_count,
+            "bytes": choice.total_bytes,
+            "protected_bytes": choice.protected_bytes,
+        },
+        "planned": {"chunks": len(choice.chunks), "files": choice.files, "bytes": choice.bytes},
+        "removed_chunks": outcome.removed_chunks,
+        "removed_files": outcome.removed_files,
+        "removed_bytes": outcome.removed_bytes,
+        "skipped_chunks": outcome.skipped_chunks,
+        "short_bytes": choice.short_bytes,
+        "groups": [
+            {
+                "engine": key[0],
+                "model": key[1] or None,
+                "removed": _tally(groups.removed.get(key, gc.Tally())),
+                "kept": {
+                    reason.replace(" ", "_"): _tally(tally)
+                    for reason, tally in groups.kept.get(key, {}).items()
+                },
+            }
+            for key in groups.names()
+        ],
+        "failed": outcome.failed,
+        "not_touched": {
+            "config_files": planned.config_files,
+            "unknown_files": planned.unknown_files,
+            "unknown_bytes": planned.unknown_bytes,
+            "unknown_examples": planned.unknown_examples,
+            "links": walk.link_count if walk is not None else 0,
+            "link_examples": walk.links if walk is not None else [],
+            "hard_linked_files": planned.hard_linked,
+            "mount_points": list(outcome.mounts),
+            "too_deep": list(outcome.too_deep),
+        },
+        "unreadable_folders": list(outcome.unreadable),
+        "log": str(inputs.log) if inputs.log else None,
+        "at": time.time(),
+    }
+    if listed:
+        data["files"] = [
+            {"path": r.path, "bytes": r.bytes, "last_use": r.last_use, "engine": r.engine}
+            for r in listed
+        ]
+    return data
