@@ -26,6 +26,7 @@ import time
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from hashlib import blake2b
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -34,7 +35,7 @@ from kvtool.folders.layouts import CHUNK, CONFIG, TEMP, Match, classify, model_k
 from kvtool.folders.lock import REFRESH_S, STALE_S, Busy, Lock, LockProblem, Lost, NotOurs
 from kvtool.folders.select import CHOSEN, NOT_NEEDED, PINNED, YOUNG, Choice, Limits, choose
 from kvtool.folders.summary import last_use
-from kvtool.folders.walk import Handles, Root, Seen, Walk
+from kvtool.folders.walk import MAX_DEPTH, Handles, Root, Seen, Walk
 from kvtool.scratch import Scratch
 
 __all__ = [
@@ -138,15 +139,24 @@ def _chunk_id(seen: Seen, scope: Scope, match: Match | None) -> tuple[int, bool]
     None for one it never touches; ``match`` is what ``classify`` made of it."""
     if match is None:
         if scope.include_unknown:
-            return hash(("unknown", seen.folder, seen.name)), False
+            return chunk_id("\0".join(("unknown", *seen.folder, seen.name))), False
         return None
     if not _in_scope(scope, match):
         return None
     if match.kind == TEMP:
-        return (hash(match.chunk), True) if match.chunk else None
+        return (chunk_id(match.chunk), True) if match.chunk else None
     if match.kind != CHUNK:
         return None
-    return hash(match.chunk), False
+    return chunk_id(match.chunk), False
+
+
+def chunk_id(key: str) -> int:
+    """A chunk's id: 64 bits of BLAKE2b of its key, the same in every process (Python's own
+    ``hash`` of a string changes from run to run, and the id breaks ties between chunks last
+    used at the same time, common where times are kept to the second: a dry run and the real
+    run must choose alike)."""
+    digest = blake2b(key.encode("utf-8", "surrogateescape"), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
 
 
 def _group(match: Match | None) -> GroupKey:
@@ -165,33 +175,43 @@ def _in_scope(scope: Scope, match: Match) -> bool:
     )
 
 
-class Chosen:
-    """The files a plan chose, by a hash of folder and name, with the inode each had: a
-    bitmap of ``2**BITS`` bits (4 MiB, however many files) that the second walk asks of every
-    name (a name it lets through that the plan did not choose, about chosen / 2**BITS of the
-    others, is still classified and judged, so it only narrows), and the sorted hashes with
-    their inodes, which a chunk's files must still have to be removed."""
+class Bits:
+    """A set of 64-bit hashes as a bitmap of ``2**BITS`` bits (4 MiB, however many): every
+    hash put in is found; a hash not put in is found with odds of about (hashes put in) /
+    2**BITS, so it serves only to narrow what is looked at, never to decide."""
 
     BITS = 25
     MASK = (1 << BITS) - 1
 
+    def __init__(self, hashes: Any) -> None:
+        import numpy as np
+
+        slots = np.asarray(hashes, dtype=np.int64) & self.MASK
+        table = np.zeros(1 << (self.BITS - 3), np.uint8)
+        np.bitwise_or.at(table, slots >> 3, np.left_shift(1, slots & 7).astype(np.uint8))
+        self.table = table.tobytes()
+
+    def __contains__(self, name_hash: int) -> bool:
+        slot = name_hash & self.MASK
+        return bool(self.table[slot >> 3] >> (slot & 7) & 1)
+
+
+class Chosen(Bits):
+    """The files a plan chose, by a hash of folder and name, with the inode each had: the
+    bitmap the second walk asks of every name (a name it lets through that the plan did not
+    choose is still classified and judged), and the sorted hashes with their inodes, which a
+    chunk's files must still have to be removed."""
+
     def __init__(self, hashes: Any, inodes: Any = None) -> None:
         import numpy as np
 
+        super().__init__(hashes)
         hashes = np.asarray(hashes, dtype=np.int64)
         inodes = np.zeros(len(hashes), np.int64) if inodes is None else np.asarray(inodes)
         order = np.argsort(hashes, kind="stable")
         self.hashes = hashes[order]
         self.inodes = inodes.astype(np.int64)[order]
-        slots = hashes & self.MASK
-        table = np.zeros(1 << (self.BITS - 3), np.uint8)
-        np.bitwise_or.at(table, slots >> 3, np.left_shift(1, slots & 7).astype(np.uint8))
-        self.table = table.tobytes()
         self.files = len(hashes)
-
-    def __contains__(self, name_hash: int) -> bool:
-        slot = name_hash & self.MASK
-        return bool(self.table[slot >> 3] >> (slot & 7) & 1)
 
     def inodes_of(self, name_hashes: list[int]) -> list[int]:
         """The inode the plan saw for each hash (-1 for a hash it did not choose)."""
@@ -205,6 +225,28 @@ class Chosen:
         hit[inside] = self.hashes[at[inside]] == wanted[inside]
         found[hit] = self.inodes[at[hit]]
         return [int(i) for i in found]
+
+
+def needed_folders(leaves: Any, folders: Any, parents: Any) -> Bits:
+    """The folders the second walk must enter: those holding a chosen file (``leaves``,
+    hashes of their parts) and every folder above them, from each folder's hash and its
+    parent's (``folders``, ``parents``: what the first walk entered)."""
+    import numpy as np
+
+    order = np.argsort(folders, kind="stable")
+    folders, parents = folders[order], parents[order]
+    top = hash(())
+    needed = [np.unique(leaves)]
+    frontier = needed[0]
+    for _level in range(MAX_DEPTH + 1):
+        at = np.searchsorted(folders, frontier)
+        at = at[at < len(folders)]
+        frontier = np.unique(parents[at[np.isin(folders[at], frontier)]])
+        frontier = frontier[frontier != top]
+        if not len(frontier):
+            break
+        needed.append(frontier)
+    return Bits(np.concatenate(needed))
 
 
 class Plan(NamedTuple):
@@ -223,6 +265,7 @@ class Plan(NamedTuple):
     unknown_bytes: int = 0
     hard_linked: int = 0  # files with another name
     started: float = 0.0  # the clock when the first walk began: a file changed since is not removed
+    folders: Bits | None = None  # the folders holding chosen files, and those above them
 
 
 def plan(
@@ -241,12 +284,22 @@ def plan(
     started = time.time()
     ids, used, sizes, alloc = array("q"), array("d"), array("q"), array("q")
     names, inodes, groups = array("q"), array("q"), array("l")  # hash((folder, name)), inode
+    homes = array("q")  # hash(folder) of each row's folder
+    folders, parents = array("q"), array("q")  # hash of each folder entered, and of its parent
+
+    def entered(folder: tuple[str, ...]) -> bool:
+        folders.append(hash(folder))
+        parents.append(hash(folder[:-1]))
+        return True
+
+    last_folder: tuple[str, ...] | None = None
+    home = hash(())
     pinned, linked = array("q"), array("q")  # chunk ids: being written, hard-linked
     group_index: dict[GroupKey, int] = {}
     found = Groups()
     known = unknown = unknown_bytes = temps = configs = hard_linked = 0
     examples: list[str] = []
-    walk = Walk(root, progress=progress, tick=tick)
+    walk = Walk(root, progress=progress, tick=tick, folders=entered)
     for seen in walk:
         match = classify(seen.folder, seen.name)
         if match is None:
@@ -273,7 +326,11 @@ def plan(
             hard_linked += 1
             linked.append(chunk[0])
         group = group_index.setdefault(key, len(group_index))
+        if seen.folder is not last_folder:  # one tuple a folder: hashed once
+            last_folder = seen.folder
+            home = hash(last_folder)
         ids.append(chunk[0])
+        homes.append(home)
         names.append(hash((seen.folder, seen.name)))
         inodes.append(seen.ino)
         groups.append(group)
@@ -300,9 +357,12 @@ def plan(
                 ids_a, arr(linked, np.int64))  # fmt: skip
     rows = choice.rows
     chosen = Chosen(arr(names, np.int64)[rows], arr(inodes, np.int64)[rows])
+    needed = needed_folders(
+        arr(homes, np.int64)[rows], arr(folders, np.int64), arr(parents, np.int64)
+    )
     return Plan(
         choice, clock, known, unknown, examples, temps, chosen, found, walk, configs,
-        unknown_bytes, hard_linked, started,
+        unknown_bytes, hard_linked, started, needed,
     )  # fmt: skip
 
 
@@ -502,7 +562,11 @@ class Sweep:
         chosen = self.chosen
         table, mask = (chosen.table, chosen.MASK) if chosen is not None else (b"", 0)
         tick = self.lock.refresh if self.lock is not None else None
-        self.walk = walk = Walk(self.root, names_only=True, tick=tick)
+        needed = self.planned.folders
+        self.walk = walk = Walk(
+            self.root, names_only=True, tick=tick,
+            folders=None if needed is None else (lambda folder: hash(folder) in needed),
+        )  # fmt: skip
         with Handles(self.root) as handles:
             for seen in walk:
                 name_hash = hash((seen.folder, seen.name))

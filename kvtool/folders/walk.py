@@ -64,6 +64,51 @@ def mount_id(fd: int) -> int | None:
     return None
 
 
+class _Statx:
+    """``statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID)`` through glibc (Linux 5.8 and later):
+    a folder's device and mount id in one system call, where reading ``/proc/self/fdinfo``
+    costs an open, a read and a close (a vLLM tier has nearly a folder per file). ``where``
+    returns None when the kernel or C library cannot say, and the walk falls back."""
+
+    AT_EMPTY_PATH = 0x1000
+    STATX_MNT_ID = 0x1000
+    STATX_INO = 0x100
+
+    def __init__(self) -> None:
+        import ctypes
+        import struct
+
+        self._unpack = struct.Struct("<I").unpack_from
+        self._dev = struct.Struct("<II Q").unpack_from  # dev major, minor; mnt_id (at 136)
+        self._buf = ctypes.create_string_buffer(256)
+        self._call: Callable[..., int] | None
+        try:
+            self._call = ctypes.CDLL(None, use_errno=True).statx
+        except (OSError, AttributeError):
+            self._call = None
+
+    def where(self, fd: int) -> tuple[int, int] | None:
+        """(device, mount id) of the open handle ``fd``."""
+        if self._call is None:
+            return None
+        if self._call(fd, b"", self.AT_EMPTY_PATH, self.STATX_MNT_ID, self._buf) != 0:
+            return None
+        if not self._unpack(self._buf, 0)[0] & self.STATX_MNT_ID:
+            return None
+        major, minor, mount = self._dev(self._buf, 136)
+        return os.makedev(major, minor), mount
+
+
+_STATX: _Statx | None = None
+
+
+def _statx() -> _Statx:
+    global _STATX
+    if _STATX is None:
+        _STATX = _Statx()
+    return _STATX
+
+
 class Root:
     """The folder, held open: walks, removals and the lock all work relative to this handle,
     so renaming the path or swapping a link into it while a run lasts changes nothing."""
@@ -83,11 +128,20 @@ class Root:
         info = os.fstat(self.fd)
         self.dev = info.st_dev
         self.ino = info.st_ino
-        self.mount = mount_id(self.fd)
+        self._statx = _statx()
+        where = self._statx.where(self.fd)
+        self.by_statx = where is not None and where[0] == self.dev
+        self.mount = where[1] if where is not None and self.by_statx else mount_id(self.fd)
 
-    def on_root_mount(self, fd: int, info: os.stat_result) -> bool:
-        """Whether the opened folder ``fd`` lies on the root's file system and mount."""
-        if info.st_dev != self.dev:
+    def on_root_mount(self, fd: int) -> bool:
+        """Whether the opened folder ``fd`` lies on the root's file system and mount (its
+        device, and its mount id: a bind mount of the same file system has the root's
+        device)."""
+        if self.by_statx:
+            where = self._statx.where(fd)
+            if where is not None:
+                return where == (self.dev, self.mount)
+        if os.fstat(fd).st_dev != self.dev:
             return False
         return self.mount is None or mount_id(fd) == self.mount
 
@@ -126,7 +180,9 @@ class Walk:
     ``mounts`` (folders on another mount, not entered), ``too_deep`` and ``per_folder`` (the
     largest file counts per folder, as (count, folder)) say what else was met. ``progress(files,
     bytes)`` is called every ``every`` files, ``tick()`` at every folder and every 256 files
-    (gc refreshes its lock there). ``names_only`` yields regular files by the listing's file
+    (gc refreshes its lock there), ``folders(parts)`` before each folder below the root is
+    opened (False: it is passed over; gc's second walk enters only the folders its plan
+    chose files in). ``names_only`` yields regular files by the listing's file
     type without a ``stat`` each (sizes and times 0): for a walk that stats only the files it
     picks (gc's second). ``folder_fd`` is the handle of the folder of the file last yielded."""
 
@@ -139,6 +195,7 @@ class Walk:
         top_folders: int = 5,
         names_only: bool = False,
         tick: Callable[[], None] | None = None,
+        folders: Callable[[tuple[str, ...]], bool] | None = None,
     ) -> None:
         self._given = root  # a Path is opened (and closed) by each iteration
         self.root = root if isinstance(root, Root) else None
@@ -157,6 +214,7 @@ class Walk:
         self._top = top_folders
         self._names_only = names_only
         self._tick = tick or (lambda: None)
+        self._folders = folders
 
     def __iter__(self) -> Iterator[Seen]:
         if isinstance(self._given, Root):
@@ -238,6 +296,8 @@ class Walk:
         """The folder ``name`` below ``level``, opened and listed, or None when it is not to
         be entered (reported by kind)."""
         folder = (*level.folder, name)
+        if self._folders is not None and not self._folders(folder):
+            return None
         if len(folder) > MAX_DEPTH:
             self._note(self.too_deep, "/".join(folder))
             return None
@@ -251,7 +311,7 @@ class Walk:
             return None
         assert self.root is not None
         try:
-            if not self.root.on_root_mount(fd, os.fstat(fd)):
+            if not self.root.on_root_mount(fd):
                 self._note(self.mounts, "/".join(folder))
                 os.close(fd)
                 return None
@@ -320,7 +380,7 @@ class Handles:
         except OSError:
             return None
         try:
-            same = self.root.on_root_mount(fd, os.fstat(fd))
+            same = self.root.on_root_mount(fd)
         except OSError:
             same = False
         if not same:

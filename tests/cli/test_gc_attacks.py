@@ -198,6 +198,15 @@ def test_root_home_and_the_folders_above_home_are_refused(kvtool: Kvtool, tmp_pa
     (home / ".bashrc").write_text("keep me")
     (tmp_path / "to-root").symlink_to("/")
     monkeypatch.setenv("HOME", str(home))
+    tried: list[str] = []
+
+    def never(path, *args, **kw):  # should the guard ever break, this test deletes nothing
+        tried.append(str(path))
+        raise AssertionError(f"gc tried to remove {path!r} under a folder it must refuse")
+
+    real_unlink = os.unlink
+    for name in ("unlink", "remove", "rmdir", "rename", "link"):
+        monkeypatch.setattr(os, name, never)
     for folder in ("/", str(home), str(home.parent), str(tmp_path), str(tmp_path / "to-root")):
         for extra in ((), ("--dry-run",), ("--include-unknown",)):
             done = kvtool("gc", folder, "--max-size", "0", "--grace", "0s", *extra)
@@ -205,11 +214,13 @@ def test_root_home_and_the_folders_above_home_are_refused(kvtool: Kvtool, tmp_pa
             assert "kvtool gc never cleans it" in done.stderr
             assert len(done.stderr.strip().splitlines()) == 1
             assert done.stdout == ""
+    assert tried == []
     assert (home / ".bashrc").read_text() == "keep me"
     assert len(list((home / "kv").iterdir())) == 3
-    done = kvtool("gc", str(home / "kv"), "--max-size", "0", "--grace", "0s")  # below: fine
-    assert done.exit_code == 0, done.stderr
-    assert not any((home / "kv").iterdir())
+    monkeypatch.setattr(os, "unlink", real_unlink)
+    done = kvtool("gc", str(home / "kv"), "--max-size", "0", "--grace", "0s", "--dry-run")
+    assert done.exit_code == 0, done.stderr  # a folder below a home is a folder like any other
+    assert "would remove: 3 chunks" in done.stdout
 
 
 LOCKS: dict[str, Callable[[Path], None]] = {
@@ -346,3 +357,30 @@ def test_an_unreadable_subfolder_is_reported_and_is_exit_1(kvtool: Kvtool, tmp_p
     assert "could not read 1 folder (locked)" in done.stdout
     assert "left 0 B and what the unreadable folders hold" in done.stdout
     assert all(path.exists() for path in hidden)
+
+
+def test_a_dry_run_in_another_process_chooses_what_the_real_run_removes(tmp_path):
+    root = tmp_path / "kv"
+    _fill(root, 200)  # all last used in the same second, as on a mount that keeps seconds
+    when = int(time.time() - OLD)
+    for path in root.iterdir():
+        os.utime(path, (when, when))
+    args = [str(root), "--max-size", "1600B", "--grace", "0s", "--list", "--json"]
+    dry = subprocess.run(
+        [sys.executable, "-m", "kvtool", "gc", *args, "--dry-run"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": "1"},
+    )  # fmt: skip
+    real = subprocess.run(
+        [sys.executable, "-m", "kvtool", "gc", *args],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": "2"},
+    )  # fmt: skip
+    assert dry.returncode == real.returncode == 0, dry.stderr + real.stderr
+    listed = {f["path"] for f in json.loads(dry.stdout)["files"]}
+    removed = {f["path"] for f in json.loads(real.stdout)["files"]}
+    assert len(listed) == 100
+    assert listed == removed
+    left = {p.name for p in root.iterdir()}
+    assert len(left) == 100
+    assert not left & removed

@@ -56,3 +56,15 @@ def test_inspect_bad_input_is_one_line_and_exit_2(kvtool: Kvtool, tmp_path: Path
         assert match in done.stderr
         assert "Traceback" not in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_names_from_disk_are_printed_escaped(kvtool: Kvtool, tmp_path: Path) -> None:
+    build(tmp_path, "sglang-0.5.23.json")
+    (tmp_path / "\x1b[2Jx\nfake line").write_bytes(b"x")
+    (tmp_path / "link\x1b[31m").symlink_to(tmp_path)
+    done = kvtool("inspect", str(tmp_path))
+    assert done.exit_code == 0, done.stderr
+    assert "\x1b" not in done.stdout
+    assert "\\033[2Jx\\nfake\\ line" in done.stdout
+    assert "link\\033[31m" in done.stdout
+    assert not any(line.startswith("fake line") for line in done.stdout.splitlines())

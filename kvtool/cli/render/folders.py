@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvtool.cli.render.text import Table, echo, plural, print_notes
+from kvtool.errors import escape_name
 from kvtool.units import format_bytes, format_bytes_binary
 
 if TYPE_CHECKING:
@@ -33,13 +34,21 @@ def mode_notes(mode: str) -> list[str]:
     return [_MODE_NOTES[mode]] if mode in _MODE_NOTES else []
 
 
+def _names(names: list[str], count: int = 3) -> str:
+    """The first ``count`` names read from disk, escaped as ``ls -b`` shows them."""
+    return ", ".join(escape_name(name) for name in names[:count])
+
+
 def print_inspection(found: Inspection) -> None:
     from kvtool.folders.summary import AGES, engine_name
     from kvtool.plan.folder_rules import FILES_PER_FOLDER
 
     s, walk = found.summary, found.walk
     notes = mode_notes(s.mode)
-    echo(f"{found.root}  ({plural(walk.folders, 'folder')}, mount {found.mountpoint or '?'})")
+    echo(
+        f"{escape_name(str(found.root))}  ({plural(walk.folders, 'folder')},"
+        f" mount {escape_name(found.mountpoint) or '?'})"
+    )
     echo()
     table = Table(
         "engine", "model", "dtype", "layout", "ranks seen", "files", "bytes", "last use", "orphan",
@@ -49,7 +58,8 @@ def print_inspection(found: Inspection) -> None:
         ranks = f"{len(g.ranks):,}" if g.ranks else "-"
         used = f"{age(s.now - g.newest)} - {age(s.now - g.oldest)} ago" if g.files else "-"
         table.add_row(
-            engine_name(g.engine), g.model or "-", g.dtype or "-", g.layout or "-", ranks or "-",
+            engine_name(g.engine), escape_name(g.model) or "-", escape_name(g.dtype) or "-",
+            escape_name(g.layout) or "-", ranks or "-",
             f"{g.files:,}", format_bytes_binary(g.bytes), used, g.orphan or "-",
         )  # fmt: skip
     echo(table.render())
@@ -75,15 +85,21 @@ def print_inspection(found: Inspection) -> None:
     if s.unknown_files:
         echo(
             f"unknown files: {s.unknown_files:,}, {format_bytes(s.unknown_bytes)}"
-            f" (e.g. {', '.join(s.unknown_examples[:3])})"
+            f" (e.g. {_names(s.unknown_examples)})"
         )
     if walk.link_count:
-        echo(f"links (not followed): {walk.link_count:,} (e.g. {', '.join(walk.links[:3])})")
+        echo(f"links (not followed): {walk.link_count:,} (e.g. {_names(walk.links)})")
     if walk.unreadable:
-        echo(f"folders that could not be read: {', '.join(walk.unreadable[:5])}")
+        echo(f"folders that could not be read: {_names(walk.unreadable, 5)}")
+    if walk.mounts:
+        echo(f"mount points (not entered): {_names(walk.mounts, 5)}")
+    if walk.too_deep:
+        echo(f"folders over 64 levels deep (not entered): {_names(walk.too_deep)}")
     biggest = walk.per_folder[0] if walk.per_folder else (0, ".")
     over = [
-        f"{folder} ({count:,})" for count, folder in walk.per_folder if count > FILES_PER_FOLDER
+        f"{escape_name(folder)} ({count:,})"
+        for count, folder in walk.per_folder
+        if count > FILES_PER_FOLDER
     ]
     if over:
         echo(
@@ -92,7 +108,7 @@ def print_inspection(found: Inspection) -> None:
         )
     else:
         echo(
-            f"most files in one folder: {biggest[0]:,} ({biggest[1]}), under the"
+            f"most files in one folder: {biggest[0]:,} ({escape_name(biggest[1])}), under the"
             f" {FILES_PER_FOLDER:,} AWS advises per FSx for Lustre directory"
         )
     orphans = [g for g in s.groups.values() if g.orphan]
@@ -100,7 +116,7 @@ def print_inspection(found: Inspection) -> None:
         spelled = sorted({g.model for g in s.groups.values() if g.model})[:5]
         notes.append(
             f"no layout here is of --model {found.model}; the engines here name: "
-            + ", ".join(spelled)
+            + ", ".join(escape_name(name) for name in spelled)
         )
     if orphans:
         notes.append(
@@ -133,6 +149,8 @@ def inspection_json(found: Inspection) -> dict[str, Any]:
         },
         "links_not_followed": walk.link_count,
         "unreadable_folders": walk.unreadable,
+        "mount_points": walk.mounts,
+        "too_deep": walk.too_deep,
         "folders": walk.folders,
         "largest_folders": [{"folder": f, "files": n} for n, f in walk.per_folder],
         "files_per_folder_guidance": FILES_PER_FOLDER,

@@ -339,3 +339,43 @@ def test_two_runs_at_once_remove_what_one_would(tmp_path):
     assert len(_files(root)) == 100
     # the newest hundred stayed
     assert _files(root) == {f"{i:064x}_m-x_0_1.bin" for i in range(100)}
+
+
+def test_the_second_walk_enters_only_the_folders_holding_chosen_files(tmp_path):
+    now = time.time()
+    chosen = tmp_path / "a" / "b" / "c"
+    chosen.mkdir(parents=True)
+    for i in range(3):
+        old = chosen / f"{i:064x}_m-x_0_1.bin"
+        old.write_bytes(b"x")
+        os.utime(old, (now - OLD, now - OLD))
+    for folder in ("x/y", "x/z", "a/q"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / f"{'f' * 64}_m-x_0_1.bin").write_bytes(b"y")  # young: stays
+    with Root(tmp_path) as root:
+        planned = plan(
+            root, scope=Scope(), limits=Limits(max_size=0, grace=600), mode="relatime",
+            free_bytes=0,
+        )  # fmt: skip
+        assert planned.walk.folders == 8
+        sweep = Sweep(root, planned, scope=Scope(), mode="relatime", dry_run=True)
+        assert len(list(sweep)) == 3
+        assert sweep.walk.folders == 4  # the root, a, a/b, a/b/c: not x, x/y, x/z, a/q
+        assert hash(("a", "b")) in planned.folders
+        assert hash(("x",)) not in planned.folders
+
+
+def test_needed_folders_climbs_to_the_top():
+    import numpy as np
+
+    from kvtool.folders.gc import needed_folders
+
+    tree = [("a",), ("a", "b"), ("a", "b", "c"), ("x",), ("x", "y")]
+    folders = np.array([hash(f) for f in tree], np.int64)
+    parents = np.array([hash(f[:-1]) for f in tree], np.int64)
+    bits = needed_folders(np.array([hash(("a", "b", "c"))] * 2, np.int64), folders, parents)
+    assert all(hash(f) in bits for f in tree[:3])
+    assert hash(("x",)) not in bits
+    assert hash(("x", "y")) not in bits
+    empty = needed_folders(np.zeros(0, np.int64), folders, parents)
+    assert not any(hash(f) in empty for f in tree)
