@@ -118,11 +118,7 @@ def test_a_folder_swapped_for_a_link_while_gc_runs_costs_nothing_outside(tmp_pat
     assert swaps > 10  # the race really ran while gc did
     assert all(path.exists() for path in theirs), "gc removed files outside its folder"
     assert (outside / ".bashrc").read_text() == "keep me"
-    # gc's own files went, except those of the folder while it was swapped away
-    left_inside = sum(1 for p in inside if p.exists()) + sum(
-        1 for p in (root / "sub.x").glob("*.bin")
-    )
-    assert left_inside < len(inside)
+    # its own files elsewhere went (sub's went or not, as the race fell: either is right)
     assert not any((root / "other").iterdir())
 
 
