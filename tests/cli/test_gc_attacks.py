@@ -96,7 +96,7 @@ print(swaps)
 def test_a_folder_swapped_for_a_link_while_gc_runs_costs_nothing_outside(tmp_path, unknown):
     root = tmp_path / "kv"
     outside = tmp_path / "home" / "victim"
-    inside = _fill(root / "sub", 3000)
+    _fill(root / "sub", 3000)
     _fill(root / "other", 1000, start=5000)
     theirs = _fill(outside, 3000)  # the same engine names: gc would take them if it went there
     (outside / ".bashrc").write_text("keep me")
