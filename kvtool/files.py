@@ -14,6 +14,7 @@ from typing import Any
 
 from kvtool.errors import InputError, has_control_character
 
+REPORT_SCHEMA_VERSION = 1  # every --json kvtool prints: {"schema_version": 1, "command": ...}
 MAX_INPUT_BYTES = 64 * 1024**2  # far past any config, plan or report; short of a MemoryError
 
 
@@ -131,6 +132,29 @@ def read_json_object(
     if not isinstance(data, dict):
         raise InputError(f"{path}: a {what} must be a JSON object")
     _no_surrogates(data, path)
+    return data
+
+
+def read_report(path: Path, *, command: str) -> dict[str, Any]:
+    """A report ``kvtool COMMAND --json`` wrote (one from before the envelope, without
+    ``schema_version``, is read as version 1). InputError for another command's report, or
+    one a newer kvtool wrote in a shape this one does not know."""
+    data = read_json_object(path, what=f"kvtool {command} --json report")
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise InputError(f"{path}: schema_version {version!r} is not a kvtool report's")
+    if version > REPORT_SCHEMA_VERSION:
+        raise InputError(
+            f"{path}: written by a newer kvtool (schema_version {version}; this one reads"
+            f" {REPORT_SCHEMA_VERSION})",
+            "upgrade kvtool, or write the report again with this one",
+        )
+    written_by = data.get("command", command)
+    if written_by != command:
+        raise InputError(
+            f"{path} is kvtool {str(written_by)[:40]}'s report, not kvtool {command}'s",
+            f"pass the file kvtool {command} --json wrote",
+        )
     return data
 
 

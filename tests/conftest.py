@@ -79,9 +79,36 @@ def kvtool() -> Callable[..., CliResult]:
             env={"NO_COLOR": "1", "COLUMNS": "100", "HF_HUB_OFFLINE": "1"},
             catch_exceptions=False,
         )
+        if "--json" in args and result.stdout.startswith("{"):
+            check_json_output(result.stdout)
         return CliResult(result.exit_code, result.stdout, result.stderr)
 
     return run
+
+
+JSON_SCHEMAS = __import__("pathlib").Path(__file__).parents[1] / "docs" / "json"
+
+
+def check_json_output(stdout: str) -> None:
+    """Every ``--json`` a test runs is held to its command's schema in docs/json/ (with
+    ``KVTOOL_JSON_SAMPLES=DIR`` set, kept there instead, for docs/json/draft.py)."""
+    import json
+    import os
+
+    data = json.loads(stdout)
+    name = str(data.get("command", "")).replace(" ", "-")
+    samples = os.environ.get("KVTOOL_JSON_SAMPLES")
+    if samples:
+        import uuid
+
+        folder = __import__("pathlib").Path(samples) / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{uuid.uuid4().hex}.json").write_text(stdout)
+        return
+    import jsonschema
+
+    schema = json.loads((JSON_SCHEMAS / f"{name}.schema.json").read_text())
+    jsonschema.validate(data, schema)
 
 
 _TMP_BEFORE: set[str] = set()

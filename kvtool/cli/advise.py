@@ -129,7 +129,7 @@ def advise(
             from kvtool.cli.render.cost import cost_json
 
             data["cost"] = cost_json(priced)
-        print_json(data)
+        print_json(data, command="advise")
     else:
         render.print_advice(result)
         if priced is not None:

@@ -195,7 +195,7 @@ def bench(
     host = socket.gethostname()
     if as_json:
         about = {"hostname": host, "kvtool_version": __version__, "pid": os.getpid()}
-        print_json(render.bench_json(results, notes=notes, about=about))
+        print_json(render.bench_json(results, notes=notes, about=about), command="bench")
     else:
         render.print_bench(results, notes=notes, header=f"kvtool bench on {host}")
     return exit_status.PROBLEMS if render.failed(results) else exit_status.OK

@@ -44,7 +44,7 @@ def check(
     if junit is not None:
         write_text(junit, junit_xml(f"kvtool check {plan_file}", report.findings))
     if as_json:
-        print_json(report.to_json())
+        print_json(report.to_json(), command="check")
     else:
         render.print_report(report, title=f"kvtool check {plan_file}")
     return status.PROBLEMS if report.failed else status.OK

@@ -136,7 +136,7 @@ def doctor(
             ]
             write_text(junit, junit_xml("kvtool doctor --merge", [*findings, *merged.differences]))
         if as_json:
-            print_json(merged.to_json())
+            print_json(merged.to_json(), command="doctor")
         else:
             render.print_merged(merged)
         return status.PROBLEMS if merged.failed else status.OK
@@ -182,7 +182,10 @@ def doctor(
             junit, junit_xml(f"kvtool doctor {report.path}", report.findings, hostname=report.node)
         )
     if as_json:
-        print_json({**report.to_json(), **({"notes": list(inputs.notes)} if inputs.notes else {})})
+        print_json(
+            {**report.to_json(), **({"notes": list(inputs.notes)} if inputs.notes else {})},
+            command="doctor",
+        )
     else:
         render.print_report(report, verbose=verbose)
         print_notes(inputs.notes)

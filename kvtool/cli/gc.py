@@ -127,7 +127,7 @@ def gc(
     if as_json:
         from kvtool.cli.render.text import print_json
 
-        print_json(render.gc_json(inputs, planned, outcome, listed))
+        print_json(render.gc_json(inputs, planned, outcome, listed), command="gc")
     else:
         if list_files and outcome.removed_files:
             from kvtool.cli.render.text import echo

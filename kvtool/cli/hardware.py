@@ -23,6 +23,6 @@ def hardware(
 
     nodes, storage = node_profiles(), storage_profiles()
     if as_json:
-        print_json(render.hardware_json(nodes, storage))
+        print_json(render.hardware_json(nodes, storage), command="hardware")
     else:
         render.print_hardware(nodes, storage)

@@ -57,6 +57,6 @@ def inspect(
     if as_json:
         from kvtool.cli.render.text import print_json
 
-        print_json(render.inspection_json(found))
+        print_json(render.inspection_json(found), command="inspect")
     else:
         render.print_inspection(found)

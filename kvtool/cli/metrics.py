@@ -91,7 +91,7 @@ def metrics(
     if as_json:
         from kvtool.cli.render.text import print_json
 
-        print_json(render.to_json(report))
+        print_json(render.to_json(report), command="metrics")
     else:
         render.print_report(report)
     return status.PROBLEMS if render.problems(report) else status.OK

@@ -27,6 +27,6 @@ def models(
         spec = spec_from_config(config, name=profile.name, source=f"bundled {profile.name}")
         rows.append((profile, spec, kv_bytes_per_token(spec)))
     if as_json:
-        print_json(render.models_json(rows))
+        print_json(render.models_json(rows), command="models")
     else:
         render.print_models(rows)

@@ -523,7 +523,7 @@ def _render(sized: list[Sized], as_json: bool, weights_dtype: str | None) -> Non
                 one.resolved, one.results, one.plans, one.batched_why,
                 weights=None if weights is None else weights[index], costs=one.costs,
             )  # fmt: skip
-        print_json(records)
+        print_json(records, command="size")
         return
     if len(sized) > 1:
         assert weights is not None

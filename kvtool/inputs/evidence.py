@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from kvtool.errors import InputError
-from kvtool.files import read_json_object
+from kvtool.files import read_report
 
 if TYPE_CHECKING:
     from kvtool.bench.result import BenchResult
@@ -34,7 +34,7 @@ def read_bench(path: Path) -> BenchReport:
     """A ``kvtool bench --json`` report; InputError for a file that is not one."""
     from kvtool.bench.result import results_from_json
 
-    data = read_json_object(path, what="kvtool bench --json report")
+    data = read_report(path, command="bench")
     try:
         return BenchReport(str(path), tuple(results_from_json(data)))
     except ValueError as exc:
@@ -47,5 +47,5 @@ def read_doctor_report(path: Path) -> Report:
     """A ``kvtool doctor --json`` report; InputError naming the file for anything else."""
     from kvtool.doctor.run import report_from_json
 
-    data = read_json_object(path, what="kvtool doctor --json report")
+    data = read_report(path, command="doctor")
     return report_from_json(data, source=str(path))

@@ -64,9 +64,12 @@ class Criterion:
 
     name: str
     met: bool
-    value: str
+    value: str  # in words, for the text output
     threshold: str
     reason: str
+    amount: float | bool = False  # the value and the threshold as numbers, in ``unit``
+    bound: float | bool = False
+    unit: str = "yes/no"  # bytes, fraction, seconds, ratio or yes/no
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,9 @@ def advise(workload: Workload, capacity: Capacity) -> Advice:
             format_bytes(working),
             f"HBM at the 85% line: {format_bytes(t1_cluster)}",
             "mean concurrency x mean session KV against every node's T1",
+            working,
+            t1_cluster,
+            "bytes",
         ),
         Criterion(
             "shared prefixes",
@@ -112,6 +118,9 @@ def advise(workload: Workload, capacity: Capacity) -> Advice:
             f"{workload.shared_prefix:.0%}",
             f"> {SHARED_PREFIX_THRESHOLD:.0%}",
             "a prefix computed once on T3 is read by every node",
+            workload.shared_prefix,
+            SHARED_PREFIX_THRESHOLD,
+            "fraction",
         ),
         Criterion(
             "long idle time",
@@ -119,6 +128,9 @@ def advise(workload: Workload, capacity: Capacity) -> Advice:
             f"{workload.mean_idle_s:,.0f} s",
             f"> {IDLE_THRESHOLD_S:.0f} s",
             "idle sessions are demoted off the node and come back later",
+            workload.mean_idle_s,
+            IDLE_THRESHOLD_S,
+            "seconds",
         ),
         Criterion(
             "GPUs added to hold KV",
@@ -127,6 +139,8 @@ def advise(workload: Workload, capacity: Capacity) -> Advice:
             f" would hold the peak in HBM; {capacity.nodes:,} run)",
             "yes",
             "nodes bought for memory, not for decode throughput (your call)",
+            workload.gpus_added_for_kv,
+            True,
         ),
         Criterion(
             "bursty concurrency",
@@ -134,6 +148,9 @@ def advise(workload: Workload, capacity: Capacity) -> Advice:
             f"{workload.peak_to_mean:g}x",
             f"> {PEAK_TO_MEAN_THRESHOLD:g}x",
             "peaks spill to a shared tier instead of sizing HBM for them",
+            workload.peak_to_mean,
+            PEAK_TO_MEAN_THRESHOLD,
+            "ratio",
         ),
         Criterion(
             "disaggregated prefill/decode",
@@ -141,6 +158,8 @@ def advise(workload: Workload, capacity: Capacity) -> Advice:
             "yes" if workload.disaggregated else "no",
             "yes",
             "the decode node must read KV another node wrote",
+            workload.disaggregated,
+            True,
         ),
     )
     met = sum(c.met for c in criteria)

@@ -216,7 +216,7 @@ def test_check_places_sessions_as_size_hardware_does(
     args += ["--fsx-capacity", f"{gib}GiB"] if gib else []
     sized = kvtool(*args)
     assert sized.exit_code == 0, sized.stderr
-    tiers = json.loads(sized.stdout)[0]["tiers"]
+    tiers = json.loads(sized.stdout)["results"][0]["tiers"]
     assert counts[:3] == [t["sessions"] for t in tiers[:3]], (evidence, tiers)
     assert counts[0] > 0
 

@@ -42,7 +42,8 @@ def test_healthy_snapshot_exits_0_with_the_json_shape(kvtool: Run, snapshot: Pat
     result = kvtool("doctor", "--snapshot", str(snapshot), KV_PATH, "--json")
     assert result.exit_code == 0, result.stdout
     data = json.loads(result.stdout)
-    assert set(data) == {"path", "node", "findings", "summary"}
+    assert set(data) == {"schema_version", "command", "path", "node", "findings", "summary"}
+    assert (data["schema_version"], data["command"]) == (1, "doctor")
     assert data["node"] == "node-a"
     assert data["summary"]["FAIL"] == 0
     assert {"id", "area", "status", "message", "evidence", "fix"} <= set(data["findings"][0])

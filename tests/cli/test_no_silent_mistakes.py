@@ -36,7 +36,7 @@ def test_context_past_the_models_limit_gets_a_note(
 ) -> None:
     text = kvtool("size", model, "--ctx", ctx).stdout
     assert f"past the model's limit of {limit}" in text
-    [data] = json.loads(kvtool("size", model, "--ctx", ctx, "--json").stdout)
+    [data] = json.loads(kvtool("size", model, "--ctx", ctx, "--json").stdout)["results"]
     assert any(f"limit of {limit}" in note for note in data["notes"])
     assert data["max_context_tokens"] == int(limit.replace(",", ""))
 
@@ -195,7 +195,9 @@ def test_a_folder_or_a_bare_config_json_is_named_after_its_folder(
     (folder / "config.json").write_text(json.dumps(bundled_config("llama-3.1-8b")))
     monkeypatch.chdir(folder)
     for ref in (".", "config.json"):
-        assert json.loads(kvtool("size", ref, "--json").stdout)[0]["model"] == "my-finetune"
+        assert (
+            json.loads(kvtool("size", ref, "--json").stdout)["results"][0]["model"] == "my-finetune"
+        )
 
 
 def test_version(kvtool: Run) -> None:
@@ -282,7 +284,9 @@ def test_a_usage_mistake_is_one_line_like_every_other_error() -> None:
 
 
 def test_names_resolve_as_users_type_them(kvtool: Run) -> None:
-    [data] = json.loads(kvtool("size", "meta-llama/Llama-3.1-8B-Instruct", "--json").stdout)
+    [data] = json.loads(kvtool("size", "meta-llama/Llama-3.1-8B-Instruct", "--json").stdout)[
+        "results"
+    ]
     assert data["model"] == "llama-3.1-8b"  # offline: the published Instruct id is bundled
     h100 = kvtool("size", "llama-3.1-8b", "--hardware", "h100")
     assert "did you mean p5.48xlarge?" in h100.stderr

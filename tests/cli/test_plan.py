@@ -31,7 +31,7 @@ def test_json_adds_tiers_and_plan(kvtool: Run) -> None:
         "--json",
     )
     assert result.exit_code == 0, result.stderr
-    [data] = json.loads(result.stdout)
+    [data] = json.loads(result.stdout)["results"]
     assert [t["name"] for t in data["tiers"]] == ["T1", "T2", "T3", "T4"]
     for tier in data["tiers"]:
         assert {"name", "medium", "capacity_bytes", "used_bytes", "sessions", "utilization"} <= set(
@@ -63,7 +63,7 @@ def test_several_contexts_give_one_plan_each(kvtool: Run) -> None:
         "96000GiB",
         "--json",
     )
-    data = json.loads(result.stdout)
+    data = json.loads(result.stdout)["results"]
     assert [d["ctx_tokens"] for d in data] == [32_000, 200_000]
     assert data[0]["plan"]["weights_dtype"] == "fp8"  # the checkpoint's quantization_config
     t3 = data[1]["tiers"][2]
@@ -127,7 +127,7 @@ def test_user_hardware_profile_file(kvtool: Run, tmp_path: Path) -> None:
     mine.write_text(text.replace('name = "p5en.48xlarge"', 'name = "my-node"'))
     result = kvtool("size", "llama-3.1-8b", "--hardware", str(mine), "--json")
     assert result.exit_code == 0, result.stderr
-    assert "8 x NVIDIA H200" in json.loads(result.stdout)[0]["tiers"][0]["medium"]
+    assert "8 x NVIDIA H200" in json.loads(result.stdout)["results"][0]["tiers"][0]["medium"]
     mine.write_text(text.replace("gds = true", "gds = true\nwarp_drive = 1"))
     bad = kvtool("size", "llama-3.1-8b", "--hardware", str(mine))
     assert bad.exit_code == 2
@@ -156,7 +156,7 @@ def test_t3_and_t4_profiles_can_be_chosen(kvtool: Run) -> None:
         "s3-express",
         "--json",
     )
-    [data] = json.loads(result.stdout)
+    [data] = json.loads(result.stdout)["results"]
     paths = {p["tier"]: p["description"] for p in data["reload"]["paths"]}
     assert paths["T3"].startswith("fsx-lustre-scratch2: the file system's throughput, 1,200 GiB")
     assert paths["T4"].startswith("s3-express-one-zone")
@@ -181,10 +181,10 @@ T3_READ = {
 def test_bench_file_replaces_the_t3_spec_and_says_so(kvtool: Run, tmp_path: Path) -> None:
     bench = _bench_file(tmp_path, [T3_READ])
     args = ["size", "llama-3.1-70b", "--ctx", "128K", "--sessions", "200", "--hardware", "p5en"]
-    [spec] = json.loads(kvtool(*args, "--json").stdout)
+    [spec] = json.loads(kvtool(*args, "--json").stdout)["results"]
     done = kvtool(*args, "--bench", str(bench), "--json")
     assert done.exit_code == 0, done.stderr
-    [measured] = json.loads(done.stdout)
+    [measured] = json.loads(done.stdout)["results"]
     paths = {p["tier"]: p for p in measured["reload"]["paths"]}
     spec_paths = {p["tier"]: p for p in spec["reload"]["paths"]}
     assert paths["T3"]["bandwidth_source"] == "measured"

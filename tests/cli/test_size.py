@@ -41,7 +41,7 @@ def test_size_table_for_the_brief_example(kvtool: Run) -> None:
 def test_size_json_is_a_list_even_for_one_context(kvtool: Run) -> None:
     """One shape: a list of one object per context (it was a bare object for one)."""
     result = kvtool("size", "DeepSeek-R1", "--ctx", "200k", "--sessions", "100", "--json")
-    [data] = json.loads(result.stdout)
+    [data] = json.loads(result.stdout)["results"]
     assert data.keys() >= REQUIRED_KEYS
     assert data["ctx_tokens"] == 200_000
     assert data["kv_bytes_per_token"] == 70_272
@@ -60,7 +60,7 @@ def test_size_json_is_a_list_even_for_one_context(kvtool: Run) -> None:
 
 def test_size_json_several_contexts_is_a_list(kvtool: Run) -> None:
     result = kvtool("size", "gpt-oss-120b", "--ctx", "1k,128K", "--json", "--engine", "formula")
-    data = json.loads(result.stdout)
+    data = json.loads(result.stdout)["results"]
     assert [item["ctx_tokens"] for item in data] == [1000, 131_072]
     # the 18 sliding layers stop growing past their 128-token window
     assert data[0]["kv_bytes_per_token"] == data[1]["kv_bytes_per_token"] == 18 * 8 * 64 * 2 * 2
@@ -68,11 +68,13 @@ def test_size_json_several_contexts_is_a_list(kvtool: Run) -> None:
 
 
 def test_size_accepts_hf_ids_any_case_and_config_paths(kvtool: Run, tmp_path: Path) -> None:
-    [by_id] = json.loads(kvtool("size", "deepseek-ai/deepseek-r1", "--json").stdout)
+    [by_id] = json.loads(kvtool("size", "deepseek-ai/deepseek-r1", "--json").stdout)["results"]
     config = Path(__file__).parents[2] / "profiles/models/deepseek-r1/config.json"
     (tmp_path / "config.json").write_bytes(config.read_bytes())
-    [by_folder] = json.loads(kvtool("size", str(tmp_path), "--json").stdout)
-    [by_file] = json.loads(kvtool("size", str(tmp_path / "config.json"), "--json").stdout)
+    [by_folder] = json.loads(kvtool("size", str(tmp_path), "--json").stdout)["results"]
+    [by_file] = json.loads(kvtool("size", str(tmp_path / "config.json"), "--json").stdout)[
+        "results"
+    ]
     assert by_id["kv_bytes_per_session"] == by_folder["kv_bytes_per_session"]
     assert by_file["kv_bytes_per_session"] == by_folder["kv_bytes_per_session"]
 
@@ -134,7 +136,7 @@ def test_config_missing_a_field_names_it(kvtool: Run, tmp_path: Path) -> None:
 
 def test_models_lists_every_bundled_profile(kvtool: Run) -> None:
     result = kvtool("models", "--json")
-    data = json.loads(result.stdout)
+    data = json.loads(result.stdout)["results"]
     by_name = {item["name"]: item for item in data}
     assert by_name["deepseek-r1"]["kv_bytes_per_token"] == 70_272
     assert by_name["llama-3.1-405b"]["kv_bytes_per_token"] == 516_096
@@ -156,7 +158,7 @@ def run_module(*args: str) -> subprocess.CompletedProcess[str]:
 def test_python_m_kvtool_runs_and_exits_2_on_bad_input() -> None:
     good = run_module("size", "deepseek-r1", "--ctx", "200k", "--sessions", "100", "--json")
     assert good.returncode == 0, good.stderr
-    assert json.loads(good.stdout)[0]["kv_bytes_total"] == 1_405_440_000_000
+    assert json.loads(good.stdout)["results"][0]["kv_bytes_total"] == 1_405_440_000_000
     bad = run_module("size", "deepseek-r1", "--ctx", "zero")
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1
@@ -198,7 +200,7 @@ def test_hybrid_config_sizes_with_the_admission_figure(kvtool: Callable[..., Cli
     config = str(Path(__file__).parents[1] / "fixtures" / "models" / "jamba-v0.1.json")
     done = kvtool("size", config, "--ctx", "128K", "--json")
     assert done.exit_code == 0, done.stderr
-    [data] = json.loads(done.stdout)
+    [data] = json.loads(done.stdout)["results"]
     kinds = {g["kind"]: g["layers"] for g in data["layer_groups"]}
     assert kinds == {"full": 4, "mamba1": 28}
     assert data["admission_bytes_per_session"] > data["kv_bytes_per_session"]
@@ -267,7 +269,7 @@ def test_tp_gives_one_gpu_s_admission_charge_beside_the_whole_request(
 ) -> None:
     done = kvtool("size", "gemma-3-27b", "--ctx", "128K", "--tp", "2", "--json")
     assert done.exit_code == 0, done.stderr
-    [data] = json.loads(done.stdout)
+    [data] = json.loads(done.stdout)["results"]
     assert data["admission_bytes_per_rank_per_session"] * 2 == data["admission_bytes_per_session"]
     assert (
         sum(g["bytes_per_rank_per_session"] for g in data["layer_groups"])
@@ -305,13 +307,13 @@ def test_several_models_json_is_each_models_own_record(kvtool: Run) -> None:
     """One record per model (and context), each the record its single-model run prints."""
     result = kvtool("size", ",".join(COMPARED), "--ctx", "32k,128K", "--sessions", "10", "--json")
     assert result.exit_code == 0, result.stderr
-    records = json.loads(result.stdout)
+    records = json.loads(result.stdout)["results"]
     assert [(r["model"], r["ctx_tokens"]) for r in records] == [
         (m, c) for m in COMPARED for c in (32000, 131072)
     ]
     for model in COMPARED:
         alone = kvtool("size", model, "--ctx", "32k,128K", "--sessions", "10", "--json")
-        assert [r for r in records if r["model"] == model] == json.loads(alone.stdout)
+        assert [r for r in records if r["model"] == model] == json.loads(alone.stdout)["results"]
     r1 = next(r for r in records if r["model"] == "deepseek-r1")
     assert (r1["parameters"], r1["weights_dtype"], r1["weights_bytes"]) == (
         671_025_397_760, "fp8", 671_025_397_760,
@@ -324,7 +326,7 @@ def test_several_models_with_hardware_show_nodes_and_the_tier_split(kvtool: Run)
     assert result.exit_code == 0, result.stderr
     assert "nodes, all in HBM" in result.stdout
     for model in COMPARED:  # the same plan as the model's own run
-        (plan,) = json.loads(kvtool("size", model, *args, "--json").stdout)
+        (plan,) = json.loads(kvtool("size", model, *args, "--json").stdout)["results"]
         split = "/".join(str(t["sessions"]) for t in plan["tiers"])
         row = next(line for line in result.stdout.splitlines() if line.startswith(model + " "))
         assert row.split()[-2:] == [str(plan["plan"]["nodes_for_all_in_t1"]), split]
@@ -337,7 +339,7 @@ def test_a_model_whose_parameters_are_not_counted_is_still_sized(kvtool: Run) ->
     row = next(line for line in result.stdout.splitlines() if line.startswith("deepseek-v4-flash"))
     assert row.split()[1:3] == ["-", "-"]  # no parameters, no weights: not guessed
     assert "deepseek-v4-flash: kvtool does not count its parameters" in result.stdout
-    records = json.loads(kvtool("size", f"llama-3.1-8b,{config}", "--json").stdout)
+    records = json.loads(kvtool("size", f"llama-3.1-8b,{config}", "--json").stdout)["results"]
     assert records[1]["parameters"] is None
     assert records[1]["weights_bytes"] is None
 
@@ -388,10 +390,10 @@ PLAN = ("llama-3.1-8b", "--ctx", "128K", "--sessions", "40", "--hardware", "p5",
 
 
 def test_calibrate_plans_t1_with_the_engines_own_pool(kvtool: Run) -> None:
-    estimate = json.loads(kvtool("size", *PLAN, "--json").stdout)[0]["plan"]
+    estimate = json.loads(kvtool("size", *PLAN, "--json").stdout)["results"][0]["plan"]
     result = kvtool("size", *PLAN, "--calibrate", str(SCRAPE), "--json")
     assert result.exit_code == 0, result.stderr
-    plan = json.loads(result.stdout)[0]["plan"]
+    plan = json.loads(result.stdout)["results"][0]["plan"]
     # 454,896 tokens an engine (vLLM's kv_cache_size_tokens) x 131,072 B x 8 engines a node
     assert plan["kv_space_bytes_per_node"] == 454_896 * 131_072 * 8
     assert plan["kv_space_bytes_per_node"] != estimate["kv_space_bytes_per_node"]
@@ -436,7 +438,7 @@ def test_cost_prices_the_plan_and_says_the_example_is_one(kvtool: Run) -> None:
     args = ("size", "llama-3.1-405b", "--ctx", "128K", "--sessions", "100", "--hardware", "p5en")
     result = kvtool(*args, "--cost", "--json")
     assert result.exit_code == 0, result.stderr
-    (record,) = json.loads(result.stdout)
+    (record,) = json.loads(result.stdout)["results"]
     cost = record["cost"]
     assert cost["prices"]["example"] is True
     nodes = cost["lines"][0]
@@ -466,7 +468,9 @@ def test_a_users_prices_file_is_used_and_a_missing_price_is_named(
     args = ("size", "llama-3.1-8b", "--hardware", "p5", "--cost", "--prices", str(mine))
     result = kvtool(*args, "--json")
     assert result.exit_code == 0, result.stderr
-    assert json.loads(result.stdout)[0]["cost"]["lines"][0]["usd_per_month"] == 40.0 * 730
+    assert (
+        json.loads(result.stdout)["results"][0]["cost"]["lines"][0]["usd_per_month"] == 40.0 * 730
+    )
     result = kvtool("size", "llama-3.1-8b", "--hardware", "p5en", "--cost", "--prices", str(mine))
     assert result.exit_code == 2
     assert "no instance-hour price for p5en.48xlarge in our contract" in result.stderr
@@ -482,11 +486,11 @@ def test_the_plan_names_the_layout_that_holds_the_most_and_pp_runs_it(kvtool: Ru
     assert text.exit_code == 0, text.stderr
     assert "most in T1: tp 8 x pp 18, 1 engine (1 copy of the weights) a node hold" in text.stdout
     assert "(--tp 8 --pp 18)" in text.stdout
-    (record,) = json.loads(kvtool(*args, "--json").stdout)
+    (record,) = json.loads(kvtool(*args, "--json").stdout)["results"]
     best = record["plan"]["best_layout"]
     assert (best["tp"], best["pp"], best["engine_instances_per_node"]) == (8, 18, 1)
     assert best["sessions_in_t1_per_node"] >= 100
-    (piped,) = json.loads(kvtool(*args, "--tp", "8", "--pp", "18", "--json").stdout)
+    (piped,) = json.loads(kvtool(*args, "--tp", "8", "--pp", "18", "--json").stdout)["results"]
     assert (piped["plan"]["tp"], piped["plan"]["pp"]) == (8, 18)
     assert piped["plan"]["fits_in_t1"] is True
 
@@ -503,7 +507,7 @@ def test_pp_without_a_plan_says_so_and_emit_refuses_it(kvtool: Run) -> None:
 
 def test_dp_attention_in_the_plan_and_refused_where_it_cannot_run(kvtool: Run) -> None:
     args = ("size", "deepseek-r1", "--ctx", "128K", "--sessions", "100", "--hardware", "p5en")
-    (record,) = json.loads(kvtool(*args, "--dp-attention", "--json").stdout)
+    (record,) = json.loads(kvtool(*args, "--dp-attention", "--json").stdout)["results"]
     assert record["plan"]["dp_attention"] is True
     assert record["plan"]["sessions_per_node_in_t1"] > 5 * 4  # 4 at tp 8 without it
     assert kvtool("size", "llama-3.1-8b", "--hardware", "p5", "--dp-attention").exit_code == 2

@@ -126,8 +126,9 @@ def replay(
     if as_json:
         from kvtool.cli.render.text import print_json
 
-        print_json({**result.to_json(), "trace": loaded.source, "format": loaded.format,
-                    "skipped_lines": loaded.skipped, "notes": notes, **extra})  # fmt: skip
+        data = {**result.to_json(), "trace": loaded.source, "format": loaded.format,
+                "skipped_lines": loaded.skipped, "notes": notes, **extra}  # fmt: skip
+        print_json(data, command="engine replay")
     else:
         render.print_replay(result, loaded, notes, chart=plot is None)
         if extra:

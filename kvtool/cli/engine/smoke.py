@@ -140,7 +140,7 @@ def smoke(
     left = list(outcome.cleanup_failures)
     if as_json:
         print_json({**outcome.report.to_json(), "folder": str(outcome.folder), "phase": phase,
-                    "cleanup_failures": left})  # fmt: skip
+                    "cleanup_failures": left}, command="engine smoke")  # fmt: skip
     else:
         render.print_smoke(outcome.report, folder=outcome.folder, phase=phase, kept=outcome.kept)
     for note in inputs.notes:  # after the run: an error in the targets comes first, alone

@@ -94,7 +94,7 @@ def sweep(
 
         print_json({"trace": loaded.source, "unit": base.unit, "points": sweep_json(points),
                     "curve": None if curve is None else curve_json(curve, base.block_units),
-                    "notes": notes})  # fmt: skip
+                    "notes": notes}, command="engine sweep")  # fmt: skip
         return
     whole = None if curve is None else curve_json(curve, base.block_units)
     render.print_sweep(points, list(inputs.sweep), loaded, notes, unit=base.unit,

@@ -30,8 +30,11 @@ def advice_json(result: AdviceResult) -> dict[str, Any]:
             {
                 "name": c.name,
                 "met": c.met,
-                "value": c.value,
-                "threshold": c.threshold,
+                "value": c.amount,
+                "threshold": c.bound,
+                "unit": c.unit,
+                "value_text": c.value,
+                "threshold_text": c.threshold,
                 "reason": c.reason,
             }
             for c in advice.criteria

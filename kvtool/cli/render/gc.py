@@ -65,7 +65,9 @@ def print_lock_problem(root: Path, problem: str, *, busy: bool, as_json: bool) -
         if "no longer holds" not in problem:
             line += " (remove it by hand once you know no gc runs here)"
     if as_json:
-        print_json({"folder": str(root), "lock": problem, "busy": busy, "removed_files": 0})
+        print_json(
+            {"folder": str(root), "lock": problem, "busy": busy, "removed_files": 0}, command="gc"
+        )
     else:
         echo(line)
 

@@ -10,6 +10,7 @@ import json
 import sys
 from typing import Any
 
+from kvtool.files import REPORT_SCHEMA_VERSION as SCHEMA_VERSION  # docs/json/; raised on a break
 from kvtool.units import plural as plural  # re-exported: renderers say counts one way
 
 
@@ -28,9 +29,34 @@ def printable(text: str) -> str:
     return text
 
 
-def print_json(data: Any) -> None:
-    """Pretty JSON on stdout, keys in the order built."""
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+def envelope(command: str, data: Any) -> dict[str, Any]:
+    """The one shape of every ``--json``: ``{"schema_version": 1, "command": "gc", ...}``, a
+    list of records under ``results``, and every number JSON can carry: a float rounded to 12
+    significant digits (no ``0.09999999999999999``), an infinite or undefined one as null
+    (the schema says what null means there: unbounded, not measured)."""
+    body = {"results": data} if isinstance(data, list | tuple) else dict(data)
+    ready: dict[str, Any] = json_ready(
+        {"schema_version": SCHEMA_VERSION, "command": command, **body}
+    )
+    return ready
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` with every float made plain (see ``envelope``), recursively."""
+    import math
+
+    if isinstance(value, float):
+        return float(f"{value:.12g}") if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: json_ready(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(item) for item in value]
+    return value
+
+
+def print_json(data: Any, *, command: str) -> None:
+    """``command``'s ``--json``: the envelope, pretty, on stdout, keys in the order built."""
+    sys.stdout.write(json.dumps(envelope(command, data), indent=2, allow_nan=False) + "\n")
 
 
 def print_notes(notes: list[str] | tuple[str, ...], *, blank_line: bool = True) -> None:

@@ -64,7 +64,7 @@ def test_hub_repo_id_goes_through_autoconfig_offline(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    [data] = json.loads(result.stdout)
+    [data] = json.loads(result.stdout)["results"]
     assert data["model_source"] == "acme/private-qwen"
     assert data["kv_bytes_per_token"] == 64 * 8 * 128 * 2 * 2
     assert result.stderr == ""  # transformers' own warnings are kept quiet
