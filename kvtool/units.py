@@ -148,6 +148,13 @@ def parse_bytes(text: str, *, what: str = "--fsx-capacity") -> int:
     required, so ``96`` alone is refused rather than read as 96 bytes."""
     match = _NUMBER_UNIT_RE.match(text)
     unit = match.group(2).lower() if match else ""
+    if match and unit in ("k", "m", "g", "t", "p"):  # 20G: bytes in which convention?
+        number, letter = match.group(1), unit.upper()
+        raise InputError(
+            f"{what} {text.strip()!r} has no byte unit: did you mean {number}{letter}iB or"
+            f" {number}{letter}B?",
+            f"{letter}iB is 1024-based, {letter}B 1000-based",
+        )
     if not match or unit not in _BYTE_UNITS:
         raise InputError(
             f"{what} {text!r} is not a size",
@@ -204,8 +211,10 @@ class TierSize(NamedTuple):
 
 
 def parse_tier_size(text: str, *, what: str) -> TierSize:
-    """``3M`` or ``3000000`` (tokens, as ``--ctx``), ``80GiB`` or ``2TB`` (bytes), ``0`` (the
-    tier off) or ``inf`` (unbounded); InputError names ``what``."""
+    """``3M`` or ``3000000`` tokens, ``80GiB`` or ``2TB`` bytes, ``0`` (the tier off) or
+    ``inf`` (unbounded); InputError names ``what``. A tier's tokens are counted in powers of
+    1000 whatever the case (``20G`` is 20x10^9 tokens, never 20x2^30): bytes take a unit
+    with B."""
     raw = text.strip()
     if raw in ("0", "off"):
         return TierSize("off", 0)
@@ -214,7 +223,7 @@ def parse_tier_size(text: str, *, what: str) -> TierSize:
     if raw[-1:].lower() == "b":
         return TierSize("bytes", parse_bytes(raw, what=what))
     try:
-        return TierSize("tokens", parse_count(raw, what=what))
+        return TierSize("tokens", parse_count(raw[:-1] + raw[-1:].lower(), what=what))
     except InputError:
         raise InputError(
             f"{what} {text!r} is not a size",

@@ -72,12 +72,15 @@ def reports_errors(command: F) -> F:
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        from kvtool.cli.options import RENAMED, print_renamed
         from kvtool.scratch import Interrupted, interrupts
 
+        RENAMED.clear()
         try:
             with interrupts():  # SIGINT, SIGTERM, SIGHUP: every clean-up runs, then exit
                 outcome = command(*args, **kwargs)
         except KvtoolError as exc:
+            RENAMED.clear()  # the mistake, alone on its line
             print(error_line(exc), file=sys.stderr)
             raise typer.Exit(status.USAGE) from None
         except Interrupted as exc:
@@ -92,6 +95,7 @@ def reports_errors(command: F) -> F:
                 raise
             print(line, file=sys.stderr)
             raise typer.Exit(status.USAGE) from None
+        print_renamed()  # the command ran: old spellings it was given, once each
         if outcome:
             raise typer.Exit(int(outcome))
 

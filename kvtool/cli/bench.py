@@ -63,7 +63,7 @@ def bench(
     threads: Annotated[
         str | None,
         typer.Option(
-            "--threads",
+            "--io-threads",
             metavar="N",
             help="fio jobs per node (default 32); S3 connections for t4 (default 64).",
             rich_help_panel=PANEL_T3,
@@ -126,6 +126,7 @@ def bench(
     t4: T4StorageOpt = None,
     t3_path: T3PathOpt = None,
     old_block_size: Annotated[str | None, renamed("--block-size", "--transfer-size")] = None,
+    old_threads: Annotated[str | None, renamed("--threads", "--io-threads")] = None,
     old_path: Annotated[str | None, renamed("--path", "--t3-dir")] = None,
     old_s3_url: Annotated[str | None, renamed("--s3-url", "--t4-url")] = None,
     old_t3: Annotated[str | None, renamed("--t3", "--t3-storage")] = None,
@@ -170,7 +171,7 @@ def bench(
             transfer_size, old_block_size, old="--block-size", new="--transfer-size"
         ),
         t3_dir=merge(t3_dir, old_path, old="--path", new="--t3-dir"),
-        threads=threads,
+        threads=merge(threads, old_threads, old="--threads", new="--io-threads"),
         iodepth=iodepth,
         duration=duration,
         size=size,

@@ -1,5 +1,6 @@
 """``kvtool check PLAN.yaml``: the pre-deployment checklist, for CI."""
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -39,6 +40,8 @@ def check(
     if junit is not None:
         output_file(junit, option="--junit")  # before any work, not after it
     inputs = read_plan(plan_file)
+    for note in inputs.notes:
+        print(f"kvtool: note: {note}", file=sys.stderr)
     findings = check_plan(inputs.plan, inputs.shape, inputs.hardware, evidence=inputs.evidence)
     report = Report(path=str(plan_file), node="plan", findings=tuple(findings))
     if junit is not None:

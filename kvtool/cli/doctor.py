@@ -13,7 +13,9 @@ from kvtool.cli.options import (
     KvDtypeOpt,
     TpOpt,
     model_option,
+    renamed,
 )
+from kvtool.cli.options import merge as merged_option
 from kvtool.errors import InputError
 
 
@@ -82,7 +84,9 @@ def doctor(
     ] = True,
     cap: Annotated[
         str | None,
-        typer.Option("--cap", metavar="SIZE", help="The most the folder may hold, e.g. 20TiB."),
+        typer.Option(
+            "--max-size", metavar="SIZE", help="The most the folder may hold, e.g. 20TiB."
+        ),
     ] = None,
     merge: Annotated[
         bool, typer.Option("--merge", help="Combine per-node --json reports into one view.")
@@ -94,11 +98,12 @@ def doctor(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show passing evidence.")
     ] = False,
+    old_cap: Annotated[str | None, renamed("--cap", "--max-size")] = None,
 ) -> int:
     """Check that PATH, on this node, is ready to be a shared KV tier (T3).
 
     It also reads what the engines' files there hold, as kvtool inspect does: with --model
-    (and --tp) files no deployment of it reads are orphans; with --cap a folder past it
+    (and --tp) files no deployment of it reads are orphans; with --max-size a folder past it
     FAILs. --no-contents skips that walk (a folder of millions of files takes a while).
 
     Exit status: 0 nothing FAILs, 1 something FAILs, 2 bad usage.
@@ -109,7 +114,7 @@ def doctor(
 
       kvtool doctor /fsx/kvcache --gds required --json > node.json
 
-      kvtool doctor /fsx/kvcache --model llama-3.1-70b --tp 8 --cap 20TiB
+      kvtool doctor /fsx/kvcache --model llama-3.1-70b --tp 8 --max-size 20TiB
 
       kvtool doctor /fsx/kvcache --capture /tmp/doctor-snapshot
 
@@ -166,7 +171,7 @@ def doctor(
         capture=capture,
         snapshot=snapshot,
         contents=contents,
-        cap=cap,
+        cap=merged_option(cap, old_cap, old="--cap", new="--max-size"),
     )
     with Counter(not as_json, "kvtool doctor: reading the folder") as progress:
         report = run_doctor(

@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from kvtool.cli.options import JsonOpt
+from kvtool.cli.options import JsonOpt, merge, model_option, renamed
 
 
 def gc(
@@ -24,16 +24,17 @@ def gc(
             "--keep-free", metavar="SIZE", help="Remove until the file system has this much free."
         ),
     ] = None,
-    engine: Annotated[
+    layout: Annotated[
         str | None,
         typer.Option(
-            "--engine",
+            "--layout",
             metavar="LAYOUT",
-            help="Only this layout: lmcache-disk, lmcache-fs, sglang, vllm, llm-d, kvtool.",
+            help="Only this engine's file layout: lmcache-disk, lmcache-fs, sglang, vllm, llm-d,"
+            " kvtool.",
         ),
     ] = None,
     model: Annotated[
-        str | None, typer.Option("--model", metavar="NAME", help="Only this model's files.")
+        str | None, model_option("Only this model's files (alias, served name, Hub id).")
     ] = None,
     grace: Annotated[
         str,
@@ -62,6 +63,7 @@ def gc(
         bool, typer.Option("--list", help="Print every file removed (or, dry, to be removed).")
     ] = False,
     as_json: JsonOpt = False,
+    old_engine: Annotated[str | None, renamed("--engine", "--layout")] = None,
 ) -> int | None:
     """Remove least-recently-used chunk files from DIR until every limit holds: --max-size,
     --max-age, --keep-free (at least one). A chunk of several files (TP ranks, KV cache
@@ -84,7 +86,7 @@ def gc(
 
       kvtool gc /fsx/kv --max-age 7d --keep-free 500GiB --log gc.jsonl
 
-      kvtool gc /fsx/kv --engine sglang --model Qwen/Qwen3-32B --max-size 1TiB --list
+      kvtool gc /fsx/kv --layout sglang --model qwen3-32b --max-size 1TiB --list
     """
     from kvtool.cli import status
     from kvtool.cli.render import gc as render
@@ -93,9 +95,10 @@ def gc(
     from kvtool.inputs.folders import resolve_gc
     from kvtool.probe.host import LocalHost
 
+    layout = merge(layout, old_engine, old="--engine", new="--layout")
     inputs = resolve_gc(
         folder, host=LocalHost(), max_size=max_size, max_age=max_age, keep_free=keep_free,
-        grace=grace, engine=engine, model=model, include_unknown=include_unknown,
+        grace=grace, layout=layout, model=model, include_unknown=include_unknown,
         dry_run=dry_run, log=log,
     )  # fmt: skip
     listed: list[Removal] = []  # --list --json's files
@@ -110,7 +113,7 @@ def gc(
         with Counter(not as_json, "kvtool gc") as progress:
             planned, outcome = run_gc(
                 inputs.folder.root,
-                scope=Scope(engine, model, include_unknown),
+                scope=Scope(inputs.layout, inputs.folder.model, include_unknown),
                 limits=inputs.limits,
                 mode=inputs.folder.mode,
                 free_bytes=inputs.free_bytes,

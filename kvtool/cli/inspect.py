@@ -4,25 +4,23 @@ from typing import Annotated
 
 import typer
 
-from kvtool.cli.options import JsonOpt
+from kvtool.cli.options import (
+    FOLDER_MODEL_HELP,
+    JsonOpt,
+    PpOpt,
+    TpOpt,
+    model_option,
+    note_renamed,
+    renamed,
+)
 
 
 def inspect(
     folder: Annotated[str, typer.Argument(metavar="DIR", help="The shared KV folder to read.")],
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model", metavar="NAME", help="The model now served: other models' files are orphans."
-        ),
-    ] = None,
-    world: Annotated[
-        str | None,
-        typer.Option(
-            "--world",
-            metavar="N",
-            help="Ranks of the running deployment (tp x pp): other layouts' files are orphans.",
-        ),
-    ] = None,
+    model: Annotated[str | None, model_option(FOLDER_MODEL_HELP)] = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    world: Annotated[str | None, renamed("--world", "--tp and --pp")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Read DIR once and report, per engine, model, dtype and parallel layout: files, bytes,
@@ -36,7 +34,7 @@ def inspect(
 
       kvtool inspect /fsx/kv
 
-      kvtool inspect /fsx/kv --model meta-llama/Llama-3.1-70B-Instruct --world 8 --json
+      kvtool inspect /fsx/kv --model llama-3.1-70b --tp 8 --json
     """
     from kvtool.cli.render import folders as render
     from kvtool.cli.render.text import Counter
@@ -44,7 +42,9 @@ def inspect(
     from kvtool.inputs.folders import resolve_folder
     from kvtool.probe.host import LocalHost
 
-    inputs = resolve_folder(folder, host=LocalHost(), model=model, world=world)
+    inputs = resolve_folder(folder, host=LocalHost(), model=model, tp=tp, pp=pp, world=world)
+    if world is not None:
+        note_renamed("--world", "--tp and --pp")
     with Counter(not as_json, "kvtool inspect") as progress:
         found = inspect_folder(
             inputs.root,

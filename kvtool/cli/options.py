@@ -70,6 +70,19 @@ TpOpt = Annotated[
         rich_help_panel=PANEL_SHAPE,
     ),
 ]
+PpOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pp",
+        metavar="N",
+        help="Pipeline-parallel stages (vLLM --pipeline-parallel-size): an engine spans tp x pp"
+        " chips. Default 1.",
+        rich_help_panel=PANEL_SHAPE,
+    ),
+]
+FOLDER_MODEL_HELP = (
+    "The model now served (alias, served name, Hub id): other models' files are orphans."
+)
 ChunkTokensOpt = Annotated[
     str,
     typer.Option(
@@ -158,11 +171,24 @@ def merge(new_value: T | None, old_value: T | None, *, old: str, new: str) -> T 
         return new_value
     if new_value is not None:
         raise InputError(f"{old} and {new} are one option", f"give {new} only")
-    print(
-        f"kvtool: note: {old} is now {new}; the old name goes in the next release",
-        file=sys.stderr,
-    )
+    note_renamed(old, new)
     return old_value
+
+
+RENAMED: list[str] = []  # notices of old spellings, printed when the command is done
+
+
+def note_renamed(old: str, new: str) -> None:
+    """The one-line notice an old spelling gets for the release it still works: printed once
+    the command has run (``app.reports_errors``), so a mistake in the inputs stays one line."""
+    RENAMED.append(f"kvtool: note: {old} is now {new}; the old name goes in the next release")
+
+
+def print_renamed() -> None:
+    """The notices ``note_renamed`` kept, each once, on stderr."""
+    for line in dict.fromkeys(RENAMED):
+        print(line, file=sys.stderr)
+    RENAMED.clear()
 
 
 # --cost and where its prices come from (size --hardware, advise)

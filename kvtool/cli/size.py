@@ -61,9 +61,9 @@ def size(
     block_size: Annotated[
         str | None,
         typer.Option(
-            "--block-size",
+            "--block-tokens",
             metavar="TOKENS",
-            help="Tokens per KV block (page), a plain number; vLLM takes multiples of 16.",
+            help="Tokens per engine KV block (page), a plain number; vLLM takes multiples of 16.",
         ),
     ] = None,
     hardware: Annotated[
@@ -225,14 +225,18 @@ def size(
             rich_help_panel="Tier plan",
         ),
     ] = None,
-    eager: Annotated[
-        bool,
+    posture: Annotated[
+        str | None,
         typer.Option(
-            "--eager",
-            help="Write KV to the shared tier when prefill ends (--emit); the default is lazy.",
+            "--posture",
+            metavar="eager|lazy",
+            help="When KV is written to the shared tier (--emit): eager, when prefill ends;"
+            " lazy (the default), under pressure or when idle.",
             rich_help_panel="Tier plan",
         ),
-    ] = False,
+    ] = None,
+    old_eager: Annotated[bool, typer.Option("--eager", hidden=True)] = False,
+    old_block_size: Annotated[str | None, renamed("--block-size", "--block-tokens")] = None,
     old_t3: Annotated[str | None, renamed("--t3", "--t3-storage")] = None,
     old_t4: Annotated[str | None, renamed("--t4", "--t4-storage")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
@@ -254,6 +258,11 @@ def size(
       kvtool size llama-3.1-70b --ctx 128K --sessions 200 --hardware p5en --bench bench.json
     """
     t3 = merge(t3, old_t3, old="--t3", new="--t3-storage")
+    block_size = merge(block_size, old_block_size, old="--block-size", new="--block-tokens")
+    posture = merge(posture, "eager" if old_eager else None, old="--eager", new="--posture eager")
+    if posture is not None and posture.strip().lower() not in ("eager", "lazy"):
+        raise InputError(f"--posture {posture!r} is not a posture", "give eager or lazy")
+    eager = posture is not None and posture.strip().lower() == "eager"
     t4 = merge(t4, old_t4, old="--t4", new="--t4-storage")
     contexts = parse_count_list(ctx, what="--ctx")
     too_long = [c for c in contexts if c > MAX_CONTEXT_TOKENS]
@@ -312,7 +321,7 @@ def size(
         raise InputError("--calibrate reads one engine, serving one model", "give one model")
     if emit is None:
         _no_effect(
-            [n for n, v in (("--t3-dir", t3_dir), ("--eager", eager or None)) if v is not None],
+            [n for n, v in (("--t3-dir", t3_dir), ("--posture", posture)) if v is not None],
             "without --emit",
         )
     elif several:

@@ -50,7 +50,7 @@ WRITING_WHY = "being written"  # an in-flight temporary names its chunk
 LINKED_WHY = "hard-linked"  # another name holds its data: removing this one frees nothing
 CHANGED_WHY = "changed"  # used, rewritten or replaced between the plan and its removal
 FAILED_WHY = "failed"  # the file system would not remove it
-SCOPE_WHY = "out of scope"  # another layout or model than --engine/--model
+SCOPE_WHY = "out of scope"  # another layout or model than --layout/--model
 TEMPORARY_WHY = "temporary"  # an in-flight temporary: never removed
 KEPT_ORDER = (
     NOT_NEEDED_WHY, YOUNG_WHY, WRITING_WHY, LINKED_WHY, CHANGED_WHY, FAILED_WHY, SCOPE_WHY,
@@ -64,8 +64,8 @@ _REASON_OF_FATE = {NOT_NEEDED: NOT_NEEDED_WHY, YOUNG: YOUNG_WHY, PINNED: WRITING
 class Scope(NamedTuple):
     """Which files gc may consider."""
 
-    engine: str | None = None
-    model: str | None = None
+    layout: str | None = None  # one engine's file layout (layouts.ENGINES)
+    models: tuple[str, ...] | None = None  # the names a model's files may carry
     include_unknown: bool = False
 
 
@@ -168,10 +168,12 @@ def _group(match: Match | None) -> GroupKey:
 
 
 def _in_scope(scope: Scope, match: Match) -> bool:
-    if scope.engine is not None and match.engine != scope.engine:
+    if scope.layout is not None and match.engine != scope.layout:
         return False
     return not (
-        scope.model is not None and match.model and model_key(match.model) != model_key(scope.model)
+        scope.models
+        and match.model
+        and model_key(match.model) not in {model_key(name) for name in scope.models}
     )
 
 

@@ -129,12 +129,14 @@ def resolve_doctor(
             "drop one of them",
         )
     if cap is not None and not contents:
-        raise InputError("--cap is checked against the folder's contents", "drop --no-contents")
+        raise InputError(
+            "--max-size is checked against the folder's contents", "drop --no-contents"
+        )
     cap_bytes = None
     if cap is not None:
         from kvtool.units import parse_bytes
 
-        cap_bytes = parse_bytes(cap, what="--cap")
+        cap_bytes = parse_bytes(cap, what="--max-size")
     chunk_bytes, planned, notes, ask = _chunks(
         model, engine, tp, kv_dtype, chunk_tokens, sessions, ctx
     )

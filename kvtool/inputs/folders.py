@@ -21,22 +21,70 @@ class FolderInputs(NamedTuple):
     root: Path
     mode: str  # how the mount records access: strictatime, relatime, noatime, unknown
     mountpoint: str
-    model: str | None
-    world: int | None
+    model: tuple[str, ...] | None  # every name the engines may write for the model asked for
+    world: int | None  # ranks of the running deployment: tp x pp
 
 
 class GcInputs(NamedTuple):
     folder: FolderInputs
     limits: Limits
-    engine: str | None
+    layout: str | None
     include_unknown: bool
     dry_run: bool
     log: Path | None
     free_bytes: int
 
 
+def model_names(text: str | None) -> tuple[str, ...] | None:
+    """Every name the engines may write into their files for ``--model``: a bundled model's
+    alias, served name or Hub id gives its Hub ids (a file names the model the engine
+    serves, Hub id or served name); any other name is taken as typed (a served name kvtool
+    has no profile of). Never reaches the network."""
+    if text is None:
+        return None
+    name = text.strip()
+    if not name:
+        raise InputError("--model is empty", "give the model the engines serve")
+    from kvtool.profiles.load import find_model_profile
+
+    try:
+        found = find_model_profile(name)
+    except (OSError, ValueError):  # a name no file can have (too long, a NUL): not a profile's
+        found = None
+    if found is None:
+        return (name,)
+    profile = found[0]
+    return tuple(dict.fromkeys([name, profile.hf_id, *profile.aliases]))
+
+
+def resolve_world(tp: str | None, pp: str | None, world: str | None) -> int | None:
+    """The running deployment's ranks, tp x pp (``--world N``, its old spelling, is N)."""
+    if world is not None:
+        if tp is not None or pp is not None:
+            raise InputError("--world is tp x pp", "give --tp and --pp only")
+        ranks = parse_count(world, what="--world")
+        if ranks < 1:
+            raise InputError(f"--world {world!r} must be at least 1")
+        return ranks
+    if tp is None and pp is None:
+        return None
+    sizes = [
+        parse_count("1" if value is None else value, what=option)
+        for option, value in (("--tp", tp), ("--pp", pp))
+    ]
+    if min(sizes) < 1:
+        raise InputError("--tp and --pp must be at least 1")
+    return sizes[0] * sizes[1]
+
+
 def resolve_folder(
-    text: str, *, host: Host, model: str | None = None, world: str | None = None
+    text: str,
+    *,
+    host: Host,
+    model: str | None = None,
+    tp: str | None = None,
+    pp: str | None = None,
+    world: str | None = None,
 ) -> FolderInputs:
     """The folder to read: it exists, is a folder and can be listed (a link to one is
     followed here, once; nothing below it is)."""
@@ -49,14 +97,7 @@ def resolve_folder(
         raise InputError(f"{path} cannot be read by this user", "run as its owner, or pick another")
     root = path.resolve()
     mode, mountpoint = atime_mode(root, host.read("proc_mounts", "/proc/self/mounts"))
-    ranks = None
-    if world is not None:
-        ranks = parse_count(world, what="--world")
-        if ranks < 1:
-            raise InputError(f"--world {world!r} must be at least 1")
-    if model is not None and not model.strip():
-        raise InputError("--model is empty", "give the model the engines serve")
-    return FolderInputs(root, mode, mountpoint, model, ranks)
+    return FolderInputs(root, mode, mountpoint, model_names(model), resolve_world(tp, pp, world))
 
 
 def parse_limit_size(text: str, *, what: str) -> int:
@@ -72,7 +113,7 @@ def resolve_gc(
     max_age: str | None,
     keep_free: str | None,
     grace: str,
-    engine: str | None,
+    layout: str | None,
     model: str | None,
     include_unknown: bool,
     dry_run: bool,
@@ -91,9 +132,9 @@ def resolve_gc(
         keep_free=None if keep_free is None else parse_bytes(keep_free, what="--keep-free"),
         grace=parse_duration(grace, what="--grace"),
     )
-    if engine is not None and engine not in ENGINES:
+    if layout is not None and layout not in ENGINES:
         raise InputError(
-            f"--engine {engine!r} is not a layout kvtool knows", "use one of " + ", ".join(ENGINES)
+            f"--layout {layout!r} is not a layout kvtool knows", "use one of " + ", ".join(ENGINES)
         )
     if not dry_run:
         _check_changeable(folder.root)
@@ -105,7 +146,7 @@ def resolve_gc(
             )
     stats = os.statvfs(folder.root)
     return GcInputs(
-        folder, limits, engine, include_unknown, dry_run, log, stats.f_bavail * stats.f_frsize
+        folder, limits, layout, include_unknown, dry_run, log, stats.f_bavail * stats.f_frsize
     )
 
 

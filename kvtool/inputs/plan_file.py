@@ -28,6 +28,7 @@ class CheckInputs(NamedTuple):
     shape: KvShape
     hardware: Hardware
     evidence: Evidence
+    notes: tuple[str, ...] = ()  # old keys read, each with its new name
 
 
 def read_plan(plan_file: Path) -> CheckInputs:
@@ -37,12 +38,13 @@ def read_plan(plan_file: Path) -> CheckInputs:
     from kvtool.plan.checklist import Evidence, t3_profile_for
     from kvtool.plan.deployment import make_hardware
     from kvtool.plan.infra import fsx_from_cloudformation, fsx_from_terraform, overlay
-    from kvtool.plan.workload import plan_from_mapping
+    from kvtool.plan.workload import plan_from_mapping, renamed_keys
     from kvtool.profiles.load import load_node_profile, load_storage_profile
     from kvtool.profiles.resolve import resolve_model
 
     source = str(plan_file)
-    plan = plan_from_mapping(read_yaml_mapping(plan_file, what="plan file"), source=source)
+    data, notes = renamed_keys(read_yaml_mapping(plan_file, what="plan file"), source=source)
+    plan = plan_from_mapping(data, source=source)
     folder = plan_file.parent
     fsx = plan.fsx
     if plan.terraform:
@@ -80,6 +82,7 @@ def read_plan(plan_file: Path) -> CheckInputs:
         shape=shape,
         hardware=hardware,
         evidence=Evidence(measured=measured, doctor=doctor, folder=contents, folder_skipped=why),
+        notes=notes,
     )
 
 

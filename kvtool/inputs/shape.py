@@ -71,16 +71,16 @@ def _count(value: str | int | None, what: str) -> int | None:
 
 
 def _block_tokens(value: str | int | None) -> int | None:
-    """``--block-size``: tokens per KV block, a plain number (``4M`` is not a block size)."""
+    """``--block-tokens``: tokens per KV block, a plain number (``4M`` is not a block size)."""
     if value is None or isinstance(value, int):
         return value
     text = value.strip().replace(",", "").replace("_", "")
     if not text.isdigit():
         raise InputError(
-            f"--block-size {value!r} is not a number of tokens",
+            f"--block-tokens {value!r} is not a number of tokens",
             "give the tokens per block as a plain number, e.g. 16 or 32",
         )
-    return parse_count(text, what="--block-size")
+    return parse_count(text, what="--block-tokens")
 
 
 def parse_chunk_tokens(text: str | int) -> int:

@@ -19,6 +19,7 @@ class WorkloadInputs(NamedTuple):
     workload: Workload
     shape: KvShape
     hardware: Hardware
+    notes: tuple[str, ...] = ()  # old keys read, as kvtool check's plan file gets them
 
 
 def read_workload(
@@ -29,9 +30,11 @@ def read_workload(
     from kvtool.files import read_yaml_mapping
     from kvtool.inputs.hardware import resolve_hardware
     from kvtool.inputs.shape import resolve_shape
-    from kvtool.plan.workload import workload_from_mapping
+    from kvtool.plan.workload import renamed_keys, workload_from_mapping
 
-    data = read_yaml_mapping(path) if path is not None else {}
+    data, notes = renamed_keys(
+        read_yaml_mapping(path) if path is not None else {}, source=str(path)
+    )
     given = {key: value for key, (_, value) in flags.items() if value is not None}
     workload = workload_from_mapping(
         {**data, **given},
@@ -44,4 +47,5 @@ def read_workload(
             workload.model, engine=workload.engine, kv_dtype=workload.kv_dtype, tp=workload.tp
         ),
         hardware=resolve_hardware(workload.hardware, nodes=workload.nodes),
+        notes=notes,
     )

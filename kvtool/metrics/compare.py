@@ -74,7 +74,7 @@ def against_plan(reading: Reading, size: SizeResult, plan: DeploymentPlan) -> li
     if reading.block_size is not None and size.block_size:
         differs = reading.block_size != size.block_size
         out.append(Gap("block size, tokens", str(reading.block_size), str(size.block_size), differs,
-                       "the plan's block is the backend's for this GPU; pass --block-size"
+                       "the plan's block is the backend's for this GPU; pass --block-tokens"
                        if differs else ""))  # fmt: skip
     if reading.cache_dtype is not None:
         engine_dtype = reading.cache_dtype

@@ -67,7 +67,7 @@ class EngineRules(NamedTuple):
     # its layout of the hybrid and state-space families (model/families.py VLLM_ONLY) was
     # checked against its code; engines without it are refused for those families
     sizes_hybrids: bool = False
-    # what a --block-size must be a multiple of (vLLM 0.33.0's CUDA attention backends:
+    # what a --block-tokens must be a multiple of (vLLM 0.33.0's CUDA attention backends:
     # FlashAttention and Triton take MultipleOf(16), v1/attention/backends/flash_attn.py:367,
     # triton_attn.py:340, checked by AttentionBackend.supports_block_size, backend.py:122);
     # None: the engine does not page KV and a block size has no effect
@@ -228,19 +228,19 @@ def default_batched_tokens(
 
 
 def check_block_size(rules: EngineRules, requested: int) -> None:
-    """InputError for a ``--block-size`` (tokens) ``rules``' engine would not run, or that has
+    """InputError for a ``--block-tokens`` (tokens) ``rules``' engine would not run, or that has
     no effect because the engine does not page its KV."""
     multiple = rules.block_size_multiple
     if multiple is None:
         raise InputError(
-            f"--block-size has no effect with --engine {rules.name}: {rules.source} does not"
+            f"--block-tokens has no effect with --engine {rules.name}: {rules.source} does not"
             " page its KV",
-            "drop --block-size, or use --engine vllm or sglang",
+            "drop --block-tokens, or use --engine vllm or sglang",
         )
     if requested < 1 or requested % multiple:
         below = requested // multiple * multiple
         raise InputError(
-            f"--block-size {requested} tokens is not one {rules.source} takes: its attention"
+            f"--block-tokens {requested} tokens is not one {rules.source} takes: its attention"
             f" kernels need a multiple of {multiple} tokens",
             f"use {below} or {below + multiple}" if below else f"use {multiple}",
         )

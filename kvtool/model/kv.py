@@ -269,7 +269,7 @@ def _size_dsv4(
             "kvtool sizes DeepSeek-V4's caches per session only (kvtool size): their blocks are"
             " fixed (256, 64, 8 and 4 tokens), and per-chunk bytes for bench, smoke, replay and"
             " offload are not modelled",
-            "size it with kvtool size (no --block-size); bench, smoke and replay do not take it",
+            "size it with kvtool size (no --block-tokens); bench, smoke and replay do not take it",
         )
     check_dsv4(fmt.name, gpu.capability, gpu.describe())
     batched = max_num_batched_tokens or rules.default_max_num_batched_tokens
@@ -582,7 +582,7 @@ def _block_size(
     backend: Backend | None = None,
 ) -> int:
     if requested is not None and requested < 1:
-        raise InputError(f"--block-size must be at least 1 token, got {requested}")
+        raise InputError(f"--block-tokens must be at least 1 token, got {requested}")
     if backend is not None and requested is None:
         bs = backend.block_size
         notes.append(

@@ -19,7 +19,7 @@ Rules, each a finding with its fix:
   within ``tolerance`` of what the plan assumes per node; ``measured.doctor``: no node's doctor
   report FAILs.
 * ``folder.contents``, ``folder.orphans``, ``folder.cap``, ``folder.files_per_dir``: with
-  ``t3_dir``, what the shared KV folder holds against the plan's model, tp and ``t3_cap``
+  ``t3_dir``, what the shared KV folder holds against the plan's model, tp and ``max_size``
   (``plan/folder_rules.py``, the rules doctor applies too).
 """
 
@@ -145,7 +145,7 @@ def check_plan(
     findings += _measured(plan, evidence, share)
     if plan.t3_dir is not None:
         findings += folder_findings(
-            evidence.folder, cap=plan.t3_cap, skipped=evidence.folder_skipped
+            evidence.folder, cap=plan.max_size, skipped=evidence.folder_skipped
         )
     return findings
 

@@ -10,7 +10,7 @@ names it, and every key accepted is used. A workload file (YAML) looks like::
     sessions: 400            # mean concurrent sessions
     contexts: {8k: 0.5, 128k: 0.5}
     shared_prefix: 0.4
-    mean_idle_s: 120
+    mean_idle: 2m            # a duration with its unit: 90s, 2m, 1h
     peak_to_mean: 4
     disaggregated: true
 
@@ -20,6 +20,7 @@ Values may be written as the flags take them (``contexts: 8k:0.5,128k:0.5``,
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -27,7 +28,7 @@ from typing import Any, NamedTuple
 
 from kvtool.errors import InputError
 from kvtool.plan.reload import parse_t3_path
-from kvtool.units import parse_bytes, parse_count, parse_fraction
+from kvtool.units import parse_bytes, parse_count, parse_duration, parse_fraction
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,29 @@ class Workload:
     weights_dtype: str = "auto"
 
 
-WORKLOAD_KEYS = tuple(f.name for f in fields(Workload))
+# the file's keys: the fields, but durations named without their unit (mean_idle: 2m)
+WORKLOAD_KEYS = tuple("mean_idle" if f.name == "mean_idle_s" else f.name for f in fields(Workload))
+# old key -> its name now: read for one release, with a note (``renamed_keys``)
+RENAMED_KEYS = {"mean_idle_s": "mean_idle", "t3_cap": "max_size"}
+
+
+def renamed_keys(data: Mapping[str, Any], *, source: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``data`` with every old key under its name now (``mean_idle_s: 120`` becomes
+    ``mean_idle: 120s``), and the note each gets; both spellings at once is an error."""
+    out = dict(data)
+    notes = []
+    for old, new in RENAMED_KEYS.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise InputError(f"{source}: {old} and {new} are one key", f"keep {new} only")
+        value = out.pop(old)
+        if old == "mean_idle_s" and not isinstance(value, bool):
+            with contextlib.suppress(ValueError):  # not a number: the duration's error says so
+                value = f"{float(str(value)):g}s"
+        out[new] = value
+        notes.append(f"{source}: {old} is now {new}; the old key goes in the next release")
+    return out, tuple(notes)
 
 
 def workload_from_mapping(
@@ -99,12 +122,18 @@ def workload_from_mapping(
         values["contexts"] = parse_contexts(data["contexts"], what=what("contexts"))
     if "shared_prefix" in data:
         values["shared_prefix"] = _share(data["shared_prefix"], what("shared_prefix"))
-    if "mean_idle_s" in data:
-        idle = _number(data["mean_idle_s"], what("mean_idle_s"))
+    if "mean_idle" in data:
+        raw = data["mean_idle"]
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            raise InputError(
+                f"{what('mean_idle')} {raw:g} has no unit",
+                f"give a duration, e.g. {raw:g}s or {raw / 60:g}m",
+            )
+        idle = parse_duration(_text(raw), what=what("mean_idle"))
         if idle > MAX_IDLE_S:
             raise InputError(
-                f"{what('mean_idle_s')} {idle:g} s is over a year",
-                "give the mean seconds a session sits idle between turns, e.g. 120",
+                f"{what('mean_idle')} {_text(raw)} is over a year",
+                "give the mean time a session sits idle between turns, e.g. 2m",
             )
         values["mean_idle_s"] = idle
     if "peak_to_mean" in data:
@@ -186,7 +215,7 @@ MAX_PEAK_TO_MEAN = 10_000
 
 PLAN_KEYS = (
     "fsx", "t3_path", "io_threads", "odirect", "posture", "measured", "tolerance", "t3_dir",
-    "t3_cap",
+    "max_size",
 )  # fmt: skip
 FSX_KEYS = (
     "deployment_type",
@@ -248,7 +277,7 @@ class PlanFile(NamedTuple):
     terraform: str | None
     cloudformation: str | None
     t3_dir: str | None = None  # the shared KV folder, read where it is mounted
-    t3_cap: int | None = None  # the most it may hold (bytes)
+    max_size: int | None = None  # the most the t3_dir folder may hold (bytes)
 
 
 def plan_from_mapping(data: Mapping[str, Any], *, source: str) -> PlanFile:
@@ -300,13 +329,13 @@ def plan_from_mapping(data: Mapping[str, Any], *, source: str) -> PlanFile:
     t3_dir = _optional_text(data.get("t3_dir"))
     if t3_dir == "":
         raise InputError(f"{source}: t3_dir is empty", "give the KV folder, e.g. /fsx/kvcache")
-    t3_cap = None
-    if data.get("t3_cap") is not None:
+    max_size = None
+    if data.get("max_size") is not None:
         if t3_dir is None:
             raise InputError(
-                f"{source}: t3_cap needs t3_dir", "name the folder it caps: t3_dir: /fsx/kvcache"
+                f"{source}: max_size needs t3_dir", "name the folder it caps: t3_dir: /fsx/kvcache"
             )
-        t3_cap = parse_bytes(str(data["t3_cap"]), what=f"{source}: t3_cap")
+        max_size = parse_bytes(str(data["max_size"]), what=f"{source}: max_size")
     tolerance = _number(data.get("tolerance", 0.2), f"{source}: tolerance")
     if tolerance >= 1:
         raise InputError(f"{source}: tolerance must be below 1 (0.2 = 20%), got {tolerance:g}")
@@ -328,7 +357,7 @@ def plan_from_mapping(data: Mapping[str, Any], *, source: str) -> PlanFile:
         terraform=terraform,
         cloudformation=cloudformation,
         t3_dir=t3_dir,
-        t3_cap=t3_cap,
+        max_size=max_size,
     )
 
 

@@ -108,10 +108,12 @@ def replay_setup(
                 f" (a prompt shorter than {granularity:,} tokens never hits)"
             )
     capacity: dict[str, int | None]
+    planned: dict[str, int | None] = {}
     if plan is not None:
         from kvtool.replay.ttft import plan_capacities
 
         capacity = dict(plan_capacities(plan))
+        planned = dict(capacity)
         from_plan = [t for t in ("T1", "T2") if sizes.get(t) is None]
         if from_plan:
             notes.append(
@@ -128,6 +130,16 @@ def replay_setup(
         if size is not None:
             capacity[tier] = tier_units(trace, config, tier, size)
         capacity.setdefault(tier, None)
+    for tier in ("T1", "T2"):  # a size given past what the hardware holds is not a plan
+        given, hardware_has = capacity.get(tier), planned.get(tier)
+        if sizes.get(tier) is not None and hardware_has and (given is None or given > hardware_has):
+            assert plan is not None
+            unit = format_bytes_binary if config.unit == "bytes" else (lambda n: f"{n:,} tokens")
+            notes.append(
+                f"warning: --{tier.lower()} {'unbounded' if given is None else unit(given)} is"
+                f" more than the {plan.hardware.node.name} plan's {tier}"
+                f" ({unit(hardware_has)}): the replay assumes memory the hardware does not have"
+            )
     if ttft_model is not None:
         unpriced = [t for t in TIERS if capacity[t] != 0 and t not in ttft_model.reload_block_s]
         if unpriced:  # a hit there would have no reload time: no estimate rather than a guess

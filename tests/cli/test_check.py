@@ -227,7 +227,7 @@ def test_a_t3_folder_past_its_cap_fails_the_build(kvtool: Run, tmp_path: Path) -
     shutil.copytree(EXAMPLES / "kvcache", tmp_path / "kvcache")
     plan = tmp_path / "plan.yaml"
     plan.write_text(
-        (EXAMPLES / "plan-pass.yaml").read_text().replace("t3_cap: 1TiB", "t3_cap: 60KiB")
+        (EXAMPLES / "plan-pass.yaml").read_text().replace("max_size: 1TiB", "max_size: 60KiB")
     )
     result = kvtool("check", str(plan), "--json")
     assert result.exit_code == 1

@@ -67,7 +67,7 @@ def test_gc_bad_input_is_one_line_exit_2_and_nothing_removed(
         ((str(root),), "gc needs a limit"),
         ((str(root), "--max-size", "big"), "--max-size 'big' is not a size"),
         ((str(root), "--max-age", "7"), "--max-age '7' is not a duration"),
-        ((str(root), "--max-age", "7d", "--engine", "nfs"), "--engine 'nfs'"),
+        ((str(root), "--max-age", "7d", "--layout", "nfs"), "--layout 'nfs'"),
         ((str(root), "--max-age", "1d", "--log", str(root / "log")), "inside"),
         ((str(tmp_path / "junk"), "--max-age", "1d"), "no file of a layout kvtool knows"),
         ((str(tmp_path / "missing"), "--max-age", "1d"), "does not exist"),
@@ -96,3 +96,13 @@ def test_a_name_that_is_not_utf8_is_shown_not_fatal(kvtool: Kvtool, tmp_path: Pa
     dry = kvtool("gc", str(tmp_path), "--max-size", "0", "--include-unknown", "--dry-run", "--list")
     assert dry.exit_code == 0, dry.stderr
     assert "would remove stray-\\377.bin" in dry.stdout  # escaped as ls -b shows it
+
+
+def test_the_old_engine_filter_still_works_with_a_note(kvtool: Kvtool, tmp_path: Path) -> None:
+    build(tmp_path, "sglang-0.5.23.json", age_s=5 * 86400)
+    old = kvtool("gc", str(tmp_path), "--max-size", "0", "--engine", "vllm", "--dry-run", "--json")
+    new = kvtool("gc", str(tmp_path), "--max-size", "0", "--layout", "vllm", "--dry-run", "--json")
+    assert old.exit_code == new.exit_code == 0, old.stderr
+    assert "--engine is now --layout" in old.stderr
+    assert json.loads(old.stdout)["in_scope"] == json.loads(new.stdout)["in_scope"]
+    assert json.loads(new.stdout)["in_scope"]["chunks"] == 0  # SGLang's files: out of scope

@@ -101,7 +101,7 @@ ACCEPTED: dict[tuple[str, str], set[str]] = {
     ("engine gen", "--output"): PATHS,  # a new file of that name
     ("size", "--mfu"): {"tiny"},  # a fraction in (0, 1]
     ("advise", "--shared-prefix"): {"zero", "tiny"},
-    ("advise", "--idle"): {"zero", "tiny"},
+    ("advise", "--idle"): {"zero"},  # 0 is read as 0s, with a note; 1e-300 is no duration
     ("doctor", "--junit"): PATHS,
     ("check", "--junit"): PATHS,
     ("engine replay", "--plot"): set(),  # a name without .png/.svg is refused
@@ -351,7 +351,7 @@ QUICK = [  # (command's base, option): fast to run, so many examples fit
     (["size", "llama-3.1-8b"], "--sessions"),
     (["size", "llama-3.1-8b", "--hardware", "p5en"], "--gpu-memory-utilization"),
     (["size", "llama-3.1-8b", "--hardware", "p5en"], "--fsx-capacity"),
-    (["size", "llama-3.1-8b"], "--block-size"),
+    (["size", "llama-3.1-8b"], "--block-tokens"),
     (["advise", "-m", "llama-3.1-8b", "--hardware", "p5en"], "--peak-to-mean"),
     (["advise", "-m", "llama-3.1-8b", "--hardware", "p5en"], "--shared-prefix"),
     (["engine", "gen", "-n", "5", "-o", "g.jsonl"], "--turns"),

@@ -16,7 +16,7 @@ def test_inspect_reports_each_layout(kvtool: Kvtool, tmp_path: Path) -> None:
     build(tmp_path / "sglang", "sglang-0.5.23.json", age_s=3 * 86400)
     build(tmp_path / "vllm", "vllm-0.33.0.json")
     done = kvtool(
-        "inspect", str(tmp_path), "--model", "meta-llama/Llama-3.1-8B-Instruct", "--world", "2"
+        "inspect", str(tmp_path), "--model", "meta-llama/Llama-3.1-8B-Instruct", "--tp", "2"
     )
     assert done.exit_code == 0, done.stderr
     out = done.stdout
@@ -49,7 +49,8 @@ def test_inspect_bad_input_is_one_line_and_exit_2(kvtool: Kvtool, tmp_path: Path
         ((str(tmp_path / "nope"),), "does not exist"),
         ((str(tmp_path / "file"),), "is a file, not a folder"),
         ((str(tmp_path),), "no file of a layout kvtool knows (1 other files: file)"),
-        ((str(tmp_path), "--world", "x"), "--world"),
+        ((str(tmp_path), "--tp", "x"), "--tp"),
+        ((str(tmp_path), "--world", "2", "--tp", "2"), "--world is tp x pp"),
     ]:
         done = kvtool("inspect", *args)
         assert done.exit_code == 2, (args, done.stdout)
@@ -68,3 +69,20 @@ def test_names_from_disk_are_printed_escaped(kvtool: Kvtool, tmp_path: Path) -> 
     assert "\\033[2Jx\\nfake\\ line" in done.stdout
     assert "link\\033[31m" in done.stdout
     assert not any(line.startswith("fake line") for line in done.stdout.splitlines())
+
+
+def test_an_alias_finds_the_files_its_hub_id_names_and_world_still_works(
+    kvtool: Kvtool, tmp_path: Path
+) -> None:
+    build(tmp_path, "sglang-0.5.23.json")
+    by_alias = kvtool("inspect", str(tmp_path), "--model", "llama-3.1-8b", "--tp", "2", "--json")
+    by_id = kvtool(
+        "inspect", str(tmp_path), "--model", "meta-llama/Llama-3.1-8B-Instruct", "--tp", "2",
+        "--json",
+    )  # fmt: skip
+    orphans = {g["model"]: g["orphan"] for g in json.loads(by_alias.stdout)["layouts"]}
+    assert orphans == {g["model"]: g["orphan"] for g in json.loads(by_id.stdout)["layouts"]}
+    assert orphans["meta-llama-Llama-3.1-8B-Instruct"] is None
+    old = kvtool("inspect", str(tmp_path), "--model", "llama-3.1-8b", "--world", "2", "--json")
+    assert "--world is now --tp and --pp" in old.stderr
+    assert json.loads(old.stdout)["layouts"] == json.loads(by_alias.stdout)["layouts"]

@@ -136,7 +136,7 @@ def test_emit_with_json_is_refused_clearly(kvtool: Run) -> None:
     [
         (["--nodes", "4"], "--nodes has no effect without --hardware"),
         (["--fsx-capacity", "4800GiB"], "--fsx-capacity has no effect without --hardware"),
-        (["--hardware", "p5en", "--eager"], "--eager has no effect without --emit"),
+        (["--hardware", "p5en", "--posture", "eager"], "--posture has no effect without --emit"),
     ],
 )
 def test_options_without_effect_say_so(kvtool: Run, args: list[str], note: str) -> None:

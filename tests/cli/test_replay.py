@@ -28,7 +28,7 @@ def test_replay_json_has_the_ratios_and_tiers(kvtool: Kvtool) -> None:
         assert key in data
     assert data["requests"] == 200
     assert [t["tier"] for t in data["tiers"]] == ["T1", "T2", "T3"]  # T4 off
-    assert data["tiers"][0]["capacity"] == (1024 * 1024 // 512) * 512
+    assert data["tiers"][0]["capacity"] == (1_000_000 // 512) * 512  # a tier's 1M: 10^6 tokens
     assert 0 < data["token_hit_ratio"] <= data["reuse_ratio_unbounded"] <= 1
     assert data["format"] == "mooncake"
     assert data["unit"] == "tokens"
@@ -118,7 +118,7 @@ def test_a_trace_read_as_it_goes_fails_late_as_cleanly_as_early(
     streamed = json.loads(kvtool("engine", "replay", str(HEAD), "--t1", "64K", "--t2", "128K",
                                  "--t3", "inf", "--json").stdout)  # fmt: skip
     trace = parse_trace(HEAD.read_text().splitlines())
-    sizes = {"T1": 64 * 1024, "T2": 128 * 1024, "T3": None, "T4": 0}
+    sizes = {"T1": 64_000 // 512 * 512, "T2": 128_000 // 512 * 512, "T3": None, "T4": 0}
     config = ReplayConfig(capacity=sizes, block_units=512, unit="tokens")
     held = replay(trace.requests, 512, config)
     assert streamed["counters"] == held.counters
@@ -146,7 +146,12 @@ def test_sweep_gives_one_point_per_size_and_rises_with_capacity(
     done = kvtool("engine", "sweep", str(HEAD), "--t1", "256K,1M,4M,inf", "-j", processes, "--json")
     assert done.exit_code == 0, done.stderr
     points = json.loads(done.stdout)["points"]
-    assert [p["capacity"]["T1"] for p in points] == [262144, 1048576, 4194304, None]
+    assert [p["capacity"]["T1"] for p in points] == [
+        256_000 // 512 * 512,
+        1_000_000 // 512 * 512,
+        4_000_000 // 512 * 512,
+        None,
+    ]  # a tier's K and M are 10^3 and 10^6 tokens, in whole 512-token blocks
     ratios = [p["token_hit_ratio"] for p in points]
     assert ratios == sorted(ratios)
 

@@ -122,3 +122,27 @@ def test_parse_duration():
     for bad in ("7", "soon", "-1d", "1y", ""):
         with pytest.raises(InputError, match="is not a duration"):
             parse_duration(bad, what="--max-age")
+
+
+def test_a_byte_size_without_its_b_asks_which_was_meant() -> None:
+    from kvtool.units import parse_bytes
+
+    with pytest.raises(
+        InputError, match=r"--max-size '20G' has no byte unit: did you mean 20GiB or 20GB\?"
+    ):
+        parse_bytes("20G", what="--max-size")
+    with pytest.raises(InputError, match="did you mean 4TiB or 4TB"):
+        parse_bytes("4t", what="--fsx-capacity")
+    assert parse_bytes("20GiB", what="x") == 20 * 2**30
+    assert parse_bytes("20GB", what="x") == 20 * 10**9
+
+
+def test_a_tiers_tokens_are_powers_of_1000_whatever_the_case() -> None:
+    from kvtool.units import TierSize, parse_tier_size
+
+    assert parse_tier_size("20G", what="--t1") == TierSize("tokens", 20 * 10**9)
+    assert parse_tier_size("20g", what="--t1") == TierSize("tokens", 20 * 10**9)
+    assert parse_tier_size("3M", what="--t1") == TierSize("tokens", 3 * 10**6)
+    assert parse_tier_size("1.5k", what="--t1") == TierSize("tokens", 1500)
+    assert parse_tier_size("20GB", what="--t1") == TierSize("bytes", 20 * 10**9)
+    assert parse_tier_size("20GiB", what="--t1") == TierSize("bytes", 20 * 2**30)

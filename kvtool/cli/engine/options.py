@@ -9,7 +9,7 @@ import typer
 from kvtool.cli.options import engine_rule_options
 
 PANEL_RULES = "Engine rules"
-TIER_HELP = "tokens (3M), bytes (80GiB: needs --model), 0 (off) or inf"
+TIER_HELP = "tokens (3M = 3x10^6, 20G = 20x10^9), bytes (80GiB, 20GB: need --model), 0 (off) or inf"
 POLICY, POSTURE = engine_rule_options()
 
 TraceArg = Annotated[

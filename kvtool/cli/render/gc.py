@@ -241,7 +241,7 @@ def gc_json(
                 "model": key[1] or None,
                 "removed": _tally(groups.removed.get(key, gc.Tally())),
                 "kept": {
-                    reason.replace(" ", "_"): _tally(tally)
+                    reason.replace(" ", "_").replace("-", "_"): _tally(tally)
                     for reason, tally in groups.kept.get(key, {}).items()
                 },
             }

@@ -220,7 +220,7 @@ def test_scope_by_engine_and_model(tmp_path):
     _run(
         tmp_path,
         limits=Limits(max_size=0, grace=0),
-        scope=Scope(engine="sglang", model="meta-llama/Llama-3.1-8B"),
+        scope=Scope(layout="sglang", models=("meta-llama/Llama-3.1-8B",)),
     )
     assert not files["sglang"].exists()
     assert files["sglang-other"].exists()

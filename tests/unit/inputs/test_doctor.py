@@ -52,7 +52,7 @@ def test_capture_wraps_the_live_host_and_snapshot_replaces_it(tmp_path: Path) ->
         ("{tmp}", {"sessions": "10"}, "--sessions and --ctx need --model"),
         ("{tmp}", {"snapshot": "{tmp}/empty"}, "is empty"),
         ("{tmp}", {"probe_mib": "lots"}, "--probe-mib"),
-        ("{tmp}", {"cap": "lots"}, "--cap"),
+        ("{tmp}", {"cap": "lots"}, "--max-size"),
         ("{tmp}", {"cap": "1TiB", "contents": False}, "drop --no-contents"),
     ],
 )

@@ -18,7 +18,7 @@ class Host:
 
 def _gc(path, **kw):
     options = dict(
-        host=Host(), max_size="1TiB", max_age=None, keep_free=None, grace="10m", engine=None,
+        host=Host(), max_size="1TiB", max_age=None, keep_free=None, grace="10m", layout=None,
         model=None, include_unknown=False, dry_run=False, log=None,
     )  # fmt: skip
     options.update(kw)
@@ -37,6 +37,24 @@ def test_the_folder(tmp_path):
         resolve_folder(str(tmp_path / "f"), host=Host())
     with pytest.raises(InputError, match="--world"):
         resolve_folder(str(tmp_path), host=Host(), world="0")
+    assert resolve_folder(str(tmp_path), host=Host(), tp="4", pp="2").world == 8
+    assert resolve_folder(str(tmp_path), host=Host(), pp="2").world == 2
+    assert resolve_folder(str(tmp_path), host=Host()).world is None
+    with pytest.raises(InputError, match="--world is tp x pp"):
+        resolve_folder(str(tmp_path), host=Host(), tp="2", world="2")
+    with pytest.raises(InputError, match="at least 1"):
+        resolve_folder(str(tmp_path), host=Host(), tp="0")
+
+
+def test_a_model_is_every_name_its_files_may_carry():
+    names = folders.model_names("llama-3.1-8b")
+    assert names is not None
+    assert names[0] == "llama-3.1-8b"
+    assert "meta-llama/Llama-3.1-8B" in names
+    assert folders.model_names("my-served-finetune") == ("my-served-finetune",)
+    assert folders.model_names(None) is None
+    with pytest.raises(InputError, match="--model is empty"):
+        folders.model_names("  ")
     with pytest.raises(InputError, match="DIR is empty"):
         resolve_folder("", host=Host())
 
@@ -51,7 +69,7 @@ def test_limits_parse_or_say_what_is_wrong(tmp_path):
         ({"grace": "soon"}, "--grace 'soon' is not a duration"),
         ({"keep_free": "-1GB"}, "--keep-free"),
         ({"max_size": None}, "gc needs a limit"),
-        ({"engine": "redis"}, "--engine 'redis' is not a layout kvtool knows"),
+        ({"layout": "redis"}, "--layout 'redis' is not a layout kvtool knows"),
         ({"log": tmp_path / "gc.jsonl"}, "inside"),
         ({"log": tmp_path / "no" / "gc.jsonl"}, "does not exist"),
     ]:

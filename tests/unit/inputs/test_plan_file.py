@@ -56,7 +56,7 @@ def _plan_with_folder(tmp_path: Path, extra: str) -> Path:
     for name in ("terraform-plan.json", "bench-t3.json", "doctor-node-a.json"):
         shutil.copy(EXAMPLES / name, tmp_path / name)
     text = (EXAMPLES / "plan-pass.yaml").read_text()
-    text = "\n".join(line for line in text.splitlines() if not line.startswith("t3_"))
+    text = "\n".join(line for line in text.splitlines() if not line.startswith(("t3_", "max_size")))
     plan = tmp_path / "plan.yaml"
     plan.write_text(text + "\n" + extra)
     return plan
@@ -70,7 +70,7 @@ def test_t3_dir_is_read_relative_to_the_plan_with_the_plans_tp(tmp_path: Path) -
     assert (folder.chunk_files, folder.chunk_bytes) == (16, 16 * 4096)
     assert folder.world == 4
     assert folder.orphan_files == 16  # LMCache's files say world 8
-    assert inputs.plan.t3_cap is None
+    assert inputs.plan.max_size is None
 
 
 @pytest.mark.parametrize(

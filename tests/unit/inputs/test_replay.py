@@ -18,8 +18,10 @@ def test_tokens_without_a_model() -> None:
     inputs = resolve_replay(HEAD, sizes=SIZES)
     config = inputs.setup.config
     assert (config.unit, config.block_units) == ("tokens", 512)
-    blocks = 1024 * 1024 // 512
-    assert config.capacity == {"T1": blocks * 512, "T2": 3 * blocks * 512, "T3": None, "T4": 0}
+    # a tier's M is 10^6 tokens, held in whole 512-token blocks
+    assert config.capacity == {
+        "T1": 1_000_000 // 512 * 512, "T2": 3_000_000 // 512 * 512, "T3": None, "T4": 0
+    }  # fmt: skip
     assert inputs.sweep == {}
     assert inputs.setup.ttft is None
 
@@ -44,8 +46,9 @@ def test_hardware_fills_t1_and_t2_and_the_ttft_model() -> None:
 
 def test_a_sweep_gives_each_tiers_sizes_in_units() -> None:
     inputs = resolve_replay(HEAD, sizes={"T1": "1M,2M,inf", "T2": "0"}, sweep=True)
-    assert inputs.sweep == {"T1": [2048 * 512, 4096 * 512, None], "T2": [0]}
-    assert inputs.setup.config.capacity["T1"] == 2048 * 512  # the first of each
+    one, two = 1_000_000 // 512 * 512, 2_000_000 // 512 * 512
+    assert inputs.sweep == {"T1": [one, two, None], "T2": [0]}
+    assert inputs.setup.config.capacity["T1"] == one  # the first of each
 
 
 def test_options_without_a_model_say_they_have_no_effect() -> None:

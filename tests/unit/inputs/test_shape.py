@@ -40,10 +40,10 @@ def test_a_model_already_resolved_is_not_read_again() -> None:
         ({"engine": "trtllm"}, "unknown --engine 'trtllm'"),
         ({"kv_dtype": "fp7"}, "fp7"),
         ({"tp": "two"}, "--tp"),
-        ({"block_size": "x"}, "--block-size 'x' is not a number of tokens"),
-        ({"block_size": "4M"}, "--block-size '4M' is not a number of tokens"),  # was 4,194,304
+        ({"block_size": "x"}, "--block-tokens 'x' is not a number of tokens"),
+        ({"block_size": "4M"}, "--block-tokens '4M' is not a number of tokens"),  # was 4,194,304
         ({"block_size": "17"}, "need a multiple of 16 tokens"),
-        ({"block_size": "16", "engine": "formula"}, "--block-size has no effect"),
+        ({"block_size": "16", "engine": "formula"}, "--block-tokens has no effect"),
     ],
 )
 def test_each_mistake_names_its_option(options: dict[str, str], message: str) -> None:

@@ -110,7 +110,7 @@ def test_values_are_read_as_the_flags_take_them() -> None:
         sessions="1k",  # lowercase k: x1000
         contexts="8k:0.6,128K:0.4",  # uppercase K: x1024
         shared_prefix="40%",
-        mean_idle_s="120s",
+        mean_idle="2m",
         peak_to_mean="3.5",
         tp=8,
         model=" llama-3.1-70b ",
@@ -134,7 +134,7 @@ NOT_DEFAULT = {
     "sessions": 400,
     "contexts": "128k",
     "shared_prefix": 0.4,
-    "mean_idle_s": 120,
+    "mean_idle": "2m",
     "peak_to_mean": 4,
     "disaggregated": True,
     "survive_node_failure": True,
@@ -151,8 +151,9 @@ NOT_DEFAULT = {
 def test_every_key_accepted_is_used(key: str) -> None:
     default = load()
     changed = workload_from_mapping({**BASE, key: NOT_DEFAULT[key]}, source="w.yaml")
-    assert getattr(changed, key) != getattr(default, key)
-    others = [f.name for f in dataclasses.fields(Workload) if f.name != key]
+    field = "mean_idle_s" if key == "mean_idle" else key  # a duration's field has its unit
+    assert getattr(changed, field) != getattr(default, field)
+    others = [f.name for f in dataclasses.fields(Workload) if f.name != field]
     assert all(getattr(changed, k) == getattr(default, k) for k in others)
 
 
@@ -200,8 +201,9 @@ def test_model_and_hardware_are_required(data: dict[str, Any], message: str) -> 
         ("tp", "1.5", "w.yaml: tp '1.5': decimals are allowed only with k/m/g/t"),
         ("shared_prefix", "140%", "w.yaml: shared_prefix must be at most 1, got '140%'"),
         ("shared_prefix", "-0.1", "w.yaml: shared_prefix must not be negative, got '-0.1'"),
-        ("mean_idle_s", "2m", "w.yaml: mean_idle_s '2m' is not a number"),
-        ("mean_idle_s", True, "w.yaml: mean_idle_s True is not a number"),
+        ("mean_idle", "2x", "w.yaml: mean_idle '2x' is not a duration"),
+        ("mean_idle", 120, "w.yaml: mean_idle 120 has no unit"),
+        ("mean_idle", True, "w.yaml: mean_idle 'True' is not a duration"),
         ("peak_to_mean", 0.5, "w.yaml: peak_to_mean must be 1 to 10,000, got 0.5"),
         ("disaggregated", "yes", "w.yaml: disaggregated must be true or false, got 'yes'"),
         ("durable_sessions", 1, "w.yaml: durable_sessions must be true or false, got 1"),
@@ -423,7 +425,7 @@ def test_the_plan_keys_are_the_workloads_and_the_deployments() -> None:
     assert set(data) - set(WORKLOAD_KEYS) == set(PLAN_KEYS)  # the example uses every plan key
 
 
-@pytest.mark.parametrize("key", ["peak_to_mean", "tolerance", "mean_idle_s"])
+@pytest.mark.parametrize("key", ["peak_to_mean", "tolerance"])
 @pytest.mark.parametrize("value", [".nan", ".inf"])
 def test_nan_and_inf_are_refused_by_name(key: str, value: str) -> None:
     """YAML's .nan and .inf used to pass and crash the planner with a traceback."""
@@ -450,17 +452,37 @@ def test_fsx_names_are_read_in_any_case() -> None:
 def test_a_peak_or_an_idle_time_past_any_workload_is_refused() -> None:
     """``--peak-to-mean 1e30`` planned 10^27 nodes with exit 0."""
     assert "must be 1 to 10,000, got 1e+30" in error(lambda: load(peak_to_mean=1e30)).message
-    assert "is over a year" in error(lambda: load(mean_idle_s=1e30)).message
+    assert "is over a year" in error(lambda: load(mean_idle="400d")).message
     assert load(peak_to_mean=10_000).peak_to_mean == 10_000
 
 
 def test_a_plans_t3_folder_and_its_cap() -> None:
-    plan = plan_from_mapping({**BASE, "t3_dir": "/fsx/kvcache", "t3_cap": "20TiB"}, source="p")
-    assert (plan.t3_dir, plan.t3_cap) == ("/fsx/kvcache", 20 * 2**40)
+    plan = plan_from_mapping({**BASE, "t3_dir": "/fsx/kvcache", "max_size": "20TiB"}, source="p")
+    assert (plan.t3_dir, plan.max_size) == ("/fsx/kvcache", 20 * 2**40)
     assert plan_from_mapping(BASE, source="p").t3_dir is None
-    e = error(lambda: plan_from_mapping({**BASE, "t3_cap": "20TiB"}, source="p"))
-    assert e.message == "p: t3_cap needs t3_dir"
+    e = error(lambda: plan_from_mapping({**BASE, "max_size": "20TiB"}, source="p"))
+    assert e.message == "p: max_size needs t3_dir"
     e = error(lambda: plan_from_mapping({**BASE, "t3_dir": " "}, source="p"))
     assert e.message == "p: t3_dir is empty"
-    e = error(lambda: plan_from_mapping({**BASE, "t3_dir": "/x", "t3_cap": "big"}, source="p"))
-    assert e.message.startswith("p: t3_cap")
+    e = error(lambda: plan_from_mapping({**BASE, "t3_dir": "/x", "max_size": "big"}, source="p"))
+    assert e.message.startswith("p: max_size")
+
+
+def test_old_keys_are_read_under_their_new_names_with_a_note() -> None:
+    from kvtool.plan.workload import renamed_keys
+
+    data, notes = renamed_keys({**BASE, "mean_idle_s": 120, "t3_cap": "1TiB"}, source="p.yaml")
+    assert (data["mean_idle"], data["max_size"]) == ("120s", "1TiB")
+    assert "mean_idle_s" not in data
+    assert notes == (
+        "p.yaml: mean_idle_s is now mean_idle; the old key goes in the next release",
+        "p.yaml: t3_cap is now max_size; the old key goes in the next release",
+    )
+    assert (
+        workload_from_mapping(
+            {k: v for k, v in data.items() if k != "max_size"}, source="p"
+        ).mean_idle_s
+        == 120.0
+    )
+    e = error(lambda: renamed_keys({"mean_idle_s": 1, "mean_idle": "1s"}, source="p"))
+    assert e.message == "p: mean_idle_s and mean_idle are one key"
