@@ -82,3 +82,13 @@ def test_each_mistake_names_its_option(options: dict[str, object], message: str)
 def test_a_sweep_needs_sizes_to_vary() -> None:
     with pytest.raises(InputError, match="a sweep needs sizes to vary"):
         resolve_replay(HEAD, sizes={}, sweep=True)
+
+
+def test_a_tier_past_what_the_hardware_holds_is_warned_of() -> None:
+    fits = resolve_replay(HEAD, sizes={"T1": "1M"}, model="llama-3.1-8b", hardware="p5en")
+    assert not any(n.startswith("warning:") for n in fits.setup.notes)
+    past = resolve_replay(HEAD, sizes={"T1": "100TB"}, model="llama-3.1-8b", hardware="p5en")
+    [warning] = [n for n in past.setup.notes if n.startswith("warning:")]
+    assert "--t1 90.9 TiB is more than the p5en.48xlarge plan's T1" in warning
+    unbounded = resolve_replay(HEAD, sizes={"T1": "inf"}, model="llama-3.1-8b", hardware="p5en")
+    assert any("--t1 unbounded is more than" in n for n in unbounded.setup.notes)
