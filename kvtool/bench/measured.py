@@ -1,4 +1,4 @@
-"""Which measurements stand in for a tier's spec in a plan (``kvtool size --bench``). Pure.
+"""Which measurements stand in for a tier's spec in a plan (``kvtool plan --bench``). Pure.
 
 * T3: the best ``seq_read`` or ``rand_read`` that ran; a fio client/server run over N nodes is
   their aggregate, so one node's figure is the aggregate over N. Of the GPUDirect Storage

@@ -158,7 +158,7 @@ def latency_of(samples_s: Sequence[float]) -> Latency:
 
 
 def results_from_json(data: Any) -> list[BenchResult]:
-    """Read back ``kvtool bench --json`` (for ``kvtool size --bench`` and ``kvtool check``);
+    """Read back ``kvtool bench --json`` (for ``kvtool plan --bench`` and ``kvtool check``);
     objects that are not measurements are ignored. A field of the wrong type, or a figure
     that is negative, NaN or infinite, raises ValueError naming it (``results[2].iops``):
     these files travel between teams, and a NaN bandwidth once planned "reload wins"."""

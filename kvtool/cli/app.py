@@ -21,6 +21,7 @@ from kvtool.errors import InputError, KvtoolError
 # command at start-up, about 1.5 ms each, which `kvtool size` should not pay for the others.
 COMMANDS: dict[str, tuple[str, str, bool]] = {
     "size": ("size", "size", True),
+    "plan": ("plan", "plan", True),
     "models": ("models", "models", False),
     "hardware": ("hardware", "hardware", False),
     "advise": ("advise", "advise", True),

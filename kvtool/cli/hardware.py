@@ -16,7 +16,7 @@ def hardware(
 
       kvtool hardware
 
-      kvtool size deepseek-r1 --ctx 128K --sessions 500 --hardware p5en --nodes 4
+      kvtool plan deepseek-r1 --hardware p5en --ctx 128K --sessions 500 --nodes 4
     """
     from kvtool.cli.render import catalog as render
     from kvtool.cli.render.text import print_json

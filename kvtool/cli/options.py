@@ -191,7 +191,83 @@ def print_renamed() -> None:
     RENAMED.clear()
 
 
-# --cost and where its prices come from (size --hardware, advise)
+CtxOpt = Annotated[
+    str,
+    typer.Option(
+        "--ctx",
+        metavar="TOKENS[,TOKENS...]",
+        help="Context length(s) per session, comma-separated. k/m = x1000, K/M = x1024"
+        " (vLLM's --max-model-len rule): 200k = 200,000; 128K = 131,072.",
+    ),
+]
+SessionsOpt = Annotated[
+    str,
+    typer.Option("--sessions", "-n", metavar="N", help="Concurrent sessions (e.g. 100, 1k)."),
+]
+BlockTokensOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--block-tokens",
+        metavar="TOKENS",
+        help="Tokens per engine KV block (page), a plain number; vLLM takes multiples of 16.",
+        rich_help_panel=PANEL_SHAPE,
+    ),
+]
+
+# kvtool plan's options (kvtool size forwards them, hidden, for one release): flag -> (metavar,
+# help); what kvtool plan --set KEY=VALUE takes is in inputs/plan_settings.py
+PLAN_OPTIONS: dict[str, tuple[str, str]] = {
+    "--hardware": ("NODE", "Node type (kvtool hardware lists them) or a .toml profile."),
+    "--nodes": ("N", "Nodes serving the sessions (default 1)."),
+    "--fsx-capacity": ("SIZE", "FSx for Lustre capacity, e.g. 96TiB (default: sized to fit)."),
+    "--fsx-throughput": ("MBPS", "FSx per-unit throughput in MB/s per TiB: 125, 250, 500 or"
+                         " 1000."),
+    "--t3-storage": ("STORAGE", "T3 profile: fsx-lustre-persistent2, -persistent1, -scratch2,"
+                     " or a .toml."),
+    "--t4-storage": ("STORAGE", "T4 profile: s3-standard, s3-express-one-zone."),
+    "--t3-path": ("PATH", "Client path to FSx: ena, efa (default), efa-gds."),
+    "--weights-dtype": ("DTYPE", "auto (the checkpoint's), bf16, fp16, fp8, int8, int4, mxfp4,"
+                        " nvfp4."),
+    "--mfu": ("FRACTION", "Prefill model-FLOPs utilisation for recompute times (default 0.4)."),
+    "--concurrent-loads": ("N", "Sessions restoring at once on a node (default 16)."),
+    "--gpu-memory-utilization": ("FRACTION", "Share of HBM the engine may use (default 0.92,"
+                                 " vLLM 0.33.0's)."),
+    "--emit": ("ENGINE", "Print a configuration for the plan instead: lmcache, vllm, sglang,"
+               " dynamo."),
+    "--t3-dir": ("PATH", "KV directory on the FSx mount (--emit; default /fsx/kvcache)."),
+    "--bench": ("FILE", "Plan with the bandwidths in a kvtool bench --json FILE instead of the"
+                " spec."),
+    "--max-num-batched-tokens": ("N", "vLLM's tokens per batch, for its admission charge"
+                                 " (default: vllm serve's for the GPU, else 8192)."),
+    "--pp": ("N", "Pipeline-parallel stages per engine (vLLM --pipeline-parallel-size): the"
+             " engine spans tp x pp chips and keeps one copy of the weights (default 1)."),
+    "--prices": ("FILE|aws", "Prices for --cost: a TOML file, or aws (the Price List API, with"
+                 " credentials); default the bundled example, labelled as one."),
+    "--region": ("REGION", "Whose prices --prices aws asks for (default us-east-1)."),
+    "--calibrate": ("SCRAPE", "Plan T1 with the KV pool a running engine reports: a saved"
+                    " /metrics scrape or its URL (vLLM, SGLang)."),
+    "--posture": ("eager|lazy", "When KV is written to the shared tier (--emit): eager, when"
+                  " prefill ends; lazy (the default), under pressure or when idle."),
+}  # fmt: skip
+PLAN_FLAGS: dict[str, str] = {
+    "--dp-attention": "Data-parallel attention (MLA models): each rank holds whole latents for"
+    " its own sessions, one copy, and the attention weights whole.",
+    "--cost": "Add what the plan costs a month per tier and per served session-hour, beside"
+    " holding every session in HBM.",
+}
+
+
+def plan_option(flag: str, *, hidden: bool = False, panel: str | None = "Plan") -> Any:
+    """One of kvtool plan's options, the same in plan and (hidden) in size."""
+    metavar, text = PLAN_OPTIONS[flag]
+    return typer.Option(flag, metavar=metavar, help=text, hidden=hidden, rich_help_panel=panel)
+
+
+def plan_flag(flag: str, *, hidden: bool = False) -> Any:
+    return typer.Option(flag, help=PLAN_FLAGS[flag], hidden=hidden, rich_help_panel="Plan")
+
+
+# --cost and where its prices come from (plan, advise)
 CostOpt = Annotated[
     bool,
     typer.Option(

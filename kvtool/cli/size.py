@@ -7,14 +7,16 @@ from typing import TYPE_CHECKING, Annotated, NamedTuple
 import typer
 
 from kvtool.cli.options import (
-    CostOpt,
+    BlockTokensOpt,
+    CtxOpt,
     EngineOpt,
-    GpuMemoryUtilizationOpt,
     KvDtypeOpt,
-    PricesOpt,
-    RegionOpt,
+    SessionsOpt,
     TpOpt,
     merge,
+    note_renamed,
+    plan_flag,
+    plan_option,
     renamed,
 )
 from kvtool.errors import InputError
@@ -39,209 +41,52 @@ def size(
         typer.Argument(
             metavar="MODEL",
             help="Bundled model name or alias (see `kvtool models`), a config.json path or a"
-            " folder holding one, or a Hugging Face repo id (needs the hf extra).",
+            " folder holding one, or a Hugging Face repo id (needs the hf extra). Several,"
+            " comma-separated, side by side.",
         ),
     ],
-    ctx: Annotated[
-        str,
-        typer.Option(
-            "--ctx",
-            metavar="TOKENS[,TOKENS...]",
-            help="Context length(s) per session, comma-separated. k/m = x1000, K/M = x1024"
-            " (vLLM's --max-model-len rule): 200k = 200,000; 128K = 131,072.",
-        ),
-    ] = "8k",
-    sessions: Annotated[
-        str,
-        typer.Option("--sessions", "-n", metavar="N", help="Concurrent sessions (e.g. 100, 1k)."),
-    ] = "1",
+    ctx: CtxOpt = "8k",
+    sessions: SessionsOpt = "1",
     kv_dtype: KvDtypeOpt = "auto",
     engine: EngineOpt = "vllm",
     tp: TpOpt = None,
-    block_size: Annotated[
-        str | None,
-        typer.Option(
-            "--block-tokens",
-            metavar="TOKENS",
-            help="Tokens per engine KV block (page), a plain number; vLLM takes multiples of 16.",
-        ),
-    ] = None,
-    hardware: Annotated[
-        str | None,
-        typer.Option(
-            "--hardware",
-            metavar="NODE",
-            help="Add a tier plan for this node type (kvtool hardware lists them) or a .toml.",
-            rich_help_panel="Tier plan",
-        ),
-    ] = None,
-    nodes: Annotated[
-        str | None,
-        typer.Option(
-            "--nodes",
-            metavar="N",
-            help="Nodes serving the sessions (default 1).",
-            rich_help_panel="Tier plan",
-        ),
-    ] = None,
-    fsx_capacity: Annotated[
-        str | None,
-        typer.Option(
-            "--fsx-capacity",
-            metavar="SIZE",
-            help="FSx for Lustre capacity, e.g. 96TiB (default: sized to fit).",
-            rich_help_panel="Tier plan",
-        ),
-    ] = None,
-    fsx_throughput: Annotated[
-        str | None,
-        typer.Option(
-            "--fsx-throughput",
-            metavar="MBPS",
-            help="FSx per-unit throughput in MB/s per TiB: 125, 250, 500 or 1000.",
-            rich_help_panel="Tier plan",
-        ),
-    ] = None,
-    t3: Annotated[
-        str | None,
-        typer.Option(
-            "--t3-storage",
-            metavar="STORAGE",
-            help="T3 profile: fsx-lustre-persistent2, -persistent1, -scratch2, or a .toml.",
-            rich_help_panel="Tier plan",
-        ),
-    ] = None,
-    t4: Annotated[
-        str | None,
-        typer.Option(
-            "--t4-storage",
-            metavar="STORAGE",
-            help="T4 profile: s3-standard, s3-express-one-zone.",
-            rich_help_panel="Tier plan",
-        ),
-    ] = None,
-    t3_path: Annotated[
-        str | None,
-        typer.Option(
-            "--t3-path",
-            metavar="PATH",
-            help="Client path to FSx: ena, efa (default), efa-gds.",
-            rich_help_panel="Tier plan",
-        ),
-    ] = None,
-    weights_dtype: Annotated[
-        str | None,
-        typer.Option(
-            "--weights-dtype",
-            metavar="DTYPE",
-            help="auto (the checkpoint's), bf16, fp16, fp8, int8, int4, mxfp4, nvfp4.",
-            rich_help_panel="Tier plan",
-        ),
-    ] = None,
-    mfu: Annotated[
-        str | None,
-        typer.Option(
-            "--mfu",
-            metavar="FRACTION",
-            help="Prefill model-FLOPs utilisation for recompute times (default 0.4).",
-            rich_help_panel="Tier plan",
-        ),
-    ] = None,
-    concurrent_loads: Annotated[
-        str | None,
-        typer.Option(
-            "--concurrent-loads",
-            metavar="N",
-            help="Sessions restoring at once on a node (default 16).",
-            rich_help_panel="Tier plan",
-        ),
-    ] = None,
-    gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
-    emit: Annotated[
-        str | None,
-        typer.Option(
-            "--emit",
-            metavar="ENGINE",
-            help="Print a configuration for the plan instead: lmcache, vllm, sglang, dynamo.",
-            rich_help_panel="Tier plan",
-        ),
-    ] = None,
-    t3_dir: Annotated[
-        str | None,
-        typer.Option(
-            "--t3-dir",
-            metavar="PATH",
-            help="KV directory on the FSx mount (--emit; default /fsx/kvcache).",
-            rich_help_panel="Tier plan",
-        ),
-    ] = None,
-    bench: Annotated[
-        str | None,
-        typer.Option(
-            "--bench",
-            metavar="FILE",
-            help="Plan with the bandwidths in a kvtool bench --json FILE instead of the spec.",
-            rich_help_panel="Tier plan",
-        ),
-    ] = None,
+    block_size: BlockTokensOpt = None,
+    weights_dtype: Annotated[str | None, plan_option("--weights-dtype", panel=None)] = None,
     max_num_batched_tokens: Annotated[
-        str | None,
-        typer.Option(
-            "--max-num-batched-tokens",
-            metavar="N",
-            help="vLLM's tokens per batch, for its admission charge (default: vllm serve's"
-            " for the --hardware GPU, else 8192).",
-        ),
+        str | None, plan_option("--max-num-batched-tokens", panel=None)
     ] = None,
-    pp: Annotated[
-        str | None,
-        typer.Option(
-            "--pp",
-            metavar="N",
-            help="Pipeline-parallel stages per engine (vLLM --pipeline-parallel-size): the"
-            " engine spans tp x pp chips and keeps one copy of the weights (default 1).",
-            rich_help_panel="Tier plan",
-        ),
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    # the deployment plan's options: kvtool plan's now, forwarded for one release
+    hardware: Annotated[str | None, plan_option("--hardware", hidden=True)] = None,
+    nodes: Annotated[str | None, plan_option("--nodes", hidden=True)] = None,
+    fsx_capacity: Annotated[str | None, plan_option("--fsx-capacity", hidden=True)] = None,
+    fsx_throughput: Annotated[str | None, plan_option("--fsx-throughput", hidden=True)] = None,
+    t3: Annotated[str | None, plan_option("--t3-storage", hidden=True)] = None,
+    t4: Annotated[str | None, plan_option("--t4-storage", hidden=True)] = None,
+    t3_path: Annotated[str | None, plan_option("--t3-path", hidden=True)] = None,
+    mfu: Annotated[str | None, plan_option("--mfu", hidden=True)] = None,
+    concurrent_loads: Annotated[str | None, plan_option("--concurrent-loads", hidden=True)] = None,
+    gpu_memory_utilization: Annotated[
+        str | None, plan_option("--gpu-memory-utilization", hidden=True)
     ] = None,
-    dp_attention: Annotated[
-        bool,
-        typer.Option(
-            "--dp-attention",
-            help="Data-parallel attention (MLA models): each rank holds whole latents for its"
-            " own sessions, one copy, and the attention weights whole.",
-            rich_help_panel="Tier plan",
-        ),
-    ] = False,
-    cost: CostOpt = False,
-    prices: PricesOpt = None,
-    region: RegionOpt = None,
-    calibrate: Annotated[
-        str | None,
-        typer.Option(
-            "--calibrate",
-            metavar="SCRAPE",
-            help="Plan T1 with the KV pool a running engine reports: a saved /metrics scrape or"
-            " its URL (vLLM, SGLang).",
-            rich_help_panel="Tier plan",
-        ),
-    ] = None,
-    posture: Annotated[
-        str | None,
-        typer.Option(
-            "--posture",
-            metavar="eager|lazy",
-            help="When KV is written to the shared tier (--emit): eager, when prefill ends;"
-            " lazy (the default), under pressure or when idle.",
-            rich_help_panel="Tier plan",
-        ),
-    ] = None,
+    emit: Annotated[str | None, plan_option("--emit", hidden=True)] = None,
+    t3_dir: Annotated[str | None, plan_option("--t3-dir", hidden=True)] = None,
+    bench: Annotated[str | None, plan_option("--bench", hidden=True)] = None,
+    pp: Annotated[str | None, plan_option("--pp", hidden=True)] = None,
+    dp_attention: Annotated[bool, plan_flag("--dp-attention", hidden=True)] = False,
+    cost: Annotated[bool, plan_flag("--cost", hidden=True)] = False,
+    prices: Annotated[str | None, plan_option("--prices", hidden=True)] = None,
+    region: Annotated[str | None, plan_option("--region", hidden=True)] = None,
+    calibrate: Annotated[str | None, plan_option("--calibrate", hidden=True)] = None,
+    posture: Annotated[str | None, plan_option("--posture", hidden=True)] = None,
     old_eager: Annotated[bool, typer.Option("--eager", hidden=True)] = False,
     old_block_size: Annotated[str | None, renamed("--block-size", "--block-tokens")] = None,
     old_t3: Annotated[str | None, renamed("--t3", "--t3-storage")] = None,
     old_t4: Annotated[str | None, renamed("--t4", "--t4-storage")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """How much KV cache MODEL needs: per token, per session, and for all sessions.
+
+    Where it lives and what it costs on a cluster is kvtool plan's answer.
 
     Examples:
 
@@ -251,19 +96,73 @@ def size(
 
       kvtool size ./my-model/config.json --ctx 1m --engine formula --json
 
-      kvtool size deepseek-r1 --ctx 128K --sessions 500 --hardware p5en --nodes 4
-
-      kvtool size llama-3.1-70b --ctx 128K --sessions 200 --hardware p5en --emit lmcache
-
-      kvtool size llama-3.1-70b --ctx 128K --sessions 200 --hardware p5en --bench bench.json
+      kvtool size llama-3.1-8b,deepseek-r1 --ctx 32k --json
     """
+    if hardware is not None:  # kvtool plan's question: answered, and said where it moved
+        note_renamed("kvtool size --hardware", "kvtool plan")
     t3 = merge(t3, old_t3, old="--t3", new="--t3-storage")
+    t4 = merge(t4, old_t4, old="--t4", new="--t4-storage")
     block_size = merge(block_size, old_block_size, old="--block-size", new="--block-tokens")
     posture = merge(posture, "eager" if old_eager else None, old="--eager", new="--posture eager")
+    return answer(
+        model, ctx=ctx, sessions=sessions, kv_dtype=kv_dtype, engine=engine, tp=tp,
+        block_size=block_size, hardware=hardware, nodes=nodes, fsx_capacity=fsx_capacity,
+        fsx_throughput=fsx_throughput, t3=t3, t4=t4, t3_path=t3_path,
+        weights_dtype=weights_dtype, mfu=mfu, concurrent_loads=concurrent_loads,
+        gpu_memory_utilization=gpu_memory_utilization, emit=emit, t3_dir=t3_dir, bench=bench,
+        max_num_batched_tokens=max_num_batched_tokens, pp=pp, dp_attention=dp_attention,
+        cost=cost, prices=prices, region=region, calibrate=calibrate, posture=posture,
+        as_json=as_json,
+    )  # fmt: skip
+
+
+def answer(
+    model: str,
+    *,
+    ctx: str,
+    sessions: str,
+    kv_dtype: str,
+    engine: str,
+    tp: str | None,
+    block_size: str | None,
+    hardware: str | None,
+    nodes: str | None,
+    fsx_capacity: str | None,
+    fsx_throughput: str | None,
+    t3: str | None,
+    t4: str | None,
+    t3_path: str | None,
+    weights_dtype: str | None,
+    mfu: str | None,
+    concurrent_loads: str | None,
+    gpu_memory_utilization: str | None,
+    emit: str | None,
+    t3_dir: str | None,
+    bench: str | None,
+    max_num_batched_tokens: str | None,
+    pp: str | None,
+    dp_attention: bool,
+    cost: bool,
+    prices: str | None,
+    region: str | None,
+    calibrate: str | None,
+    posture: str | None,
+    as_json: bool,
+    command: str = "size",
+) -> None:
+    """kvtool size's answer, and with ``hardware`` kvtool plan's: every option resolved here
+    (one error line for any mistake), then the sizes or plans rendered."""
+    if weights_dtype is not None:  # a mistake is one even where the value has no effect
+        from kvtool.model.params import WEIGHT_BYTES
+
+        if weights_dtype.strip().lower() not in ("auto", *WEIGHT_BYTES):
+            raise InputError(
+                f"unknown --weights-dtype {weights_dtype!r}",
+                "choose auto, " + ", ".join(WEIGHT_BYTES),
+            )
     if posture is not None and posture.strip().lower() not in ("eager", "lazy"):
         raise InputError(f"--posture {posture!r} is not a posture", "give eager or lazy")
     eager = posture is not None and posture.strip().lower() == "eager"
-    t4 = merge(t4, old_t4, old="--t4", new="--t4-storage")
     contexts = parse_count_list(ctx, what="--ctx")
     too_long = [c for c in contexts if c > MAX_CONTEXT_TOKENS]
     if too_long:  # an engine's positions are 32-bit: no model runs past 2^31 tokens
@@ -402,7 +301,7 @@ def size(
     for note in dict.fromkeys(n for one in sized for n in one.ignored):  # once each
         _ignored(note)
     weights = "auto" if weights_dtype is None else weights_dtype
-    return _render(sized, as_json, weights if shown_weights else None)
+    return _render(sized, as_json, weights if shown_weights else None, command)
 
 
 def _calibrated(
@@ -515,7 +414,9 @@ def _weights(resolved: "ResolvedModel", weights_dtype: str) -> "Weights | None":
         return None
 
 
-def _render(sized: list[Sized], as_json: bool, weights_dtype: str | None) -> None:
+def _render(
+    sized: list[Sized], as_json: bool, weights_dtype: str | None, command: str = "size"
+) -> None:
     """One model: its header, groups and rows (and plans); several: one comparison table.
     ``weights_dtype``: the weights are part of the answer (JSON, a comparison), in it."""
     from kvtool.cli.render import size as render
@@ -532,7 +433,7 @@ def _render(sized: list[Sized], as_json: bool, weights_dtype: str | None) -> Non
                 one.resolved, one.results, one.plans, one.batched_why,
                 weights=None if weights is None else weights[index], costs=one.costs,
             )  # fmt: skip
-        print_json(records, command="size")
+        print_json(records, command=command)
         return
     if len(sized) > 1:
         assert weights is not None

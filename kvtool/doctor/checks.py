@@ -782,7 +782,7 @@ def check_aws(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
                 ""
                 if status == "PASS"
                 else "grow the file system or raise its"
-                " throughput tier (kvtool size --hardware ... names a size)",
+                " throughput tier (kvtool plan ... names a size)",
             )
         )
     return out

@@ -1,5 +1,5 @@
 """What was measured, as the plan's own types: ``kvtool bench --json`` and ``kvtool doctor
---json`` files, each read and parsed here once (``kvtool size --bench``, ``kvtool check``'s
+--json`` files, each read and parsed here once (``kvtool plan --bench``, ``kvtool check``'s
 ``measured:``, ``kvtool doctor --merge``)."""
 
 from __future__ import annotations

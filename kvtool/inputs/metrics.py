@@ -139,7 +139,7 @@ def scrape_all(
 
 
 class Calibration(NamedTuple):
-    """What ``kvtool size --calibrate`` takes from one engine's metrics."""
+    """What ``kvtool plan --calibrate`` takes from one engine's metrics."""
 
     source: str
     engine: str

@@ -243,7 +243,7 @@ def capacity_of(planned: WorkloadPlan, nodes: int, *, t2_divisor: int = 1) -> Ca
 
 
 def advise_workload(workload: Workload, shape: KvShape, hardware: Hardware) -> AdviceResult:
-    """Serve, price and place the workload as ``kvtool size --hardware`` and ``kvtool check``
+    """Serve, price and place the workload as ``kvtool plan`` and ``kvtool check``
     do (``plan_workload``), then apply the criteria.
 
     Raises InputError when the weights (or one session) leave no room for KV on the node.

@@ -82,7 +82,7 @@ def check_plan(
     """Every rule of the module docstring, in order. ``hardware`` is the plan's cluster with
     the T3 profile of the declared deployment type (``t3_profile_for``) and no file system
     yet: the declared size is checked here, a finding when FSx cannot provision it. The tiers
-    come from ``plan_workload``, the pipeline ``kvtool size --hardware`` and ``advise`` use.
+    come from ``plan_workload``, the pipeline ``kvtool plan`` and ``advise`` use.
     Raises InputError only for a layout the engine cannot run (an invalid tp)."""
     w = plan.workload
     fsx = plan.fsx
@@ -175,7 +175,7 @@ def _capacity(plan: PlanFile, tiers: Any, peak: int, mean_bytes: int) -> Finding
         "FAIL",
         f"{format_bytes(spill.used_bytes)} of the peak working set overflows the file system",
         evidence,
-        "grow storage_capacity_gib (kvtool size --hardware ... names a valid size)",
+        "grow storage_capacity_gib (kvtool plan ... names a valid size)",
     )
 
 

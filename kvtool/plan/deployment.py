@@ -1,6 +1,6 @@
 """A model on a cluster: how it is served, and each context's full plan. Pure.
 
-``plan_contexts`` is what ``kvtool size --hardware`` calls: it chooses how the engine runs the
+``plan_contexts`` is what ``kvtool plan`` calls: it chooses how the engine runs the
 model on a node (``choose_serving``: tensor-parallel size, engine instances per node, weights),
 prices a session at each context under that layout, places the sessions in the tiers
 (``placement``) and weighs reloading against recomputing (``reload``). Profiles arrive loaded;
@@ -71,7 +71,7 @@ class Hardware:
     fsx_throughput_mbps_per_tib: int | None = None
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
     measured: tuple[MeasuredTier, ...] = ()  # kvtool bench figures that replace the spec
-    # one engine instance's KV pool in tokens as the engine's metrics report it (kvtool size
+    # one engine instance's KV pool in tokens as the engine's metrics report it (kvtool plan
     # --calibrate): the plan's T1 space, in place of kvtool's estimate; None: the estimate
     kv_pool_tokens_per_instance: int | None = None
 
@@ -317,7 +317,7 @@ def place_sessions(
     kv_pool_bytes_per_instance: int | None = None,
 ) -> TierPlan:
     """Place ``sessions`` of ``session_bytes`` on ``hardware`` under ``serving``: the one
-    assembly of placement's inputs that ``kvtool size --hardware``, ``advise`` and ``check``
+    assembly of placement's inputs that ``kvtool plan``, ``advise`` and ``check``
     share (the engine's admission charge, the offload stack's copies, the GPU memory the GDS
     path pins, the HBM share the engine may use). Raises InputError when the weights or one
     session do not fit a node."""
@@ -359,7 +359,7 @@ class FanIn:
 
 @dataclass(frozen=True)
 class DeploymentPlan:
-    """Everything ``kvtool size --hardware`` reports for one context length."""
+    """Everything ``kvtool plan`` reports for one context length."""
 
     ctx_tokens: int
     hardware: Hardware
@@ -630,7 +630,7 @@ def plan_contexts(
     pp: int = 1,
     dp_attention: bool = False,
 ) -> ContextPlans:
-    """``kvtool size --hardware``: choose the serving layout, price a session at each context
+    """``kvtool plan``: choose the serving layout, price a session at each context
     under it, and plan each.
 
     ``offload`` is the stack that moves KV to T2 and T3 (``plan/offload.py``); by default the
@@ -732,7 +732,7 @@ def plan_workload(
 ) -> WorkloadPlan:
     """Serve, price and place ``workload`` exactly as ``plan_contexts`` does one context: the
     same serving layout, admission charge, offload copies and GDS reserve, so ``kvtool check``,
-    ``advise`` and ``size --hardware`` agree on where sessions live. Over a context mix the
+    ``advise`` and ``plan`` agree on where sessions live. Over a context mix the
     session and its admission charge are the share-weighted means.
 
     Raises InputError when the weights or one session do not fit a node.

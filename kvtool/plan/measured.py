@@ -1,4 +1,4 @@
-"""Measured tier bandwidths in place of the spec: ``kvtool size --bench results.json``. Pure.
+"""Measured tier bandwidths in place of the spec: ``kvtool plan --bench results.json``. Pure.
 
 A plan reads each tier back at the profile's ceiling (T2's links, T3's client path and file
 system share, T4's connections). A measurement from ``kvtool bench`` on the real node replaces

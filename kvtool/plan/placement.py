@@ -56,7 +56,7 @@ class PlanInputs:
     # (vLLM charges sliding, chunked and state layers their worst case); None: the same
     t1_admission_bytes_per_session: int | None = None
     t3_medium: str = "FSx for Lustre (shared)"
-    # the engine's own KV pool on one node, measured (kvtool size --calibrate): it replaces
+    # the engine's own KV pool on one node, measured (kvtool plan --calibrate): it replaces
     # HBM x utilization less weights and reserves; None: that estimate
     measured_kv_space_bytes_per_node: int | None = None
 

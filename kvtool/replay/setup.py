@@ -4,7 +4,7 @@ and notes on what was assumed. Pure (docs/replay.md, "Sizes").
 Units: with a model, a block costs its KV in bytes (every rank, ``KvShape.block_bytes``) and
 sizes may be given in tokens or bytes; without one (and without ``--real``) the replay counts
 tokens. A size in tokens holds whole blocks. With hardware, the sizes not given come from the
-node's plan for the trace's longest request (``kvtool size --hardware``): T1 the HBM for KV up
+node's plan for the trace's longest request (``kvtool plan``): T1 the HBM for KV up
 to the 85% pressure line, T2 the host memory for KV; T3 and T4 unbounded unless given. Without
 sizes and without hardware, T1 is unbounded and the rest off (the reuse ratio).
 """

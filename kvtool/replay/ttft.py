@@ -7,7 +7,7 @@ TTFT of one request, alone on one engine instance (an estimate, and labelled so)
 tokens takes max(FLOPs(n) / (MFU x the instance's peak), one pass over its weights), with the
 FLOPs of ``plan.reload.prefill_flops``; reloading k blocks from a tier takes its latency plus
 the longer of k x block bytes / bandwidth and k x per-chunk operation / I/O threads, at the
-plan's per-node figures (measured ones with ``kvtool size --bench``). With a cache, TTFT is the
+plan's per-node figures (measured ones with ``kvtool plan --bench``). With a cache, TTFT is the
 reload of the hit blocks plus the prefill of the rest (FLOPs(n) - FLOPs(hit)), or the full
 prefill when that is faster.
 """

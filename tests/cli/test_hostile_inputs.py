@@ -57,7 +57,8 @@ HOSTILE = {
 SCRAPE = Path(__file__).parents[1] / "fixtures" / "metrics" / "vllm-0.33.0-llama-3.1-8b-t60.prom"
 # each command as run by the corpus (in its own empty folder): the options come on top
 BASES: dict[str, list[str]] = {
-    "size": ["size", "llama-3.1-8b", "--hardware", "p5en"],
+    "size": ["size", "llama-3.1-8b"],
+    "plan": ["plan", "llama-3.1-8b", "--hardware", "p5en"],
     "advise": ["advise", "-m", "llama-3.1-8b", "--hardware", "p5en"],
     "doctor": ["doctor", "--snapshot", str(SNAPSHOT), "/mnt/lustre/kvcache"],
     "check": ["check", str(PLAN)],
@@ -99,7 +100,6 @@ ACCEPTED: dict[tuple[str, str], set[str]] = {
     ("engine gen", "--think"): {"tiny"},
     ("engine gen", "--rag-share"): {"zero", "tiny"},  # a share in [0, 1]
     ("engine gen", "--output"): PATHS,  # a new file of that name
-    ("size", "--mfu"): {"tiny"},  # a fraction in (0, 1]
     ("advise", "--shared-prefix"): {"zero", "tiny"},
     ("advise", "--idle"): {"zero"},  # 0 is read as 0s, with a note; 1e-300 is no duration
     ("doctor", "--junit"): PATHS,
@@ -114,9 +114,9 @@ ACCEPTED: dict[tuple[str, str], set[str]] = {
 }
 # options that have no effect in their command's base: any value is taken, with a note saying so
 NOTED = {
-    ("size", "--t3-dir"): "--t3-dir has no effect without --emit",
-    **{(c, o): f"{o} has no effect without --cost" for c in ("size", "advise")
-       for o in ("--prices", "--region")},
+    ("plan", "--t3-dir"): "--t3-dir has no effect without --emit",
+    ("plan", "--prices"): "--prices has no effect without --cost",
+    **{("advise", o): f"{o} has no effect without --cost" for o in ("--prices", "--region")},
 }  # fmt: skip
 
 
@@ -286,16 +286,16 @@ SPECIAL = {"/dev/zero": Path("/dev/zero"), "a path past the limit": Path("/x" * 
 
 SLOTS = {  # where a file goes: the arguments around it ("{}")
     "size MODEL (a config)": ["size", "{}"],
-    "size --bench": ["size", "llama-3.1-8b", "--hardware", "p5en", "--bench", "{}"],
-    "size --hardware (a profile)": ["size", "llama-3.1-8b", "--hardware", "{}"],
+    "plan --bench": ["plan", "llama-3.1-8b", "--hardware", "p5en", "--bench", "{}"],
+    "plan --hardware (a profile)": ["plan", "llama-3.1-8b", "--hardware", "{}"],
     "advise WORKLOAD": ["advise", "{}"],
     "check PLAN": ["check", "{}"],
     "doctor --merge": ["doctor", "--merge", "{}", str(CHECK / "doctor-node-b.json")],
     "engine replay TRACE": ["engine", "replay", "{}", "--t1", "1M"],
     "metrics SOURCE": ["metrics", "{}"],
     "metrics --from": ["metrics", "--from", "{}"],
-    "size --calibrate": ["size", "llama-3.1-8b", "--hardware", "p5", "--calibrate", "{}"],
-    "size --prices": ["size", "llama-3.1-8b", "--hardware", "p5", "--cost", "--prices", "{}"],
+    "plan --calibrate": ["plan", "llama-3.1-8b", "--hardware", "p5", "--calibrate", "{}"],
+    "plan --prices": ["plan", "llama-3.1-8b", "--hardware", "p5", "--cost", "--prices", "{}"],
 }
 FILE_CASES = [(s, k) for s in SLOTS for k in (*FILE_KINDS, *SPECIAL)]
 
@@ -349,8 +349,7 @@ TEXT = st.text(
 QUICK = [  # (command's base, option): fast to run, so many examples fit
     (["size", "llama-3.1-8b"], "--ctx"),
     (["size", "llama-3.1-8b"], "--sessions"),
-    (["size", "llama-3.1-8b", "--hardware", "p5en"], "--gpu-memory-utilization"),
-    (["size", "llama-3.1-8b", "--hardware", "p5en"], "--fsx-capacity"),
+    (["plan", "llama-3.1-8b", "--hardware", "p5en"], "--fsx-capacity"),
     (["size", "llama-3.1-8b"], "--block-tokens"),
     (["advise", "-m", "llama-3.1-8b", "--hardware", "p5en"], "--peak-to-mean"),
     (["advise", "-m", "llama-3.1-8b", "--hardware", "p5en"], "--shared-prefix"),

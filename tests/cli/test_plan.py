@@ -1,4 +1,5 @@
-"""``kvtool size --hardware`` and ``kvtool hardware`` end to end."""
+"""``kvtool plan`` (and ``kvtool size --hardware``, which forwards to it) and ``kvtool hardware``
+end to end."""
 
 from __future__ import annotations
 
@@ -210,3 +211,61 @@ def test_bench_without_hardware_has_no_effect_and_says_so(kvtool: Run, tmp_path:
     done = kvtool("size", "llama-3.1-8b", "--bench", str(_bench_file(tmp_path, [T3_READ])))
     assert done.exit_code == 0
     assert "--bench has no effect without --hardware" in done.stderr
+
+
+def test_plan_is_size_hardwares_answer_and_size_forwards_it_with_a_notice(kvtool: Run) -> None:
+    args = ["llama-3.1-70b", "--ctx", "32k", "--sessions", "200", "--hardware", "p5en"]
+    planned = kvtool("plan", *args)
+    forwarded = kvtool("size", *args)
+    assert planned.exit_code == forwarded.exit_code == 0, planned.stderr
+    assert planned.stdout == forwarded.stdout
+    assert "kvtool size --hardware is now kvtool plan" not in planned.stderr
+    assert forwarded.stderr.endswith(
+        "kvtool: note: kvtool size --hardware is now kvtool plan; the old name goes in the next"
+        " release\n"
+    )
+    data = json.loads(kvtool("plan", *args, "--json").stdout)
+    assert data["command"] == "plan"
+    assert data["results"][0]["tiers"]
+
+
+def test_plan_needs_hardware_and_takes_the_rest_through_set(kvtool: Run) -> None:
+    done = kvtool("plan", "llama-3.1-70b")
+    assert done.exit_code == 2
+    assert "kvtool plan needs --hardware NODE" in done.stderr
+    base = ["plan", "deepseek-r1", "--hardware", "p5en", "--ctx", "32k", "--json"]
+    plain = json.loads(kvtool(*base).stdout)["results"][0]
+    slow = json.loads(kvtool(*base, "--set", "mfu=0.1").stdout)["results"][0]
+    fast = json.loads(kvtool(*base, "--set", "mfu=0.8").stdout)["results"][0]
+    recompute = [r["reload"]["break_even"][0]["recompute_s"] for r in (slow, plain, fast)]
+    assert recompute[0] > recompute[1] > recompute[2]  # mfu moves the recompute time
+    old = kvtool("size", *base[1:], "--dp-attention")
+    new = kvtool(*base, "--set", "dp_attention=true")
+    assert json.loads(old.stdout)["results"] == json.loads(new.stdout)["results"]
+    bad = kvtool(*base, "--set", "speed=fast")
+    assert bad.exit_code == 2
+    assert "--set 'speed' is not a plan setting" in bad.stderr
+
+
+def test_no_command_shows_more_than_20_options() -> None:
+    import typer.main
+
+    from kvtool.cli.app import build_app
+
+    app = typer.main.get_command(build_app())
+    shown: dict[str, int] = {}
+
+    def walk(command, path):
+        if hasattr(command, "commands"):
+            for name, sub in command.commands.items():
+                walk(sub, (*path, name))
+            return
+        shown[" ".join(path)] = sum(
+            1
+            for p in command.params
+            if p.param_type_name == "option" and not p.hidden and p.name not in ("help", "as_json")
+        )
+
+    walk(app, ())
+    assert "plan" in shown
+    assert max(shown.values()) <= 20, shown

@@ -1,4 +1,4 @@
-"""``kvtool size --hardware``: the tier plan, reload against recompute, and T3 fan-in."""
+"""``kvtool plan``: the tier plan, reload against recompute, and T3 fan-in."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def _crossover(tokens: int | None) -> str:
 
 
 def print_plans(plans: tuple[DeploymentPlan, ...]) -> None:
-    """The tier plan, reload-vs-recompute and fan-in sections of ``kvtool size --hardware``."""
+    """The tier plan, reload-vs-recompute and fan-in sections of ``kvtool plan``."""
     for plan in plans:
         tiers = plan.tiers
         echo()

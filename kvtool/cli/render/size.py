@@ -279,5 +279,5 @@ def print_comparison(models: Sequence[Compared]) -> None:
     if planned:
         hardware = next(p for m in models for p in m.plans).hardware
         echo(f"plan: {hardware.node.name} x {hardware.nodes}; each model in its own serving"
-             " layout (tp, weights), as `kvtool size MODEL --hardware` plans it")  # fmt: skip
+             " layout (tp, weights), as `kvtool plan MODEL --hardware` plans it")  # fmt: skip
     print_notes(notes)

@@ -190,9 +190,7 @@ def test_the_failing_examples_file_system_overflows_by_whole_sessions() -> None:
     assert counts["overflow"] > 0
     spill = format_bytes(counts["overflow"] * LLAMA_70B_128K)
     assert finding.message == f"{spill} of the peak working set overflows the file system"
-    assert (
-        finding.fix == "grow storage_capacity_gib (kvtool size --hardware ... names a valid size)"
-    )
+    assert finding.fix == "grow storage_capacity_gib (kvtool plan ... names a valid size)"
 
 
 def test_the_failing_examples_scratch_file_system_is_read_over_ena() -> None:

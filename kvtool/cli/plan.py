@@ -1,0 +1,96 @@
+"""``kvtool plan``: where a deployment's KV lives on a cluster (HBM, host DRAM, FSx for Lustre,
+S3), how fast it comes back, what it costs, and the engine configuration for it."""
+
+from typing import Annotated
+
+import typer
+
+from kvtool.cli.options import (
+    CtxOpt,
+    EngineOpt,
+    KvDtypeOpt,
+    SessionsOpt,
+    TpOpt,
+    plan_flag,
+    plan_option,
+)
+
+
+def plan(
+    model: Annotated[
+        str,
+        typer.Argument(
+            metavar="MODEL",
+            help="Bundled model name or alias (see `kvtool models`), a config.json path or a"
+            " folder holding one, or a Hugging Face repo id. Several, comma-separated, side by"
+            " side.",
+        ),
+    ],
+    hardware: Annotated[str | None, plan_option("--hardware", panel=None)] = None,
+    ctx: CtxOpt = "8k",
+    sessions: SessionsOpt = "1",
+    nodes: Annotated[str | None, plan_option("--nodes", panel=None)] = None,
+    kv_dtype: KvDtypeOpt = "auto",
+    engine: EngineOpt = "vllm",
+    tp: TpOpt = None,
+    pp: Annotated[str | None, plan_option("--pp")] = None,
+    weights_dtype: Annotated[str | None, plan_option("--weights-dtype")] = None,
+    fsx_capacity: Annotated[str | None, plan_option("--fsx-capacity")] = None,
+    t3_storage: Annotated[str | None, plan_option("--t3-storage")] = None,
+    t3_path: Annotated[str | None, plan_option("--t3-path")] = None,
+    bench: Annotated[str | None, plan_option("--bench")] = None,
+    calibrate: Annotated[str | None, plan_option("--calibrate")] = None,
+    cost: Annotated[bool, plan_flag("--cost")] = False,
+    prices: Annotated[str | None, plan_option("--prices")] = None,
+    emit: Annotated[str | None, plan_option("--emit")] = None,
+    t3_dir: Annotated[str | None, plan_option("--t3-dir")] = None,
+    posture: Annotated[str | None, plan_option("--posture")] = None,
+    settings: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            metavar="KEY=VALUE",
+            help="A less used setting, as many times as needed: mfu, concurrent_loads,"
+            " gpu_memory_utilization, max_num_batched_tokens, fsx_throughput, t4_storage,"
+            " region, dp_attention, block_tokens (each as its kvtool size option).",
+            rich_help_panel="Plan",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """Plan MODEL's KV on --hardware: sessions per tier (HBM, host DRAM, FSx for Lustre, S3),
+    reload against recompute, the FSx to provision, and with --cost, --emit or --bench what
+    it costs, the engine's configuration, or the plan with measured bandwidths.
+
+    Examples:
+
+      kvtool plan deepseek-r1 --hardware p5en --ctx 128K --sessions 500 --nodes 4
+
+      kvtool plan llama-3.1-70b --hardware p5en --ctx 128K --sessions 200 --emit lmcache
+
+      kvtool plan llama-3.1-70b --hardware p5en --ctx 32k --sessions 200 --cost --json
+
+      kvtool plan deepseek-r1 --hardware p5en --ctx 128K --set mfu=0.35 --set dp_attention=true
+    """
+    from kvtool.cli.size import answer
+    from kvtool.errors import InputError
+    from kvtool.inputs.plan_settings import flag, parse_settings
+
+    if hardware is None:
+        raise InputError(
+            "kvtool plan needs --hardware NODE",
+            "kvtool hardware lists them; kvtool size MODEL answers without one",
+        )
+    extra = parse_settings(settings)
+    return answer(
+        model, ctx=ctx, sessions=sessions, kv_dtype=kv_dtype, engine=engine, tp=tp,
+        block_size=extra.get("block_tokens"), hardware=hardware, nodes=nodes,
+        fsx_capacity=fsx_capacity, fsx_throughput=extra.get("fsx_throughput"), t3=t3_storage,
+        t4=extra.get("t4_storage"), t3_path=t3_path, weights_dtype=weights_dtype,
+        mfu=extra.get("mfu"), concurrent_loads=extra.get("concurrent_loads"),
+        gpu_memory_utilization=extra.get("gpu_memory_utilization"), emit=emit, t3_dir=t3_dir,
+        bench=bench, max_num_batched_tokens=extra.get("max_num_batched_tokens"), pp=pp,
+        dp_attention=flag(extra, "dp_attention"), cost=cost, prices=prices,
+        region=extra.get("region"), calibrate=calibrate, posture=posture, as_json=as_json,
+        command="plan",
+    )  # fmt: skip

@@ -1,0 +1,49 @@
+"""``kvtool plan --set KEY=VALUE``: the plan's less used settings, one option for all of them
+(a command shows at most 20 options). Each value is checked where it is used, as the option
+of the same name would be; here, only the keys."""
+
+from __future__ import annotations
+
+from kvtool.errors import InputError
+
+# key -> the option whose value rules it follows
+SETTINGS: dict[str, str] = {
+    "mfu": "--mfu",
+    "concurrent_loads": "--concurrent-loads",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "fsx_throughput": "--fsx-throughput",
+    "t4_storage": "--t4-storage",
+    "region": "--region",
+    "dp_attention": "--dp-attention",
+    "block_tokens": "--block-tokens",
+}
+TRUE, FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def parse_settings(items: list[str] | None) -> dict[str, str]:
+    """``["mfu=0.35", "dp_attention=true"]`` -> ``{"mfu": "0.35", "dp_attention": "true"}``;
+    InputError for an item without ``=``, an unknown key, a key given twice, or a flag that
+    is not true or false."""
+    settings: dict[str, str] = {}
+    for item in items or []:
+        key, equals, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not equals or not key:
+            raise InputError(f"--set {item!r} is not KEY=VALUE", "e.g. --set mfu=0.35")
+        if key not in SETTINGS:
+            raise InputError(
+                f"--set {key!r} is not a plan setting", "one of " + ", ".join(SETTINGS)
+            )
+        if key in settings:
+            raise InputError(f"--set {key} is given twice", "give it once")
+        value = value.strip()
+        if key == "dp_attention" and value.lower() not in (*TRUE, *FALSE):
+            raise InputError(f"--set dp_attention={value!r} is not true or false")
+        settings[key] = value
+    return settings
+
+
+def flag(settings: dict[str, str], key: str) -> bool:
+    """A true/false setting (absent: false)."""
+    return settings.get(key, "false").lower() in TRUE
