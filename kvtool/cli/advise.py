@@ -1,12 +1,12 @@
 """``kvtool advise``: which tiers and which write posture a workload needs, and why."""
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from kvtool.cli.options import CostOpt, PricesOpt, RegionOpt
+from kvtool.cli.render.text import note as say_note
 
 
 def advise(
@@ -112,11 +112,11 @@ def advise(
         notes.append(f"--idle {idle} is read as {idle}s; give the unit (bare seconds go in the"
                      " next release)")  # fmt: skip
     for note in notes:  # after the inputs: a mistake in them is one line, alone
-        print(f"kvtool: note: {note}", file=sys.stderr)
+        say_note(f"{note}")
     if not cost:
         for option, value in (("--prices", prices), ("--region", region)):
             if value is not None:
-                print(f"kvtool: note: {option} has no effect without --cost", file=sys.stderr)
+                say_note(f"{option} has no effect without --cost")
     result = advise_workload(inputs.workload, inputs.shape, inputs.hardware)
     priced = None
     if cost:

@@ -42,6 +42,25 @@ GROUPS: dict[str, dict[str, tuple[str, str, bool]]] = {
         "gen": ("engine.gen", "gen", False),
     },
 }
+# what each command answers, in one line of kvtool --help (a docstring says the rest)
+SUMMARIES: dict[str, str] = {  # at most 62 characters: one line at 80 columns
+    "size": "KV bytes per token, per session and in total.",
+    "plan": "Where the KV lives on a cluster, and what that costs.",
+    "models": "The bundled models and their KV bytes per token.",
+    "hardware": "The bundled node and storage profiles, with sources.",
+    "advise": "Which tiers and write posture a workload needs, and why.",
+    "doctor": "Is this node and its mount ready to be T3? Each check graded.",
+    "check": "A deployment plan's checklist, for CI (exit status, JUnit).",
+    "bench": "Each tier's bandwidth and latency, beside its spec.",
+    "inspect": "What the engines' KV files in a shared folder hold.",
+    "gc": "Cap a shared KV folder, oldest chunks first, never outside it.",
+    "metrics": "What running engines report of their KV cache.",
+    "engine": "The tiering engine: smoke test, replay, sweep, trace gen.",
+    "engine smoke": "Every tier's moves end to end on real media, bytes checked.",
+    "engine replay": "Replay a request trace through the tiers: hits, moves, TTFT.",
+    "engine sweep": "Replay a trace at many tier sizes: the hit-ratio curve.",
+    "engine gen": "Write a synthetic multi-turn trace.",
+}
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -69,13 +88,17 @@ def path_error_line(exc: OSError) -> str | None:
 def reports_errors(command: F) -> F:
     """Wrap a command: its returned status becomes the exit code; KvtoolError prints one line
     on stderr and exits 2; SIGINT, SIGTERM and SIGHUP run every clean-up (``kvtool.scratch``)
-    and exit 130, 143 and 129 without a traceback."""
+    and exit 130, 143 and 129 without a traceback. Every command also takes ``--quiet``: its
+    answer only (no notes, no progress); errors and the exit status stay."""
+    import inspect
 
     @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
+    def wrapper(*args: Any, quiet: bool = False, **kwargs: Any) -> None:
         from kvtool.cli.options import RENAMED, print_renamed
+        from kvtool.cli.render import text
         from kvtool.scratch import Interrupted, interrupts
 
+        text.QUIET[0] = quiet
         RENAMED.clear()
         try:
             with interrupts():  # SIGINT, SIGTERM, SIGHUP: every clean-up runs, then exit
@@ -96,22 +119,36 @@ def reports_errors(command: F) -> F:
                 raise
             print(line, file=sys.stderr)
             raise typer.Exit(status.USAGE) from None
-        print_renamed()  # the command ran: old spellings it was given, once each
+        if not quiet:
+            print_renamed()  # the command ran: old spellings it was given, once each
         if outcome:
             raise typer.Exit(int(outcome))
 
+    signature = inspect.signature(command)
+    quiet_option = inspect.Parameter(
+        "quiet",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=False,
+        annotation=Annotated[
+            bool,
+            typer.Option("--quiet", "-q", help="Print the answer only: no notes, no progress."),
+        ],
+    )
+    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*signature.parameters.values(), quiet_option]
+    )
     return wrapper  # type: ignore[return-value]
 
 
 def _typer() -> typer.Typer:
     return typer.Typer(
         name="kvtool",
-        help="Size the KV cache of an LLM deployment, plan where it lives (GPU HBM, host DRAM,"
-        " FSx for Lustre, S3), emit the serving engine's configuration, verify that a node and"
-        " its shared mount are ready for it, and benchmark each tier.\n\n"
+        help="Size the KV cache of an LLM deployment, plan where it lives (T1 GPU HBM, T2 host"
+        " DRAM, T3 FSx for Lustre, T4 S3), emit the serving engine's configuration, verify that a"
+        " node and its shared mount are ready for it, and benchmark each tier.\n\n"
         "Example: kvtool size deepseek-r1 --ctx 200k --sessions 100",
         no_args_is_help=True,
-        add_completion=False,
+        add_completion=True,
         pretty_exceptions_show_locals=False,
         context_settings={"help_option_names": ["-h", "--help"]},
     )
@@ -136,9 +173,9 @@ def _root(
         ),
     ] = False,
 ) -> None:
-    """Size the KV cache of an LLM deployment, plan where it lives (GPU HBM, host DRAM, FSx for
-    Lustre, S3), emit the serving engine's configuration, verify that a node and its shared
-    mount are ready for it, and benchmark each tier.
+    """Size the KV cache of an LLM deployment, plan where it lives (T1 GPU HBM, T2 host DRAM, T3
+    FSx for Lustre, T4 S3), emit the serving engine's configuration, verify that a node and its
+    shared mount are ready for it, and benchmark each tier.
 
     Example: kvtool size deepseek-r1 --ctx 200k --sessions 100
     """
@@ -159,10 +196,14 @@ def build_app(names: Sequence[str] = tuple(COMMANDS)) -> typer.Typer:
             )
             for sub, (sub_module, sub_function, sub_bare) in GROUPS[name].items():
                 command = getattr(import_module(f"kvtool.cli.{sub_module}"), sub_function)
-                group.command(sub, no_args_is_help=sub_bare)(reports_errors(command))
-            built.add_typer(group, name=name, no_args_is_help=bare_help)
+                group.command(sub, no_args_is_help=sub_bare, short_help=SUMMARIES[f"{name} {sub}"])(
+                    reports_errors(command)
+                )
+            built.add_typer(group, name=name, no_args_is_help=bare_help, short_help=SUMMARIES[name])
         else:
-            built.command(name, no_args_is_help=bare_help)(reports_errors(target))
+            built.command(name, no_args_is_help=bare_help, short_help=SUMMARIES[name])(
+                reports_errors(target)
+            )
     return built
 
 
@@ -197,7 +238,8 @@ def main() -> None:
             from typer import rich_utils
 
             rich_utils.rich_format_error(exc)  # type: ignore[arg-type]
-            sys.exit(getattr(exc, "exit_code", status.USAGE))
+            bare_kvtool = len(sys.argv) <= 1  # `kvtool` alone asks what it does: exit 0
+            sys.exit(status.OK if bare_kvtool else getattr(exc, "exit_code", status.USAGE))
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx is not None else "kvtool"
         message = exc.format_message()  # type: ignore[attr-defined]

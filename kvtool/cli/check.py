@@ -1,12 +1,12 @@
 """``kvtool check PLAN.yaml``: the pre-deployment checklist, for CI."""
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from kvtool.cli import status
+from kvtool.cli.render.text import note as say_note
 
 
 def check(
@@ -41,7 +41,7 @@ def check(
         output_file(junit, option="--junit")  # before any work, not after it
     inputs = read_plan(plan_file)
     for note in inputs.notes:
-        print(f"kvtool: note: {note}", file=sys.stderr)
+        say_note(f"{note}")
     findings = check_plan(inputs.plan, inputs.shape, inputs.hardware, evidence=inputs.evidence)
     report = Report(path=str(plan_file), node="plan", findings=tuple(findings))
     if junit is not None:

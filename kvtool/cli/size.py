@@ -19,6 +19,7 @@ from kvtool.cli.options import (
     plan_option,
     renamed,
 )
+from kvtool.cli.render.text import note as say_note
 from kvtool.errors import InputError
 from kvtool.inputs.shape import resolve_shape, split_models
 from kvtool.model.engines import batched_tokens
@@ -394,12 +395,12 @@ MAX_CONTEXT_TOKENS = 2**31 - 1
 
 def _ignored(note: str) -> None:
     if note:
-        print(f"kvtool: note: {note}", file=sys.stderr)
+        say_note(f"{note}")
 
 
 def _no_effect(options: list[str], why: str) -> None:
     for option in options:
-        print(f"kvtool: note: {option} has no effect {why}", file=sys.stderr)
+        say_note(f"{option} has no effect {why}")
 
 
 def _weights(resolved: "ResolvedModel", weights_dtype: str) -> "Weights | None":

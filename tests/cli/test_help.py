@@ -34,3 +34,97 @@ def test_command_help_has_an_example(kvtool: Callable[..., CliResult], name: str
 @pytest.mark.parametrize("name", COMMANDS)
 def test_readme_shows_each_command(name: str) -> None:
     assert f"$ kvtool {name}" in README
+
+
+def test_root_help_lists_each_command_in_one_line() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "kvtool", "--help"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0
+    listed = done.stdout.split("Commands")[1].splitlines()[1:]
+    rows = [line for line in listed if line.startswith("│ ")]
+    names = [row.split()[1] for row in rows if row.split()[1] in COMMANDS]
+    assert sorted(names) == COMMANDS  # each name on its own row
+    assert len(rows) == len(COMMANDS)  # and nothing wraps onto a second row
+
+
+def test_bare_kvtool_prints_help_and_exits_0() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "kvtool"], capture_output=True, text=True)
+    assert done.returncode == 0
+    assert "Usage: kvtool" in done.stdout + done.stderr
+    bare = subprocess.run([sys.executable, "-m", "kvtool", "size"], capture_output=True, text=True)
+    assert bare.returncode == 2  # a command without what it needs stays a usage mistake
+
+
+def test_quiet_prints_the_answer_only(kvtool: Callable[..., CliResult]) -> None:
+    loud = kvtool("size", "deepseek-r1", "--ctx", "200k", "--sessions", "100")
+    quiet = kvtool("size", "deepseek-r1", "--ctx", "200k", "--sessions", "100", "--quiet")
+    assert "note:" in loud.stdout
+    assert "note:" not in quiet.stdout
+    assert quiet.stdout.strip() in loud.stdout
+    assert "1.41 TB" in quiet.stdout
+    old = kvtool("inspect", "/nonexistent-kv", "-q")  # bad input still says so
+    assert old.exit_code == 2
+    assert "does not exist" in old.stderr
+    renamed = kvtool("size", "deepseek-r1", "--block-size", "64", "-q")
+    assert renamed.stderr == ""
+
+
+def _leaves() -> list[str]:
+    from kvtool.cli.app import GROUPS
+
+    return [
+        *(f"{group} {sub}" for group, subs in GROUPS.items() for sub in subs),
+        *(name for name in COMMANDS if name not in GROUPS),
+    ]
+
+
+@pytest.mark.parametrize("name", _leaves())
+def test_every_command_takes_quiet(kvtool: Callable[..., CliResult], name: str) -> None:
+    assert "--quiet" in kvtool(*name.split(), "--help").stdout
+
+
+def test_statuses_are_coloured_on_a_terminal_only(tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    plan = Path(__file__).parents[2] / "examples" / "check" / "plan-pass.yaml"
+    argv = [sys.executable, "-m", "kvtool", "check", str(plan)]
+
+    def on_a_terminal(env: dict[str, str]) -> str:
+        leader, follower = pty.openpty()
+        done = subprocess.run(argv, stdout=follower, stderr=subprocess.DEVNULL, env=env)
+        os.close(follower)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        os.close(leader)
+        assert done.returncode == 0
+        return out.decode()
+
+    base = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    assert "\x1b[32mPASS\x1b[0m" in on_a_terminal({**base, "TERM": "xterm"})
+    assert "\x1b[" not in on_a_terminal({**base, "TERM": "xterm", "NO_COLOR": "1"})
+    piped = subprocess.run(argv, capture_output=True, text=True, env=base)
+    assert "PASS" in piped.stdout
+    assert "\x1b[" not in piped.stdout
+
+
+def test_shell_completion_is_on(kvtool: Callable[..., CliResult]) -> None:
+    assert "--install-completion" in kvtool("--help").stdout

@@ -1,7 +1,6 @@
 """``kvtool engine smoke``: real KV-sized chunks through every tier and back, every byte
 checked (the scenario and its folder's life are ``engine/smoke.py``)."""
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -19,6 +18,7 @@ from kvtool.cli.options import (
     model_option,
     renamed,
 )
+from kvtool.cli.render.text import note as say_note
 
 POLICY, POSTURE = engine_rule_options()
 
@@ -144,9 +144,9 @@ def smoke(
     else:
         render.print_smoke(outcome.report, folder=outcome.folder, phase=phase, kept=outcome.kept)
     for note in inputs.notes:  # after the run: an error in the targets comes first, alone
-        print(f"kvtool: note: {note}", file=sys.stderr)
+        say_note(f"{note}")
     for failure in left:  # e.g. S3 went away: say what may be left, never a traceback
-        print(f"kvtool: note: could not remove the smoke's scratch: {failure}", file=sys.stderr)
+        say_note(f"could not remove the smoke's scratch: {failure}")
     return status.OK if outcome.report.passed and not left else status.PROBLEMS
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvtool.cli.render.text import echo
+from kvtool.cli.render.text import coloured, echo
 
 if TYPE_CHECKING:
     from kvtool.doctor.run import MergedReport
@@ -27,7 +27,7 @@ AREA_TITLES = {
 
 
 def _finding_lines(f: Finding, *, verbose: bool) -> list[str]:
-    lines = [f"  {f.status:<4}  {f.id:<22} {f.message}"]
+    lines = [f"  {coloured(f.status, f'{f.status:<4}')}  {f.id:<22} {f.message}"]
     if f.evidence and (verbose or f.status in ("FAIL", "WARN")):
         lines.append(f"        evidence: {f.evidence}")
     if f.measured and (verbose or f.status in ("FAIL", "WARN")):

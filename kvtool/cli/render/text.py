@@ -13,6 +13,34 @@ from typing import Any
 from kvtool.files import REPORT_SCHEMA_VERSION as SCHEMA_VERSION  # docs/json/; raised on a break
 from kvtool.units import plural as plural  # re-exported: renderers say counts one way
 
+QUIET = [False]  # --quiet: the answer only (set by app.reports_errors for the command run)
+
+
+def note(text: str) -> None:
+    """``kvtool: note: ...`` on stderr (not with --quiet)."""
+    if not QUIET[0]:
+        sys.stderr.write(f"kvtool: note: {printable(text)}\n")
+
+
+_COLOURS = {"PASS": "32", "WARN": "33", "FAIL": "31;1", "SKIP": "2"}  # ANSI SGR codes
+
+
+def coloured(status: str, shown: str | None = None) -> str:
+    """``shown`` (default ``status``) in its status's colour: only on a terminal, never with
+    NO_COLOR set (https://no-color.org) or TERM=dumb."""
+    import os
+
+    text = status if shown is None else shown
+    code = _COLOURS.get(status)
+    if (
+        code is None
+        or "NO_COLOR" in os.environ
+        or os.environ.get("TERM") == "dumb"
+        or not sys.stdout.isatty()
+    ):
+        return text
+    return f"\033[{code}m{text}\033[0m"
+
 
 def echo(text: str = "") -> None:
     """One line on stdout; a name that is not UTF-8 (a file name's stray byte, which Python
@@ -61,7 +89,7 @@ def print_json(data: Any, *, command: str) -> None:
 
 def print_notes(notes: list[str] | tuple[str, ...], *, blank_line: bool = True) -> None:
     """``note: ...`` lines, each once, after a blank line when there are any."""
-    unique = list(dict.fromkeys(notes))
+    unique = [] if QUIET[0] else list(dict.fromkeys(notes))
     if unique and blank_line:
         echo()
     for note in unique:
@@ -114,7 +142,7 @@ class Progress:
 
     def __init__(self, enabled: bool, label: str, what: str, *, every_s: float = 0.2) -> None:
         self.label, self.what, self.every_s = label, what, every_s
-        self.enabled = enabled and sys.stderr.isatty()
+        self.enabled = enabled and not QUIET[0] and sys.stderr.isatty()
         self._last = 0.0
         self._shown = False
 
@@ -148,7 +176,7 @@ class StatusLine:
     def __init__(self, enabled: bool, label: str = "kvtool") -> None:
         self.label = label
         self._status: Any = None
-        if enabled and sys.stderr.isatty():
+        if enabled and not QUIET[0] and sys.stderr.isatty():
             from rich.console import Console
 
             self._status = Console(stderr=True).status(f"{label}: starting")
