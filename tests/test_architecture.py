@@ -192,3 +192,44 @@ def test_no_engine_is_special_cased_by_name() -> None:
         if pattern.search(line)
     ]
     assert not found
+
+
+def test_there_are_no_import_cycles_between_modules() -> None:
+    """Within packages too: no module imports one that imports it back, directly or around a
+    circle, counting imports made inside functions (a lazy import still ties the two)."""
+    names = {module_name(path) for path in MODULES}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in names:  # "kvtool.cli.render.text" or a package's module
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {
+        module_name(path): {
+            target
+            for target in map(resolve, kvtool_imports(path))
+            if target
+            and target != module_name(path)
+            and not target.endswith("__init__")
+            and target != "kvtool"
+        }
+        for path in MODULES
+        if module_name(path) not in ("kvtool", "kvtool.__main__")
+    }
+    state: dict[str, int] = {}
+    cycles: list[str] = []
+
+    def visit(node: str, trail: list[str]) -> None:
+        if state.get(node) == 2:
+            return
+        if state.get(node) == 1:
+            cycles.append(" -> ".join([*trail[trail.index(node) :], node]))
+            return
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            visit(nxt, [*trail, node])
+        state[node] = 2
+
+    for node in sorted(graph):
+        visit(node, [])
+    assert not cycles, cycles

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Sized
 from typing import Any
 
 from kvtool.engine.manager import TIERS, new_counters
-from kvtool.replay.run import ReplayConfig, ReplayResult, Tally, TtftModel
+from kvtool.replay.tally import ReplayConfig, ReplayResult, Tally, TtftModel
 from kvtool.replay.trace import Request
 
 BITS = (1, 2, 4, 8)  # T1..T4 in a block's state
