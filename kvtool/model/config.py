@@ -25,7 +25,21 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kvtool.errors import ConfigError
-from kvtool.model.families import ARCHITECTURE_TYPES, check_known, plain_record, wrapper_source
+from kvtool.model.families import check_known, plain_record, wrapper_source
+from kvtool.model.fields import (
+    ATTENTION_KINDS,
+    FALCON_TYPES,
+    HIDDEN_OVER_HEADS_TYPES,
+    HYBRID_GDN_TYPES,
+    LAYER_TYPE_KIND,
+    MAMBA1_TYPES,
+    MINIMAX_LINEAR_TYPES,
+    NO_KV_LAYER_TYPES,
+    QWEN_SLIDING_TYPES,
+    ConfigFields,
+    normalize_dtype,
+    text_config_of,
+)
 from kvtool.model.spec import (
     AttentionLayers,
     Dsv4Layers,
@@ -34,199 +48,11 @@ from kvtool.model.spec import (
     LayerGroup,
     MlaLayers,
     ModelSpec,
-    StateLayers,
 )
+from kvtool.model.state import state_groups
 
 if TYPE_CHECKING:
     from kvtool.model.plain import Plain
-
-FALCON_TYPES = frozenset({"falcon", "RefinedWeb", "RefinedWebModel"})
-QWEN_SLIDING_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
-HYBRID_GDN_TYPES = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
-MAMBA1_TYPES = frozenset({"mamba", "falcon_mamba"})
-HIDDEN_OVER_HEADS_TYPES = frozenset({"bamba", "granitemoehybrid", "jamba"})
-MINIMAX_LINEAR_TYPES = frozenset({"minimax_text_01", "minimax_m1"})
-
-# transformers' names for per-layer attention kinds -> kvtool's group kinds
-_LAYER_TYPE_KIND = {
-    "full_attention": "full",
-    "attention": "full",
-    "global_attention": "full",
-    "sliding_attention": "sliding",
-    "local_attention": "sliding",
-    "chunked_attention": "chunked",
-    "linear_attention": "linear",
-    "mamba": "linear",
-    "hybrid": "parallel",  # Zamba2: its own Mamba2 mixer plus a (weight-shared) attention block
-    "indexed_attention": "full",  # DeepSeek sparse attention (MLA + indexer) in transformers 5
-}
-_NO_KV_LAYER_TYPES = frozenset({"mlp", "moe"})  # Nemotron-H blocks without attention or state
-ATTENTION_KINDS = frozenset({"full", "sliding", "chunked", "parallel"})  # kinds with K and V
-STATE_KINDS = frozenset({"linear", "parallel"})  # kinds with a recurrent state
-
-_DTYPE_NAMES = {
-    "bfloat16": "bf16",
-    "float16": "fp16",
-    "half": "fp16",
-    "float32": "fp32",
-    "float": "fp32",
-    "bf16": "bf16",
-    "fp16": "fp16",
-    "fp32": "fp32",
-}
-
-
-# Defaults of transformers' config classes (5.24) for fields that published config.json
-# files leave out: google/gemma-3-4b-it names neither its heads nor its head_dim.
-# Applied only where the key is absent, never where it is present as null.
-FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma2": {
-        "tie_word_embeddings": True,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "sliding_window": 4096,
-    },
-    "gemma3_text": {
-        "tie_word_embeddings": True,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "sliding_window": 4096,
-        "vocab_size": 262_208,
-        "max_position_embeddings": 131_072,
-    },
-    # FalconConfig's default; the RefinedWeb remote-code configs name no limit and vLLM then
-    # assumes 2,048 too.
-    "falcon": {"max_position_embeddings": 2048},
-    "RefinedWeb": {"max_position_embeddings": 2048},
-    "RefinedWebModel": {"max_position_embeddings": 2048},
-    "mistral": {"sliding_window": 4096},
-    "gpt_oss": {"sliding_window": 128},
-    "llama4_text": {"attention_chunk_size": 8192},
-    # vLLM and transformers both keep Nemotron-H's Mamba2 recurrent state in float32.
-    "nemotron_h": {"mamba_ssm_cache_dtype": "float32", "head_dim": 128},
-}
-
-
-# Fields only Falcon's configs carry; a config that has one is read by Falcon's rules.
-_FALCON_FIELDS = ("multi_query", "new_decoder_architecture", "n_head_kv", "parallel_attn")
-
-
-def infer_model_type(config: Mapping[str, Any], notes: list[str]) -> str:
-    """``model_type``, else the one its ``architectures`` imply, else Falcon's when it has a
-    Falcon-only field, else ``"unknown"``; every guess adds a note."""
-    declared = config.get("model_type")
-    if declared:
-        return str(declared)
-    architectures = config.get("architectures") or []
-    arch = str(architectures[0]) if isinstance(architectures, list) and architectures else ""
-    if arch in ARCHITECTURE_TYPES:
-        notes.append(f"config names no model_type; read as {ARCHITECTURE_TYPES[arch]} ({arch})")
-        return ARCHITECTURE_TYPES[arch]
-    falcon = [name for name in _FALCON_FIELDS if name in config]
-    if falcon or arch == "RWForCausalLM":
-        why = f"it has {falcon[0]}" if falcon else arch
-        notes.append(f"config names no model_type; read by Falcon's rules because {why}")
-        return "falcon"
-    return "unknown"  # sized by the architecture's record, or refused (families.check_known)
-
-
-class ConfigFields:
-    """Reads config fields and names the missing one, with the model_type that needs it."""
-
-    def __init__(
-        self,
-        config: Mapping[str, Any],
-        source: str,
-        notes: list[str] | None = None,
-        *,
-        plain: Plain | None = None,
-    ) -> None:
-        self.config = config
-        self.source = source
-        self.model_type = infer_model_type(config, notes if notes is not None else [])
-        # an architecture vLLM builds with plain attention: its recorded rules, not the
-        # model_type's (vLLM picks the class by architecture)
-        self.plain = plain
-        self.defaults = {
-            **FAMILY_DEFAULTS.get(self.model_type, {}),
-            **(plain.defaults if plain else {}),
-        }
-
-    def get(self, *names: str, default: Any = None) -> Any:
-        for name in names:
-            value = self.config.get(name)
-            if value is not None:
-                return value
-        for name in names:
-            if name not in self.config and name in self.defaults:
-                return self.defaults[name]
-        return default
-
-    def require_int(self, *names: str) -> int:
-        value = self.get(*names)
-        if value is None:
-            raise ConfigError(
-                f"{self.source}: model_type {self.model_type!r} needs field {names[0]!r},"
-                " which the config lacks",
-                f"add {names[0]!r} to the config (see the model's config.json on Hugging Face)",
-            )
-        return self.positive_int(names[0], value)
-
-    def positive_int(self, name: str, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < MAX_FIELD:
-            raise ConfigError(
-                f"{self.source}: field {name!r} must be a positive integer, got {value!r:.40}",
-                "fix the value in the config",
-            )
-        return value
-
-    def number(self, name: str, default: float) -> float:
-        """A positive factor (``expand``, 2 or 1.5); ConfigError for anything else."""
-        value = self.get(name, default=default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e6:
-            raise ConfigError(
-                f"{self.source}: field {name!r} must be a positive number, got {value!r:.40}",
-                "fix the value in the config",
-            )
-        return float(value)
-
-    def whole(self, *names: str, default: int) -> int:
-        """A count that may be 0 (experts, shared experts, dense layers first), or
-        ``default`` when the config has none; ConfigError for anything but a whole number."""
-        value = self.get(*names, default=default)
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_FIELD:
-            raise ConfigError(
-                f"{self.source}: field {names[0]!r} must be a whole number, got {value!r:.40}",
-                "fix the value in the config",
-            )
-        return value
-
-
-MAX_FIELD = 2**40  # past any real width, layer or expert count: a typo or a hostile config
-
-
-def text_config_of(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The language-model part of a config: ``text_config`` for multimodal wrappers."""
-    text = config.get("text_config")
-    if isinstance(text, Mapping) and "num_hidden_layers" in text:
-        merged = dict(text)
-        for key in ("torch_dtype", "dtype"):
-            if merged.get(key) is None and config.get(key) is not None:
-                merged[key] = config[key]
-        return merged
-    return config
-
-
-def normalize_dtype(value: Any) -> str | None:
-    """``'torch.bfloat16'`` / ``'bfloat16'`` -> ``'bf16'``; ``None`` if not a known float dtype."""
-    if value is None:
-        return None
-    name = str(value).removeprefix("torch.")
-    return _DTYPE_NAMES.get(name)
 
 
 def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> ModelSpec:
@@ -272,10 +98,10 @@ def spec_from_config(config: Mapping[str, Any], *, name: str, source: str = "") 
             )
         mla_layers = sum(1 for kind in layer_types if kind in ATTENTION_KINDS)
         groups.extend(_mla_groups(fields, mla_layers, num_heads, notes))
-        groups.extend(_state_groups(fields, layer_types, hidden_size))
+        groups.extend(state_groups(fields, layer_types, hidden_size))
     else:
         groups.extend(_attention_groups(fields, layer_types, num_heads, hidden_size, notes))
-        groups.extend(_state_groups(fields, layer_types, hidden_size))
+        groups.extend(state_groups(fields, layer_types, hidden_size))
     if not groups:
         raise ConfigError(f"{fields.source}: no attention or state layers found in the config")
 
@@ -531,14 +357,14 @@ def _layer_types(fields: ConfigFields, notes: list[str]) -> list[str]:
     if listed is not None:
         kinds = []
         for value in listed:
-            if value in _NO_KV_LAYER_TYPES:
+            if value in NO_KV_LAYER_TYPES:
                 kinds.append("none")
-            elif value in _LAYER_TYPE_KIND:
-                kinds.append(_LAYER_TYPE_KIND[value])
+            elif value in LAYER_TYPE_KIND:
+                kinds.append(LAYER_TYPE_KIND[value])
             else:
                 raise ConfigError(
                     f"{fields.source}: layer_types has unknown entry {value!r}",
-                    "kvtool knows " + ", ".join(sorted(_LAYER_TYPE_KIND)),
+                    "kvtool knows " + ", ".join(sorted(LAYER_TYPE_KIND)),
                 )
         shared = fields.whole("num_kv_shared_layers", default=0)
         if shared:
@@ -878,230 +704,3 @@ def _indexer_layer_count(fields: ConfigFields, num_layers: int) -> int:
     if types is None:
         return num_layers
     return sum(1 for t in types if t == "full")
-
-
-def _state_groups(
-    fields: ConfigFields, layer_types: list[str], hidden_size: int
-) -> list[LayerGroup]:
-    count = sum(1 for kind in layer_types if kind in STATE_KINDS)
-    if not count:
-        return []
-    state_dtype = normalize_dtype(fields.get("mamba_ssm_dtype", "mamba_ssm_cache_dtype"))
-    model_type = fields.model_type
-    if model_type in MAMBA2_FIELDS:
-        return [_mamba2_group(fields, count, hidden_size, state_dtype)]
-    if model_type in MAMBA1_TYPES or model_type == "jamba":
-        # vllm mamba_utils.mamba1_state_shape: conv (d_conv - 1, I), ssm (I, d_state), with
-        # I = intermediate_size (Mamba, FalconMamba: the JSON's, over expand x hidden) or
-        # mamba_expand x hidden (Jamba, whose intermediate_size is the MLP's)
-        if model_type == "jamba":
-            inner = fields.whole("mamba_expand", default=2) * hidden_size
-            d_state = fields.whole("mamba_d_state", default=16)
-            d_conv = fields.whole("mamba_d_conv", default=4)
-        else:
-            inner = fields.whole("intermediate_size", default=0) or int(
-                fields.number("expand", default=2) * hidden_size
-            )
-            d_state = fields.whole("state_size", default=16)
-            d_conv = fields.whole("conv_kernel", default=4)
-        return [
-            StateLayers(
-                kind="mamba1",
-                num_layers=count,
-                conv_channels=inner,
-                conv_kernel=d_conv,
-                state_heads=inner,
-                state_head_elems=d_state,
-                state_dtype=state_dtype,
-                inner_dim=inner,
-            )
-        ]
-    if model_type in MINIMAX_LINEAR_TYPES:
-        # lightning attention: one (heads, head_dim, head_dim) state in the KV cache dtype,
-        # no conv (vllm mamba_utils.linear_attention_state_shape / _state_dtype)
-        heads = fields.require_int("num_attention_heads")
-        head_dim = fields.whole("head_dim", default=0) or hidden_size // heads
-        return [
-            StateLayers(
-                kind="lightning",
-                num_layers=count,
-                conv_channels=0,
-                conv_kernel=1,
-                state_heads=heads,
-                state_head_elems=head_dim * head_dim,
-                inner_dim=heads * head_dim,
-            )
-        ]
-    if model_type == "kimi_linear":
-        # KDA (vllm mamba_utils.kda_state_shape): conv over q, k, v, recurrent (H, d, d) kept in
-        # float32 when mamba_ssm_cache_dtype is auto (kda_state_dtype)
-        linear = fields.get("linear_attn_config")
-        assert isinstance(linear, Mapping)  # checked by _layer_types
-        heads, head_dim = int(linear["num_heads"]), int(linear["head_dim"])
-        recurrent = state_dtype or "fp32"
-        # Kimi-K3's layer (full-rank gate, models/kimi_k3/nvidia/model.py:715) prefills on
-        # FlashKDA when kda.py:363 allows: head_dim 128, bf16 model, bf16/fp32 state, a
-        # bounded gate; the GPU is checked when sizing (model/backends.py)
-        model_dtype = normalize_dtype(fields.get("torch_dtype", "dtype")) or "bf16"
-        flashkda = (
-            bool(linear.get("use_full_rank_gate"))
-            and linear.get("gate_lower_bound") is not None
-            and head_dim == 128
-            and model_dtype in ("bf16", "fp32")  # fp32 checkpoints run in bf16 (--dtype auto)
-            and recurrent in ("bf16", "fp32")
-        )
-        return [
-            StateLayers(
-                kind="kda",
-                num_layers=count,
-                conv_channels=3 * heads * head_dim,
-                conv_kernel=int(linear.get("short_conv_kernel_size", 4)),
-                state_heads=heads,
-                state_head_elems=head_dim * head_dim,
-                state_dtype=recurrent,
-                inner_dim=heads * head_dim,
-                flashkda=flashkda,
-            )
-        ]
-    if fields.get("linear_num_value_heads") is not None:  # Gated DeltaNet (Qwen3-Next, Qwen3.5)
-        key_heads = fields.require_int("linear_num_key_heads")
-        value_heads = fields.require_int("linear_num_value_heads")
-        key_dim = fields.require_int("linear_key_head_dim")
-        value_dim = fields.require_int("linear_value_head_dim")
-        return [
-            StateLayers(
-                kind="gated_deltanet",
-                num_layers=count,
-                conv_channels=2 * key_heads * key_dim + value_heads * value_dim,
-                conv_kernel=fields.require_int("linear_conv_kernel_dim"),
-                state_heads=value_heads,
-                state_head_elems=key_dim * value_dim,
-                state_dtype=state_dtype,
-                inner_dim=value_heads * value_dim,
-                key_head_dim=key_dim,
-            )
-        ]
-    raise ConfigError(
-        f"{fields.source}: {model_type} has state layers kvtool cannot size",
-        "see docs/sizing.md for the families kvtool sizes",
-    )
-
-
-# Mamba2 families: (inner width, heads, head_dim, groups, d_state, d_conv) -> the config fields,
-# as each vLLM model's get_mamba_state_shape_from_config reads them. "expand" means
-# expand x hidden_size; "inner/heads" means the inner width over the heads.
-MAMBA2_FIELDS: dict[str, tuple[str, str, str, str, str, str]] = {
-    "nemotron_h": (
-        "heads*head_dim",
-        "mamba_num_heads",
-        "mamba_head_dim",
-        "n_groups",
-        "ssm_state_size",
-        "conv_kernel",
-    ),
-    "mamba2": ("expand", "num_heads", "head_dim", "n_groups", "state_size", "conv_kernel"),
-    "bamba": (
-        "mamba_expand",
-        "mamba_n_heads",
-        "mamba_d_head",
-        "mamba_n_groups",
-        "mamba_d_state",
-        "mamba_d_conv",
-    ),
-    "granitemoehybrid": (
-        "mamba_expand",
-        "mamba_n_heads",
-        "mamba_d_head",
-        "mamba_n_groups",
-        "mamba_d_state",
-        "mamba_d_conv",
-    ),
-    "falcon_h1": (
-        "mamba_d_ssm",
-        "mamba_n_heads",
-        "mamba_d_head",
-        "mamba_n_groups",
-        "mamba_d_state",
-        "mamba_d_conv",
-    ),
-    "zamba2": (
-        "mamba_expand",
-        "n_mamba_heads",
-        "mamba_headdim",
-        "mamba_ngroups",
-        "mamba_d_state",
-        "mamba_d_conv",
-    ),
-    # vLLM 0.26.0 plamo2: no groups (B and C are not in the conv state)
-    "plamo2": (
-        "heads*head_dim",
-        "mamba_num_heads",
-        "hidden_size_per_head",
-        "",
-        "mamba_d_state",
-        "mamba_d_conv",
-    ),
-}
-# transformers' defaults for those fields, where published configs may leave them out
-MAMBA2_DEFAULTS: dict[str, dict[str, Any]] = {
-    "mamba2": {"num_heads": 128, "head_dim": 64, "n_groups": 8, "state_size": 128,
-               "conv_kernel": 4, "expand": 2},
-    "bamba": {"mamba_n_heads": 128, "mamba_n_groups": 1, "mamba_d_state": 256,
-              "mamba_d_conv": 4, "mamba_expand": 2},
-    "granitemoehybrid": {"mamba_n_heads": 128, "mamba_n_groups": 1, "mamba_d_state": 256,
-                         "mamba_d_conv": 4, "mamba_expand": 2},
-    "falcon_h1": {"mamba_d_ssm": 1024, "mamba_n_heads": 128, "mamba_n_groups": 1,
-                  "mamba_d_state": 256, "mamba_d_conv": 4, "mamba_expand": 2},
-    "zamba2": {"n_mamba_heads": 8, "mamba_ngroups": 1, "mamba_d_state": 64, "mamba_d_conv": 4,
-               "mamba_expand": 2},
-}  # fmt: skip
-
-
-def _mamba2_group(
-    fields: ConfigFields, count: int, hidden_size: int, state_dtype: str | None
-) -> StateLayers:
-    """vllm mamba_utils.mamba2_state_shape: conv (d_conv - 1, inner + 2 x groups x d_state),
-    ssm (heads, head_dim, d_state); groups are extended when tp does not divide them."""
-    inner_rule, heads_key, head_dim_key, groups_key, state_key, conv_key = MAMBA2_FIELDS[
-        fields.model_type
-    ]
-    defaults = MAMBA2_DEFAULTS.get(fields.model_type, {})
-
-    def value(key: str) -> int:
-        found = fields.get(key)
-        if found is None:
-            found = defaults.get(key)
-        if found is None:
-            raise ConfigError(f"{fields.source}: {fields.model_type} needs {key}")
-        return int(found)
-
-    heads = value(heads_key)
-    if inner_rule == "heads*head_dim":
-        inner = heads * value(head_dim_key)
-    elif inner_rule == "mamba_d_ssm":
-        present = "mamba_d_ssm" in fields.config
-        raw = fields.get("mamba_d_ssm")
-        inner = (
-            int(raw)
-            if raw is not None
-            else (fields.whole("mamba_expand", default=2) * hidden_size if present else 1024)
-        )
-    else:
-        inner = fields.whole(inner_rule, default=defaults.get(inner_rule, 2)) * hidden_size
-    head_dim = fields.get(head_dim_key)
-    if head_dim in (None, "auto"):
-        head_dim = inner // heads
-    groups = value(groups_key) if groups_key else 0
-    d_state = value(state_key)
-    return StateLayers(
-        kind="mamba2",
-        num_layers=count,
-        conv_channels=inner + 2 * groups * d_state,
-        conv_kernel=value(conv_key),
-        state_heads=heads,
-        state_head_elems=int(head_dim) * d_state,
-        state_dtype=state_dtype,
-        inner_dim=inner,
-        n_groups=groups,
-        group_state=d_state,
-    )
