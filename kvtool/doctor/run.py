@@ -11,13 +11,53 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from kvtool.doctor.checks import DoctorOptions, run_checks
+from kvtool.doctor.aws import check_aws
+from kvtool.doctor.checks import (
+    Check,
+    DoctorOptions,
+    check_atime,
+    check_directory,
+    check_flock,
+    check_layout,
+    check_modprobe,
+    check_modules,
+    check_mount,
+    check_odirect,
+    check_path,
+    check_targets,
+    check_tunings,
+)
 from kvtool.doctor.folder import FolderAsk, folder_facts
+from kvtool.doctor.network import check_efa, check_gds, check_lnet_health
 from kvtool.errors import InputError
 from kvtool.findings import Finding, Report, finding_from_json
 from kvtool.plan.folder_rules import folder_findings
+from kvtool.probe.facts import NodeFacts
 from kvtool.probe.gather import GatherOptions, gather
 from kvtool.probe.host import Host
+
+CHECKS: tuple[Check, ...] = (
+    check_path,
+    check_mount,
+    check_flock,
+    check_atime,
+    check_layout,
+    check_directory,
+    check_targets,
+    check_modules,
+    check_tunings,
+    check_modprobe,
+    check_odirect,
+    check_efa,
+    check_lnet_health,
+    check_gds,
+    check_aws,
+)
+
+
+def run_checks(facts: NodeFacts, options: DoctorOptions) -> list[Finding]:
+    """Every check (``checks``, ``network``, ``aws``), in report order."""
+    return [finding for check in CHECKS for finding in check(facts, options)]
 
 
 def run_doctor(

@@ -1,0 +1,145 @@
+"""The doctor's AWS checks: the file system as FSx describes it (the settings rules shared with
+``kvtool check``), its data repository, and the security group EFA needs. Pure, as every check
+(``doctor.checks`` says how they are written)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvtool.doctor.checks import (
+    DoctorOptions,
+    _f,
+    _grade,
+)
+from kvtool.findings import Finding, Status
+from kvtool.plan.fsx_rules import TCP_CLIENT_GBPS, FsxFacts, fsx_settings
+from kvtool.probe.facts import NodeFacts
+
+# --- AWS ----------------------------------------------------------------------------------------
+
+
+def check_aws(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
+    """The FSx checklist with AWS access: deployment and storage type, compression, EFA, same
+    AZ, the security group's self-rule, the S3 data repository association, lifecycle and
+    throughput for the node count."""
+    aws = facts.aws
+    if not aws.asked:
+        return [_f("aws.file_system", "SKIP", "AWS not asked (--no-aws)")]
+    fs = aws.file_system
+    if fs is None:
+        return [
+            _f(
+                "aws.file_system",
+                "SKIP",
+                "no FSx description: " + aws.errors.get("fsx", "unknown reason"),
+            )
+        ]
+    facts_ = described_facts(aws, fs)
+    efa = bool(facts_.efa_enabled)
+    settings = fsx_settings(facts_, wants_efa=None)
+    out = [_lifecycle(fs), *settings[:5]]
+    out.append(_security_group(aws, efa))
+    out.append(settings[5])
+    capacity = facts_.storage_capacity_gib or 0
+    per_tib = facts_.per_unit_storage_throughput or 0
+    gbytes_s = facts_.read_gbytes_per_s or 0.0
+    if per_tib:
+        share = gbytes_s / max(o.nodes, 1)
+        link = (700 if efa else TCP_CLIENT_GBPS) / 8
+        evidence = (
+            f"{capacity:,} GiB x {per_tib} MB/s/TiB = {gbytes_s:,.1f} GB/s for {o.nodes} node(s)"
+        )
+        status: Status = "PASS" if share >= link else "WARN"
+        out.append(
+            _f(
+                "aws.throughput",
+                status,
+                f"{share:,.1f} GB/s per node against a"
+                f" {link:,.1f} GB/s client link"
+                + ("" if status == "PASS" else ": the file system bounds T3 reads"),
+                evidence,
+                ""
+                if status == "PASS"
+                else "grow the file system or raise its"
+                " throughput tier (kvtool plan ... names a size)",
+            )
+        )
+    return out
+
+
+def _lifecycle(fs: dict[str, Any]) -> Finding:
+    state = fs.get("Lifecycle", "?")
+    status = _grade(state, {"AVAILABLE": "PASS", "UPDATING": "WARN"}, "FAIL")
+    return _f("aws.lifecycle", status, f"file system {fs.get('FileSystemId')} is {state}")
+
+
+def _security_group(aws: Any, efa: bool) -> Finding:
+    groups = aws.security_groups
+    if groups is None:
+        return _f(
+            "aws.security_group",
+            "SKIP",
+            "security groups not read: "
+            + aws.errors.get("security_groups", "no network interface described"),
+        )
+    for group in groups:
+        own = group.get("GroupId")
+        for rule in group.get("IpPermissions", []):
+            selves = {p.get("GroupId") for p in rule.get("UserIdGroupPairs", [])}
+            if own in selves and rule.get("IpProtocol") == "-1":
+                return _f("aws.security_group", "PASS", f"{own} allows all traffic from itself")
+    ids = ", ".join(g.get("GroupId", "?") for g in groups)
+    first = groups[0].get("GroupId", "sg-...") if groups else "sg-..."
+    return _f(
+        "aws.security_group",
+        "FAIL" if efa else "WARN",
+        f"no group on the file system"
+        f" ({ids}) allows all traffic from itself"
+        + (": EFA needs it" if efa else " (TCP needs 988 and 1018-1023)"),
+        fix=f"aws ec2 authorize-security-group-ingress --group-id {first}"
+        f" --ip-permissions IpProtocol=-1,UserIdGroupPairs=[{{GroupId={first}}}]",
+    )
+
+
+def described_facts(aws: Any, fs: dict[str, Any]) -> FsxFacts:
+    """The FSx API's description of the mounted file system (and the AZ ids and data
+    repository associations read beside it) as the settings checklist's facts."""
+    lustre: dict[str, Any] = fs.get("LustreConfiguration") or {}
+    unknown: dict[str, str] = {}
+    same_az = None
+    evidence = ""
+    if aws.availability_zone_id is None or aws.subnet_az_id is None:
+        why = aws.errors.get("imds") or aws.errors.get("subnet") or "AZ not known"
+        unknown["same_az"] = f"cannot compare Availability Zones: {why}"
+    else:
+        same_az = aws.availability_zone_id == aws.subnet_az_id
+        evidence = f"instance {aws.availability_zone_id}, file system {aws.subnet_az_id}"
+    assocs = aws.associations
+    if assocs is None:
+        unknown["s3_association"] = "data repository associations not read: " + aws.errors.get(
+            "dra", "unknown"
+        )
+    return FsxFacts(
+        deployment_type=lustre.get("DeploymentType"),
+        storage_type=fs.get("StorageType"),
+        storage_capacity_gib=int(fs.get("StorageCapacity") or 0),
+        per_unit_storage_throughput=int(lustre.get("PerUnitStorageThroughput") or 0) or None,
+        efa_enabled=bool(lustre.get("EfaEnabled")),
+        data_compression_type=lustre.get("DataCompressionType", "NONE"),
+        same_az=same_az,
+        same_az_evidence=evidence,
+        s3_association=None if assocs is None else bool(assocs),
+        broken_associations=tuple(
+            a.get("AssociationId", "?")
+            for a in assocs or ()
+            if a.get("Lifecycle") in ("MISCONFIGURED", "FAILED")
+        ),
+        auto_export_paths=tuple(
+            a.get("FileSystemPath", "?")
+            for a in assocs or ()
+            if (a.get("S3") or {}).get("AutoExportPolicy", {}).get("Events")
+        ),
+        file_system_id=fs.get("FileSystemId", "?"),
+        source=f"aws fsx describe-file-systems {fs.get('FileSystemId', '')}".strip(),
+        unknown=unknown,
+    )
