@@ -12,29 +12,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from kvtool.errors import InputError
-from kvtool.model.backends import ASSUMED_GPU, Gpu, gpu_of
 from kvtool.model.engines import BatchedTokens, batched_tokens
 from kvtool.model.kv import SizeResult
 from kvtool.model.params import (
-    WEIGHT_BYTES,
     ParamCount,
-    attention_params,
     count_params,
-    weight_bytes,
-    weights_dtype_of,
 )
 from kvtool.model.shape import KvShape
 from kvtool.model.spec import ModelSpec
-from kvtool.plan.fsx import FileSystem, file_system, smallest_size_at_least
-from kvtool.plan.measured import MeasuredTier, apply_measured
+from kvtool.plan.cluster import Hardware, client_path, make_hardware, uses_gds
+from kvtool.plan.fsx import FileSystem, smallest_size_at_least
+from kvtool.plan.measured import apply_measured
 from kvtool.plan.offload import LAYOUTS, OffloadLayout, copies_divisor
 from kvtool.plan.placement import (
-    GPU_MEMORY_UTILIZATION,
-    PRESSURE_FRACTION,
     PlanInputs,
     TierPlan,
-    kv_space_per_node,
     plan_tiers,
 )
 from kvtool.plan.reload import (
@@ -46,258 +38,29 @@ from kvtool.plan.reload import (
     crossover_tokens,
     fan_in_per_s,
     node_compute,
-    parse_t3_path,
     t3_client_gbps,
     tier_paths,
 )
+from kvtool.plan.serving import (
+    Layout,
+    Serving,
+    best_layout,
+    capability_family,
+    choose_serving,
+    kv_format_notes,
+    node_gpu,
+)
 from kvtool.plan.workload import Workload
-from kvtool.profiles.hardware import NodeProfile, StorageProfile
-from kvtool.units import format_bytes
+
+__all__ = [
+    "BREAK_EVEN_CONTEXTS", "ContextPlans", "DeploymentPlan", "FanIn", "Hardware", "Layout",
+    "Serving", "WorkloadPlan", "best_layout", "capability_family", "choose_serving",
+    "client_path", "kv_format_notes", "make_hardware", "node_batched_tokens", "node_gpu",
+    "offload_divisors", "place_sessions", "plan_contexts", "plan_deployment", "plan_workload",
+    "serve", "uses_gds",
+]  # fmt: skip
 
 BREAK_EVEN_CONTEXTS = (1_000, 4_000, 10_000, 32_000, 50_000, 128_000, 200_000, 1_000_000)
-
-
-@dataclass(frozen=True)
-class Hardware:
-    """The cluster a plan is for: nodes, the shared tiers behind them, and the client path
-    (``ena``, ``efa`` or ``efa_gds``) the nodes use to reach T3."""
-
-    node: NodeProfile
-    nodes: int
-    t3: StorageProfile
-    t4: StorageProfile
-    t3_path: str = "efa"
-    fsx_capacity_bytes: int | None = None
-    fsx_throughput_mbps_per_tib: int | None = None
-    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
-    measured: tuple[MeasuredTier, ...] = ()  # kvtool bench figures that replace the spec
-    # one engine instance's KV pool in tokens as the engine's metrics report it (kvtool plan
-    # --calibrate): the plan's T1 space, in place of kvtool's estimate; None: the estimate
-    kv_pool_tokens_per_instance: int | None = None
-
-    @property
-    def efa_file_system(self) -> bool:
-        """An EFA path means an EFA-enabled file system (with EFA's capacity steps)."""
-        return (
-            self.t3_path in ("efa", "efa_gds")
-            and self.t3.client_efa_gbps > 0
-            and self.node.efa_gbps > 0
-        )
-
-    def file_system(self, need_bytes: int = 0) -> FileSystem:
-        """The T3 file system: ``--fsx-capacity`` checked against FSx's sizes, or the smallest
-        valid size holding ``need_bytes`` (marked assumed)."""
-        return file_system(
-            self.t3,
-            capacity_bytes=self.fsx_capacity_bytes,
-            throughput_mbps_per_tib=self.fsx_throughput_mbps_per_tib,
-            efa=self.efa_file_system,
-            need_bytes=need_bytes,
-        )
-
-
-def make_hardware(
-    node: NodeProfile,
-    t3: StorageProfile,
-    t4: StorageProfile,
-    *,
-    nodes: int = 1,
-    t3_path: str = "efa",
-    fsx_capacity_bytes: int | None = None,
-    fsx_throughput_mbps_per_tib: int | None = None,
-    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
-    measured: tuple[MeasuredTier, ...] = (),
-) -> Hardware:
-    """A validated Hardware: T3 and T4 profiles of the right tier, an FSx throughput option
-    the T3 offers, a capacity FSx can provision. Raises InputError naming the option at
-    fault (for a capacity, with the nearest valid sizes)."""
-    for profile, tier, option in ((t3, "t3", "--t3-storage"), (t4, "t4", "--t4-storage")):
-        if profile.tier != tier:
-            raise InputError(
-                f"{option} {profile.name!r} is a {profile.tier.upper()} profile",
-                "kvtool hardware lists the storage profiles and their tiers",
-            )
-    if nodes < 1:
-        raise InputError(f"--nodes must be at least 1, got {nodes}")
-    throughput = fsx_throughput_mbps_per_tib  # checked with the capacity (plan/fsx.py)
-    t3_path = parse_t3_path(t3_path)
-    hardware = Hardware(
-        node=node,
-        nodes=nodes,
-        t3=t3,
-        t4=t4,
-        t3_path=t3_path,
-        fsx_capacity_bytes=fsx_capacity_bytes,
-        fsx_throughput_mbps_per_tib=throughput,
-        gpu_memory_utilization=gpu_memory_utilization,
-        measured=measured,
-    )
-    hardware.file_system()  # raises for a throughput or capacity FSx cannot provision
-    return hardware
-
-
-@dataclass(frozen=True)
-class Serving:
-    """How the engine runs the model on one node: ``tp`` x ``pp`` chips per engine instance
-    (tensor parallel within a pipeline stage, ``pp`` stages each holding its share of the
-    layers: vLLM's ``--pipeline-parallel-size``), ``instances`` per node, each holding one
-    full copy of the weights."""
-
-    tp: int
-    instances: int
-    weights_dtype: str
-    weights_bytes_per_instance: int
-    notes: tuple[str, ...] = ()
-    pp: int = 1
-    # data-parallel attention (MLA models): each of the tp ranks attends for its own sessions,
-    # holding their latents whole (one copy), with the attention weights on every rank
-    dp_attention: bool = False
-
-    @property
-    def kv_tp(self) -> int:
-        """The ranks a session's KV is sharded or replicated over: 1 under DP attention."""
-        return 1 if self.dp_attention else self.tp
-
-    @property
-    def weights_bytes_per_node(self) -> int:
-        """Every instance on the node holds the whole model."""
-        return self.weights_bytes_per_instance * self.instances
-
-
-def choose_serving(
-    spec: ModelSpec,
-    params: ParamCount,
-    node: NodeProfile,
-    *,
-    tp: int | None,
-    weights_dtype: str = "auto",
-    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
-    pp: int = 1,
-    dp_attention: bool = False,
-) -> Serving:
-    """The engine layout on ``node``. ``tp`` None chooses the chips of one EC2 instance (one
-    engine per instance, tensor-parallel over NVLink/NeuronLink), doubled until the weights
-    leave room for KV; ``weights_dtype`` ``auto`` is the checkpoint's own format; ``pp``
-    pipeline stages multiply the chips an engine spans.
-
-    Raises InputError for a ``tp`` x ``pp`` that does not divide the node's chips, more stages
-    than layers, or an unknown dtype.
-    """
-    dtype = weights_dtype_of(spec, weights_dtype)
-    weights = weight_bytes(params, dtype, model_dtype=spec.dtype)
-    notes: list[str] = []
-    if pp < 1 or pp > spec.num_layers:
-        raise InputError(f"--pp {pp} must be 1 to the model's {spec.num_layers} layers",
-                         "each pipeline stage holds at least one layer")  # fmt: skip
-    if node.chips % pp:
-        raise InputError(f"--pp {pp} does not divide {node.name}'s {node.chips} accelerators",
-                         f"pick a divisor of {node.chips}")  # fmt: skip
-    if dp_attention and not spec.is_mla:
-        raise InputError(f"kvtool models data-parallel attention for MLA models only, and"
-                         f" {spec.name} caches full K and V", "drop --dp-attention")  # fmt: skip
-    if tp is None:
-        tp, why = _default_tp(spec, node, weights, gpu_memory_utilization, pp)
-        notes.append(
-            f"--tp not given: tp {tp} ({why}), {node.chips // (tp * pp)} engine instance(s) per"
-            " node, each with its own copy of the weights"
-        )
-    elif node.chips % (tp * pp):
-        raise InputError(
-            f"--tp {tp}" + (f" x --pp {pp}" if pp > 1 else "")
-            + f" does not divide {node.name}'s {node.chips} accelerators",
-            f"pick a divisor of {node.chips}; kvtool plans whole engine instances per node",
-        )  # fmt: skip
-    if dp_attention and tp > 1:
-        extra = int(attention_params(spec) * WEIGHT_BYTES[dtype] * (tp - 1))
-        weights += extra
-        notes.append(
-            f"data-parallel attention: each of the {tp} ranks holds whole latents for its own"
-            f" sessions (one copy, not {tp}) and the attention weights whole, {format_bytes(extra)}"
-            " more per engine than tensor-parallel attention (an estimate: the attention"
-            " projections counted again on each rank; experts and MLPs stay sharded)"
-        )
-    return Serving(
-        tp=tp,
-        instances=node.chips // (tp * pp),
-        weights_dtype=dtype,
-        weights_bytes_per_instance=weights,
-        notes=tuple(notes),
-        pp=pp,
-        dp_attention=dp_attention,
-    )
-
-
-def _default_tp(
-    spec: ModelSpec, node: NodeProfile, weights: int, utilization: float, pp: int = 1
-) -> tuple[int, str]:
-    """The chips of one instance (over ``pp`` stages), or the largest size below it that
-    divides the attention heads (engines shard heads evenly), doubled while the weights leave
-    no room for KV."""
-    heads = spec.num_attention_heads
-    chips = node.chips // pp
-    options = [t for t in range(1, chips + 1) if chips % t == 0 and heads % t == 0]
-    start = max([t for t in options if t * pp <= node.chips_per_instance] or [1])
-    for tp in (t for t in options if t >= start):
-        if _room_for_kv(node, weights * (chips // tp), utilization):
-            break
-    if tp == node.chips_per_instance:
-        return tp, "the chips of one instance"
-    if tp == start:
-        return tp, f"the largest size within one instance that divides {heads} attention heads"
-    return tp, "the weights need it"
-
-
-def _room_for_kv(node: NodeProfile, weights_per_node: int, utilization: float) -> bool:
-    probe = PlanInputs(
-        node=node,
-        nodes=1,
-        weights_bytes=weights_per_node,
-        kv_bytes_per_session=1,
-        sessions=1,
-        gpu_memory_utilization=utilization,
-    )
-    return kv_space_per_node(probe) > 0
-
-
-def capability_family(node: NodeProfile) -> int | None:
-    """The accelerator's compute-capability family (90 for an H200); None when not NVIDIA or
-    not known."""
-    gpu = gpu_of(node.accelerator)
-    return None if gpu is None else gpu.capability[0] * 10
-
-
-def kv_format_notes(shape: KvShape, node: NodeProfile) -> list[str]:
-    """Whether ``node``'s accelerators run ``shape``'s KV format under its engine: InputError
-    when they cannot, a note when they can only with limits."""
-    if not shape.fmt.name.startswith("nvfp4"):
-        return []
-    rules = shape.rules
-    if not (rules.nvfp4_kv_families or rules.nvfp4_kv_limited_families):
-        return [f"kvtool has not checked which GPUs run an NVFP4 KV cache under {rules.source}"]
-    family = capability_family(node)
-    if family in rules.nvfp4_kv_families:
-        return []
-    if family in rules.nvfp4_kv_limited_families:
-        return [
-            f"{node.accelerator} runs an NVFP4 KV cache under {rules.source} only through"
-            " FlashInfer's FA2 path: plain nvfp4, not at head_size 64, not with attention sinks"
-        ]
-    raise InputError(
-        f"{node.accelerator} cannot run an NVFP4 KV cache under {rules.source}",
-        "use --kv-dtype fp8, or Blackwell nodes (p6-b200, p6-b300, p6e-gb200)",
-    )
-
-
-def client_path(hardware: Hardware) -> str:
-    """The path the nodes really take to T3: the one asked for when the node and the file
-    system both offer it, else the best they do (no EFA on PERSISTENT_1 or SCRATCH, no GDS on
-    Trainium)."""
-    return t3_client_gbps(hardware.node, hardware.t3, hardware.t3_path)[0]
-
-
-def uses_gds(hardware: Hardware) -> bool:
-    """The nodes read T3 over EFA with GPUDirect Storage (the path they really take)."""
-    return client_path(hardware) == "efa_gds" and hardware.node.gds
 
 
 def offload_divisors(offload: OffloadLayout, *, is_mla: bool, tp: int) -> dict[str, int]:
@@ -379,64 +142,6 @@ class DeploymentPlan:
     def weights_dtype(self) -> str:
         """The weight format the plan priced."""
         return self.serving.weights_dtype
-
-
-@dataclass(frozen=True)
-class Layout:
-    """One serving layout on a node and what it does with HBM: sessions of the context under
-    the 85% line, the copies of the weights it keeps, and its cross-chip traffic per decoded
-    token (an estimate: bf16 activations, two ring all-reduces a layer over ``tp``, one
-    hand-off at each of ``pp - 1`` stage boundaries)."""
-
-    tp: int
-    pp: int
-    instances: int
-    sessions_in_t1_per_node: int
-    bytes_moved_per_token: float
-    dp_attention: bool = False
-
-
-def best_layout(shape: KvShape, hardware: Hardware, *, weights_dtype: str, ctx_tokens: int,
-                max_num_batched_tokens: int | None = None, extra_reserve_bytes_per_chip: int = 0,
-                ) -> Layout | None:  # fmt: skip
-    """Of every tp (dividing the attention heads) x pp (at most the layers) that tiles the
-    node's chips, the one holding the most sessions of ``ctx_tokens`` in T1; ties go to more
-    engines, then fewer pipeline stages (a deep pipeline adds latency to every token). None
-    when no layout leaves room for KV."""
-    spec, node = shape.spec, hardware.node
-    params = count_params(spec)
-    dtype = weights_dtype_of(spec, weights_dtype)
-    weights = weight_bytes(params, dtype, model_dtype=spec.dtype)
-    extra_per_rank = int(attention_params(spec) * WEIGHT_BYTES[dtype])  # DP attention's, a rank
-    heads = spec.num_attention_heads
-    best: tuple[tuple[int, int, int, bool], Layout] | None = None
-    for tp in (t for t in range(1, node.chips + 1) if node.chips % t == 0 and heads % t == 0):
-        for dp in (False, True) if spec.is_mla and tp > 1 else (False,):
-            priced = shape.serving_tp(1 if dp else tp).on_gpu(node_gpu(node))
-            try:
-                size = priced.size(ctx_tokens, 1, max_num_batched_tokens=max_num_batched_tokens)
-            except InputError:
-                continue  # a layout the engine refuses for this model
-            admitted = max(size.kv_bytes_per_session, size.admission_bytes_per_session or 0)
-            per_instance = weights + (extra_per_rank * (tp - 1) if dp else 0)
-            rest = node.chips // tp
-            for pp in (p for p in range(1, rest + 1) if rest % p == 0 and p <= spec.num_layers):
-                instances = rest // pp
-                space = kv_space_per_node(PlanInputs(
-                    node=node, nodes=1, weights_bytes=per_instance * instances,
-                    kv_bytes_per_session=1, sessions=1,
-                    gpu_memory_utilization=hardware.gpu_memory_utilization,
-                    extra_reserve_bytes_per_chip=extra_reserve_bytes_per_chip,
-                ))  # fmt: skip
-                if space <= 0 or not admitted:
-                    continue
-                sessions = int(space * PRESSURE_FRACTION) // admitted
-                moved = spec.hidden_size * 2 * (4 * spec.num_layers * (tp - 1) / tp + (pp - 1))
-                layout = Layout(tp, pp, instances, sessions, moved, dp)
-                key = (sessions, instances, -pp, not dp)
-                if best is None or key > best[0]:
-                    best = (key, layout)
-    return None if best is None else best[1]
 
 
 def plan_deployment(
@@ -604,17 +309,6 @@ def serve(
         dp_attention=dp_attention,
     )
     return serving, shape.serving_tp(serving.kv_tp).on_gpu(node_gpu(hardware.node))
-
-
-def node_gpu(node: NodeProfile) -> Gpu:
-    """The GPU whose vLLM kernels decide block sizes on ``node``; an H100/H200 assumed (and
-    said) for an accelerator kvtool knows no CUDA capability for (Trainium)."""
-    gpu = gpu_of(node.accelerator)
-    if gpu is not None:
-        return gpu
-    return ASSUMED_GPU._replace(
-        why=f"{node.accelerator} runs vLLM's Neuron plugin, whose kernels kvtool does not model"
-    )
 
 
 def plan_contexts(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvtool.errors import InputError
-from kvtool.plan.deployment import choose_serving, make_hardware, plan_contexts
+from kvtool.plan.deployment import make_hardware, plan_contexts
 from kvtool.profiles.load import load_node_profile, load_storage_profile
 
 from .conftest import model, shape
@@ -16,26 +16,6 @@ S3 = load_storage_profile("s3")
 
 def hardware(node: str, **options: object):  # type: ignore[no-untyped-def]
     return make_hardware(load_node_profile(node), FSX, S3, **options)  # type: ignore[arg-type]
-
-
-def test_default_tp_is_one_instance_and_doubles_until_the_weights_fit() -> None:
-    spec, params = model("llama-3.1-70b")
-    p5en = choose_serving(spec, params, load_node_profile("p5en"), tp=None)
-    assert (p5en.tp, p5en.instances) == (8, 1)
-    trn3 = load_node_profile("trn3")
-    small = choose_serving(spec, params, trn3, tp=None)
-    assert (small.tp, small.instances) == (4, 36)  # 141 GB over 4 x 144 GiB fits
-    spec, params = model("llama-3.1-405b")
-    big = choose_serving(spec, params, trn3, tp=None)
-    assert (big.tp, big.instances) == (8, 18)  # 810 GB needs 8 chips
-    assert big.weights_bytes_per_node == 18 * big.weights_bytes_per_instance
-    assert "the weights need it" in big.notes[0]
-
-
-def test_tp_must_divide_the_nodes_chips() -> None:
-    spec, params = model("llama-3.1-8b")
-    with pytest.raises(InputError, match=r"--tp 3 does not divide p5en\.48xlarge's 8"):
-        choose_serving(spec, params, load_node_profile("p5en"), tp=3)
 
 
 def test_vllm_replicates_kv_heads_past_tp_8_so_the_briefs_10_tb_needs_twice_the_hbm() -> None:
@@ -124,29 +104,6 @@ def test_kvbm_disk_tier_is_not_called_shared() -> None:
     ).plans[0]
     assert plan.tiers.tiers[2].medium == "FSx for Lustre (private per worker)"
     assert any("not a shared T3" in note for note in plan.notes)
-
-
-def test_default_tp_divides_the_attention_heads() -> None:
-    """Falcon-7B has 71 heads: vLLM refuses tp 8, so the default must not pick it."""
-    spec, params = model("falcon-7b")
-    serving = choose_serving(spec, params, load_node_profile("p5en"), tp=None)
-    assert (serving.tp, serving.instances) == (1, 8)
-    assert "divides 71 attention heads" in serving.notes[0]
-
-
-def test_a_scratch_file_system_read_over_efa_gds_says_it_goes_over_ena() -> None:
-    """SCRATCH_2 cannot be EFA-enabled: the plan used ENA/TCP silently and still pinned the
-    GDS buffer."""
-    spec, _ = model("llama-3.1-70b")
-    scratch = load_storage_profile("fsx-lustre-scratch2")
-    asked = make_hardware(load_node_profile("p5en"), scratch, S3, t3_path="efa_gds")
-    plan = plan_contexts(shape(spec), contexts=[131_072], sessions=500, hardware=asked).plans[0]
-    assert plan.notes[0].startswith("--t3-path efa-gds is not available: fsx-lustre-scratch2")
-    assert "T3 reads go over ENA/TCP" in plan.notes[0]
-    assert not any("GDS path pins" in note for note in plan.notes)
-    plain = make_hardware(load_node_profile("p5en"), scratch, S3, t3_path="ena")
-    same = plan_contexts(shape(spec), contexts=[131_072], sessions=500, hardware=plain).plans[0]
-    assert plan.tiers.kv_space_bytes_per_node == same.tiers.kv_space_bytes_per_node
 
 
 def test_nvfp4_kv_by_gpu_generation() -> None:

@@ -21,9 +21,15 @@ RECORDS: tuple[type[Any], ...] = (NodeFacts, LustreFacts, NetFacts, GdsFacts, Aw
 
 
 def test_every_field_the_checks_read_exists_on_its_record() -> None:
-    """checks.py reads ``facts.X``, ``facts.lustre.X`` ... and ``gds.X`` / ``aws.X`` through
-    locals: each X must be a field, or that check dies with AttributeError on a real node."""
-    tree = ast.parse((ROOT / "kvtool" / "doctor" / "checks.py").read_text())
+    """The checks (checks.py, network.py, aws.py) read ``facts.X``, ``facts.lustre.X`` ... and
+    ``gds.X`` / ``aws.X`` through locals: each X must be a field, or that check dies with
+    AttributeError on a real node."""
+    tree = ast.parse(
+        "\n".join(
+            (ROOT / "kvtool" / "doctor" / f"{name}.py").read_text()
+            for name in ("checks", "network", "aws")
+        )
+    )
     by_name: dict[str, type[Any]] = {"facts": NodeFacts, "gds": GdsFacts, "aws": AwsFacts}
     by_sub: dict[str, type[Any]] = {
         "lustre": LustreFacts,
