@@ -73,8 +73,8 @@ class EngineConfig:
         for name, idle in (("--t2-idle", self.t2_idle_s), ("--t3-idle", self.t3_idle_s)):
             if not 0 < idle < math.inf:  # NaN fails both comparisons
                 raise InputError(
-                    f"{name} must be a positive number of seconds, got {idle:g}",
-                    "give e.g. 30, or 1e9 to never demote",
+                    f"{name} must be a positive duration, got {idle:g} s",
+                    "give e.g. 30s, or 10000w to never demote",
                 )
         if self.shared_ttl_s is not None and self.shared_ttl_s <= 0:
             raise InputError("the shared TTL must be positive seconds (None: no TTL)")

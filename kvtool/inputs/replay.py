@@ -38,8 +38,8 @@ def resolve_replay(
     hardware: str | None = None,
     policy: str = "lru",
     posture: str = "lazy",
-    t2_idle: float = 300.0,
-    t3_idle: float = 3600.0,
+    t2_idle: str = "5m",
+    t3_idle: str = "1h",
     block_bytes: str | None = None,
     real: bool = False,
     sweep: bool = False,
@@ -55,6 +55,9 @@ def resolve_replay(
 
     if hardware is not None and model is None:
         raise InputError("--hardware needs --model", "add --model NAME")
+    idle_notes: list[str] = []
+    t2_idle_s = idle_seconds(t2_idle, what="--t2-idle", notes=idle_notes)
+    t3_idle_s = idle_seconds(t3_idle, what="--t3-idle", notes=idle_notes)
     if block_bytes is not None and (not real or model is not None):
         raise InputError("--block-bytes goes with --real and no --model", "drop --block-bytes")
     lists = {
@@ -102,8 +105,8 @@ def resolve_replay(
         unit="tokens",
         policy=policy,
         posture=posture,
-        t2_idle_s=t2_idle,
-        t3_idle_s=t3_idle,
+        t2_idle_s=t2_idle_s,
+        t3_idle_s=t3_idle_s,
     )
     base.engine_config()  # the rules, validated before any work
     first = {tier: items[0] for tier, items in lists.items()}
@@ -114,5 +117,19 @@ def resolve_replay(
         tier: [tier_units(trace, setup.config, tier, size) for size in items]
         for tier, items in lists.items()
     }
-    setup.notes[:0] = ignored
+    setup.notes[:0] = [*idle_notes, *ignored]
     return ReplayInputs(trace, setup, grid if sweep else {})
+
+
+def idle_seconds(text: str, *, what: str, notes: list[str]) -> float:
+    """An idle time as typed: a duration with its unit (``30s``, ``10m``, ``2h``), or, for one
+    release, a bare number of seconds (with a note asking for the unit)."""
+    from kvtool.units import parse_duration
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        return parse_duration(text, what=what)
+    notes.append(f"{what} {text} is read as {text}s; give the unit (bare seconds go in the next"
+                 " release)")  # fmt: skip
+    return seconds

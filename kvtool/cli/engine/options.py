@@ -24,15 +24,21 @@ SkipBadOpt = Annotated[
 PolicyOpt = Annotated[str, POLICY]
 PostureOpt = Annotated[str, POSTURE]
 T2IdleOpt = Annotated[
-    float,
+    str,
     typer.Option(
-        "--t2-idle", metavar="S", help="T2 -> T3 after this idle.", rich_help_panel=PANEL_RULES
+        "--t2-idle",
+        metavar="DURATION",
+        help="T2 -> T3 after this idle (30s, 5m).",
+        rich_help_panel=PANEL_RULES,
     ),
 ]
 T3IdleOpt = Annotated[
-    float,
+    str,
     typer.Option(
-        "--t3-idle", metavar="S", help="T3 -> T4 after this idle.", rich_help_panel=PANEL_RULES
+        "--t3-idle",
+        metavar="DURATION",
+        help="T3 -> T4 after this idle (10m, 1h).",
+        rich_help_panel=PANEL_RULES,
     ),
 ]
 

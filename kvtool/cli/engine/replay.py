@@ -34,8 +34,8 @@ def replay(
     hardware: HardwareOpt = None,
     policy: PolicyOpt = "lru",
     posture: PostureOpt = "lazy",
-    t2_idle: T2IdleOpt = 300.0,
-    t3_idle: T3IdleOpt = 3600.0,
+    t2_idle: T2IdleOpt = "5m",
+    t3_idle: T3IdleOpt = "1h",
     plot: Annotated[
         Path | None,
         typer.Option(

@@ -33,8 +33,8 @@ def sweep(
     hardware: HardwareOpt = None,
     policy: PolicyOpt = "lru",
     posture: PostureOpt = "lazy",
-    t2_idle: T2IdleOpt = 300.0,
-    t3_idle: T3IdleOpt = 3600.0,
+    t2_idle: T2IdleOpt = "5m",
+    t3_idle: T3IdleOpt = "1h",
     processes: Annotated[
         str | None, typer.Option("--processes", "-j", metavar="N", help="Cores to use (all).")
     ] = None,

@@ -68,9 +68,9 @@ def test_options_without_a_model_say_they_have_no_effect() -> None:
         ({"sizes": {"T1": "80GiB"}}, r"--t1 80\.0 GiB is in bytes: that needs --model"),
         ({"policy": "clock"}, "unknown --policy 'clock'"),
         ({"posture": "EAGER"}, "unknown --posture 'EAGER'"),
-        ({"t2_idle": 0.0}, "--t2-idle must be a positive number of seconds, got 0"),
-        ({"t2_idle": float("nan")}, "--t2-idle must be a positive number of seconds, got nan"),
-        ({"t3_idle": float("inf")}, "--t3-idle must be a positive number of seconds, got inf"),
+        ({"t2_idle": 0.0}, "--t2-idle must be a positive duration, got 0"),
+        ({"t2_idle": float("nan")}, "--t2-idle must be a positive duration, got nan"),
+        ({"t3_idle": float("inf")}, "--t3-idle must be a positive duration, got inf"),
     ],
 )
 def test_each_mistake_names_its_option(options: dict[str, object], message: str) -> None:
@@ -92,3 +92,14 @@ def test_a_tier_past_what_the_hardware_holds_is_warned_of() -> None:
     assert "--t1 90.9 TiB is more than the p5en.48xlarge plan's T1" in warning
     unbounded = resolve_replay(HEAD, sizes={"T1": "inf"}, model="llama-3.1-8b", hardware="p5en")
     assert any("--t1 unbounded is more than" in n for n in unbounded.setup.notes)
+
+
+def test_idle_times_are_durations_and_bare_seconds_get_a_note() -> None:
+    timed = resolve_replay(HEAD, sizes=SIZES, t2_idle="30s", t3_idle="2h")
+    assert (timed.setup.config.t2_idle_s, timed.setup.config.t3_idle_s) == (30.0, 7200.0)
+    assert not any("--t2-idle" in n for n in timed.setup.notes)
+    bare = resolve_replay(HEAD, sizes=SIZES, t2_idle="30")
+    assert bare.setup.config.t2_idle_s == 30.0
+    assert "--t2-idle 30 is read as 30s; give the unit" in bare.setup.notes[0]
+    with pytest.raises(InputError, match="--t3-idle 'soon' is not a duration"):
+        resolve_replay(HEAD, sizes=SIZES, t3_idle="soon")
