@@ -52,6 +52,7 @@ def inspect(
             mountpoint=inputs.mountpoint,
             model=inputs.model,
             world=inputs.world,
+            mla=inputs.mla,
             progress=progress,
         )
     if as_json:

@@ -17,7 +17,7 @@ from kvtool.probe.host import Host
 from kvtool.units import plural
 
 if TYPE_CHECKING:
-    from kvtool.profiles.resolve import ResolvedModel
+    pass
 
 KEY = "folder_contents"
 
@@ -29,6 +29,7 @@ class FolderAsk(NamedTuple):
     models: tuple[str, ...] = ()
     world: int | None = None
     cap: int | None = None
+    mla: bool = False  # the model caches an MLA latent (LMCache saves it as world 1)
 
 
 def folder_facts(
@@ -54,6 +55,7 @@ def folder_facts(
                 mountpoint=mountpoint,
                 model=model or None,
                 world=world,
+                mla=ask.mla,
                 progress=progress,
             )
         except InputError as exc:
@@ -114,15 +116,3 @@ def facts_from(
         unreadable_folders=len(walk.unreadable),
         folders=walk.folders,
     )
-
-
-def names_engines_write(resolved: ResolvedModel, *, typed: str) -> tuple[str, ...]:
-    """The names the engines may write into their KV files for a resolved model: the Hub ids
-    it goes by (a bundled profile's id and aliases, or the id typed); none for a config file."""
-    if resolved.origin == "hub":
-        return (resolved.location,)
-    if resolved.origin != "bundled" or resolved.profile is None:
-        return ()
-    profile = resolved.profile
-    ids = [profile.hf_id, *profile.aliases, typed.strip()]
-    return tuple(dict.fromkeys(name for name in ids if "/" in name))

@@ -264,10 +264,13 @@ class Plan(NamedTuple):
     groups: Groups | None = None  # what stays, by why (what goes is the sweep's to say)
     walk: Walk | None = None  # what the first walk met besides files
     config_files: int = 0
-    unknown_bytes: int = 0
+    unknown_bytes: int = 0  # of files of no known layout (in scope with --include-unknown)
     hard_linked: int = 0  # files with another name
     started: float = 0.0  # the clock when the first walk began: a file changed since is not removed
     folders: Bits | None = None  # the folders holding chosen files, and those above them
+    folder_bytes: int = 0  # every regular file the walk saw, as du --apparent-size counts them
+    config_bytes: int = 0
+    unknown_kept_bytes: int = 0  # files of no known layout gc keeps (not --include-unknown)
 
 
 def plan(
@@ -300,9 +303,11 @@ def plan(
     group_index: dict[GroupKey, int] = {}
     found = Groups()
     known = unknown = unknown_bytes = temps = configs = hard_linked = 0
+    folder_bytes = config_bytes = 0
     examples: list[str] = []
     walk = Walk(root, progress=progress, tick=tick, folders=entered)
     for seen in walk:
+        folder_bytes += seen.size
         match = classify(seen.folder, seen.name)
         if match is None:
             unknown += 1
@@ -313,7 +318,10 @@ def plan(
             known += 1
             temps += match.kind == TEMP
             configs += match.kind == CONFIG
+            config_bytes += seen.size if match.kind == CONFIG else 0
         chunk = _chunk_id(seen, scope, match)
+        if match is not None and match.kind == TEMP:  # never removed, whatever it names
+            found.kept_of(_group(match), TEMPORARY_WHY).add(1, seen.size, seen.mtime)
         if chunk is None:
             if match is not None and match.kind == CHUNK and not _in_scope(scope, match):
                 key = _group(match)
@@ -322,7 +330,6 @@ def plan(
         key = _group(match)
         if chunk[1]:
             pinned.append(chunk[0])
-            found.kept_of(key, TEMPORARY_WHY).add(1, seen.size, seen.mtime)
             continue
         if seen.links > 1:
             hard_linked += 1
@@ -354,6 +361,7 @@ def plan(
         now=clock,
         limits=limits,
         free_bytes=free_bytes,
+        other_bytes=folder_bytes - int(sizes_a.sum()),
     )
     _tally_kept(found, choice, list(group_index), arr(groups, np.int64), used_a, sizes_a,
                 ids_a, arr(linked, np.int64))  # fmt: skip
@@ -362,9 +370,11 @@ def plan(
     needed = needed_folders(
         arr(homes, np.int64)[rows], arr(folders, np.int64), arr(parents, np.int64)
     )
+    # with --include-unknown they are in scope, removable: not what stays whatever the limits
+    unknown_kept = 0 if scope.include_unknown else unknown_bytes
     return Plan(
         choice, clock, known, unknown, examples, temps, chosen, found, walk, configs,
-        unknown_bytes, hard_linked, started, needed,
+        unknown_bytes, hard_linked, started, needed, folder_bytes, config_bytes, unknown_kept,
     )  # fmt: skip
 
 

@@ -31,13 +31,15 @@ def inspect_folder(
     mountpoint: str = "",
     model: str | Sequence[str] | None = None,
     world: int | None = None,
+    mla: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> Inspection:
     """``read_folder``, and an InputError when nothing there is of a layout kvtool knows (the
     wrong folder, most likely: it says what it saw)."""
     found = read_folder(
-        root, mode=mode, mountpoint=mountpoint, model=model, world=world, progress=progress
-    )
+        root, mode=mode, mountpoint=mountpoint, model=model, world=world, mla=mla,
+        progress=progress,
+    )  # fmt: skip
     summary = found.summary
     if summary.chunk_files + summary.temp_files + summary.config_files == 0:
         examples = ", ".join(summary.unknown_examples[:5]) or "no files at all"
@@ -57,6 +59,7 @@ def read_folder(
     mountpoint: str = "",
     model: str | Sequence[str] | None = None,
     world: int | None = None,
+    mla: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> Inspection:
     """Walk ``root`` once (bounded memory) and sum what each engine's layout holds there;
@@ -72,7 +75,7 @@ def read_folder(
                 config = read_vllm_config(walk.folder_fd)
                 if config is not None:
                     summary.configs["/".join(seen.folder)] = config
-    summary.finish(model=model, world=world)
+    summary.finish(model=model, world=world, mla=mla)
     shown = model if isinstance(model, str) or model is None else next(iter(model), None)
     return Inspection(root, summary, walk, mountpoint, bool(model or world), shown)
 

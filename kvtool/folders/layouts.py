@@ -45,10 +45,11 @@ CHUNK = "chunk"
 TEMP = "temp"  # an in-flight temporary: never removed, never counted as cached
 CONFIG = "config"  # an engine's own description of its folder: never removed
 
-ENGINES = ("lmcache-disk", "lmcache-fs", "sglang", "vllm", "llm-d", "kvtool")
+ENGINES = ("lmcache-disk", "lmcache-fs", "lmcache-gds", "sglang", "vllm", "llm-d", "kvtool")
 ENGINE_NAMES = {
     "lmcache-disk": "LMCache local disk",
-    "lmcache-fs": "LMCache fs / fs_native (MP mode)",
+    "lmcache-fs": "LMCache fs (connector, MP mode)",
+    "lmcache-gds": "LMCache GDS backend",
     "sglang": "SGLang HiCacheFile",
     "vllm": "vLLM FS offload",
     "llm-d": "llm-d FS backend",
@@ -60,14 +61,23 @@ _DTYPE_NAMES = "half bfloat16 float double int8 uint8 int16 int32 int64 bool"
 LMCACHE_DTYPES = frozenset(
     [*_DTYPE_NAMES.split(" "), "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2", "fp8_e5m2fnuz"]
 )
-# SGLang's PoolName values (sglang 0.5.23 srt/mem_cache/hicache_storage.py), longest first so
+# SGLang's PoolName values, the whole enum (sglang 0.5.23 srt/mem_cache/hicache_storage.py:85-118;
+# tests/fixtures/folders/sglang-0.5.23-pools.json is read from the wheel), longest first so
 # "deepseek_v4_c1_indexer_scale" is not read as "deepseek_v4_c1"
 _V4_POOLS = [
-    f"deepseek_v4_{c}{p}" for c in ("c1", "c2") for p in ("", "_indexer", "_indexer_scale")
-]
+    *(f"deepseek_v4_{c}{p}" for c in ("c1", "c2", "c4") for p in ("", "_indexer",
+                                                                 "_indexer_scale")),
+    "deepseek_v4_c128", "deepseek_v4_c4_rope", "deepseek_v4_c128_rope", "deepseek_v4_c4_state",
+    "deepseek_v4_c4_indexer_state", "deepseek_v4_c128_state",
+]  # fmt: skip
 SGLANG_POOLS = tuple(
-    sorted(["kv", "mamba", "swa", "auxiliary_swa", "indexer", *_V4_POOLS], key=len, reverse=True)
-)
+    sorted(
+        ["kv", "mamba", "swa", "auxiliary_swa", "indexer", *_V4_POOLS, "draft", "draft_indexer",
+         "draft_swa"],
+        key=len,
+        reverse=True,
+    )
+)  # fmt: skip
 
 
 class Match(NamedTuple):
@@ -85,6 +95,11 @@ class Match(NamedTuple):
 
 
 _HEX = re.compile(r"[0-9a-f]+")
+# LMCache prints its chunk hash with f"{h:x}" (utils.py CacheEngineKey.to_string): Python's
+# builtin hash, its default (v1/config.py pre_caching_hash_algorithm), is negative half the time
+_SIGNED_HEX = re.compile(r"-?[0-9a-f]+")
+_GDS_DATA = (".kvcache.safetensors", ".weka1")  # gds_backend.py _DATA_FILE_SUFFIX, Weka's
+_GDS_TMP = re.compile(r"(?P<file>.+)\.tmp[0-9a-f]{8}")  # gds_backend.py: path + ".tmp" + 8 hex
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _ENGINE_TMP = re.compile(r"(?P<file>.+)_\d+\.tmp")  # vLLM's and llm-d's "<file>_<n>.tmp"
 _SGLANG_TMP = re.compile(r"\.[0-9a-f]{32}\.tmp")
@@ -112,7 +127,11 @@ def classify(folder: tuple[str, ...], name: str) -> Match | None:
     if name.endswith(".pt"):
         return _lmcache_disk(name)
     if name.endswith(".data"):
-        return _lmcache_fs(name[:-5], CHUNK)
+        return _lmcache_fs(name[:-5], CHUNK) or _lmcache_connector(name[:-5], CHUNK)
+    if name.endswith((*_GDS_DATA, ".metadata")) or (".tmp" in name and _GDS_TMP.fullmatch(name)):
+        found = _lmcache_gds(folder, name)
+        if found is not None:
+            return found
     if name.endswith(".bin"):
         deep = _deep(folder)
         if deep is not None:
@@ -150,27 +169,110 @@ def _temporary(folder: tuple[str, ...], name: str) -> Match | None:
     stem = name[:-4]
     if stem.endswith(".data"):
         stem = stem[:-5]
-    return _lmcache_fs(stem, TEMP)
+    return _lmcache_fs(stem, TEMP) or _lmcache_connector(stem, TEMP)
+
+
+class _Key(NamedTuple):
+    """A CacheEngineKey as LMCache prints it (``to_string``)."""
+
+    fmt: str  # "" in 0.5.x keys, which dropped it
+    model: str
+    world: int
+    rank: int
+    digest: str  # the chunk hash as printed: hex, signed
+    dtype: str
+    tags: tuple[str, ...]
+
+
+def parse_lmcache_key(text: str) -> _Key | None:
+    """``model@world@worker@hash@dtype[@layer][@tag%value...]`` (lmcache 0.5.6 ``utils.py``
+    ``CacheEngineKey.to_string``), ``fmt@model@world@worker@hash@dtype[@layer][@tags]``
+    (0.3.12 ``utils.py:385-388``), or the oldest ``fmt@model@world@worker@hash``; the hash is
+    signed hex (Python's builtin hash, LMCache's default, is negative half the time)."""
+    parts = text.split("@")
+
+    def signed_hex(value: str) -> bool:
+        return bool(_SIGNED_HEX.fullmatch(value)) and value != "-"
+
+    for offset in (0, 1):  # 0.5.x, then 0.3.x (a leading fmt)
+        if len(parts) < offset + 5:
+            continue
+        model, world, rank, digest, dtype = parts[offset : offset + 5]
+        if not (world.isdigit() and rank.isdigit() and signed_hex(digest)):
+            continue
+        if dtype not in LMCACHE_DTYPES:
+            continue
+        rest = parts[offset + 5 :]
+        layer = rest[0] if rest and rest[0].isdigit() else None
+        tags = tuple(rest[1:] if layer is not None else rest)
+        if all("%" in tag for tag in tags):
+            fmt = parts[0] if offset else ""
+            return _Key(fmt, model, int(world), int(rank), digest, dtype, tags)
+    if len(parts) == 5 and parts[2].isdigit() and parts[3].isdigit() and signed_hex(parts[4]):
+        # the oldest key, before dtype was added: fmt@model@world_size@worker_id@chunk_hash
+        return _Key(parts[0], parts[1], int(parts[2]), int(parts[3]), parts[4], "", ())
+    return None
+
+
+_PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def _unquote(text: str) -> str:
+    """``urllib.parse.unquote`` (which the GDS backend's ``quote(key, safe="")`` undoes), kept
+    here: a pure module imports nothing that reaches a network."""
+    raw = _PERCENT.sub(lambda m: chr(int(m.group(1), 16)), text)
+    try:
+        return raw.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return raw
+
+
+def _lmcache_match(engine: str, kind: str, key: _Key) -> Match:
+    """Every worker's shard and every layer of a layerwise key is one chunk."""
+    chunk = "@".join((engine, key.fmt, key.model, str(key.world), key.digest, key.dtype,
+                      *key.tags))  # fmt: skip
+    return Match(
+        engine, kind, key.model, key.dtype, f"world {key.world}", key.world, key.rank, chunk
+    )
 
 
 def _lmcache_disk(name: str) -> Match | None:
-    parts = name[:-3].split("@")
-    new = len(parts) >= 5 and parts[1].isdigit() and parts[2].isdigit() and _is_hex(parts[3])
-    if new and parts[4] in LMCACHE_DTYPES:
-        model, world, rank, digest, dtype = parts[0], int(parts[1]), int(parts[2]), *parts[3:5]
-        rest = parts[5:]
-        layer = rest[0] if rest and rest[0].isdigit() else None
-        tags = rest[1:] if layer is not None else rest
-        if all("%" in tag for tag in tags):
-            # every layer of a layerwise key is one chunk, and so is every worker's shard
-            chunk = "@".join(("lmcache-disk", model, str(world), digest, dtype, *tags))
-            return Match("lmcache-disk", CHUNK, model, dtype, f"world {world}", world, rank, chunk)
-    if len(parts) == 5 and parts[2].isdigit() and parts[3].isdigit() and _is_hex(parts[4]):
-        # the older key, before dtype was added: fmt@model@world_size@worker_id@chunk_hash
-        fmt, model, world, rank, digest = parts[0], parts[1], int(parts[2]), int(parts[3]), parts[4]
-        chunk = "@".join(("lmcache-disk", fmt, model, str(world), digest))
-        return Match("lmcache-disk", CHUNK, model, "", f"world {world}", world, rank, chunk)
-    return None
+    """LocalDiskBackend: ``key.to_string().replace("/", "-") + ".pt"`` (0.5.6
+    ``local_disk_backend.py:224``, 0.3.12 ``:178``)."""
+    key = parse_lmcache_key(name[:-3])
+    return None if key is None else _lmcache_match("lmcache-disk", CHUNK, key)
+
+
+def _lmcache_connector(stem: str, kind: str) -> Match | None:
+    """The in-process ``fs://`` remote connector: ``key.to_string().replace("/", "-SEP-")``
+    plus ``.data``, its temporary ``with_suffix(".tmp")`` (0.5.6
+    ``connector/fs_connector.py:149-167``)."""
+    key = parse_lmcache_key(stem)
+    if key is None:
+        return None
+    key = key._replace(model=key.model.replace("-SEP-", "/"))
+    return _lmcache_match("lmcache-fs", kind, key)
+
+
+def _lmcache_gds(folder: tuple[str, ...], name: str) -> Match | None:
+    """The GDS backend: ``<str(hash)[:2]>/<str(hash)[2:4]>/<url-quoted key>`` plus
+    ``.kvcache.safetensors`` (Weka: ``.weka1``), its metadata beside it with ``.metadata``,
+    temporaries ``<file>.tmp<8 hex>`` (0.5.6 ``gds_backend.py:46-48, 584-600, 678``)."""
+    kind = CHUNK
+    temp = _GDS_TMP.fullmatch(name)
+    if temp:
+        kind, name = TEMP, temp.group("file")
+    name = name.removesuffix(".metadata")
+    suffix = next((s for s in _GDS_DATA if name.endswith(s)), None)
+    if suffix is None:
+        return None
+    key = parse_lmcache_key(_unquote(name[: -len(suffix)]))
+    if key is None or len(folder) < 2:
+        return None
+    decimal = str(int(key.digest, 16))  # the directories take the hash in decimal
+    if (folder[-2], folder[-1]) != (decimal[:2], decimal[2:4]):
+        return None
+    return _lmcache_match("lmcache-gds", kind, key)
 
 
 def _lmcache_fs(stem: str, kind: str) -> Match | None:
@@ -334,13 +436,25 @@ def _kvtool(folder: tuple[str, ...], name: str) -> Match | None:
     return None
 
 
+# keys only llm-d-kv-cache's FileMapper writes into the config.json beside its folders (since PR
+# #585, 2026-05-18; llmd_fs_backend/file_mapper.py @7be76e1): the same folder layout as vLLM's
+# (vLLM's names the same facts tokens_per_hash and blocks_per_file)
+LLMD_CONFIG_KEYS = ("hash_block_size", "gpu_blocks_per_file")
+
+
+def folder_config_engine(config: dict[str, object]) -> str:
+    """Whose FileMapper wrote a ``<model>_<sha12>/config.json``: ``llm-d`` or ``vllm``."""
+    return "llm-d" if any(key in config for key in LLMD_CONFIG_KEYS) else "vllm"
+
+
 def vllm_description(config: dict[str, object]) -> tuple[str, str, str, int]:
-    """(model, dtype, layout, world) from a vLLM FS tier's ``config.json`` (its FileMapper's
-    fields: model_name, dtype, tp_size, pp_size, pcp_size, dcp_size, kv_cache_groups); world
-    0 for a parallel-agnostic folder, which every layout reads. vLLM 0.33.0 writes
-    ``"parallel_agnostic": false`` for every other folder and leaves the key out of an agnostic
-    one, whose sizes it forces to 1 (file_mapper.py ``FileMapper.__init__``); an older
-    FileMapper's tp-1 folder, written before the key existed, reads as agnostic too."""
+    """(model, dtype, layout, world) from a FileMapper's ``config.json`` (vLLM's FS tier or
+    llm-d's: model_name, dtype, tp_size, pp_size, pcp_size, dcp_size, kv_cache_groups); world 0
+    where every layout reads the files. vLLM 0.33.0 writes ``"parallel_agnostic": false`` for
+    every folder that is not agnostic and leaves the key out of an agnostic one, whose sizes it
+    forces to 1 (file_mapper.py ``FileMapper.__init__``); an older FileMapper's tp-1 folder,
+    written before the key existed, reads as agnostic too. llm-d's FileMapper (@7be76e1) never
+    writes the key: an all-1 folder of its is either, and is said to be, not claimed."""
 
     def number(key: str) -> int:
         value = config.get(key, 1)
@@ -355,7 +469,10 @@ def vllm_description(config: dict[str, object]) -> tuple[str, str, str, int]:
         parts.append(f"{len(groups)} KV cache groups")
     world = tp * pp * pcp
     if "parallel_agnostic" not in config and world == dcp == 1:
-        parts, world = ["parallel-agnostic"], 0
+        if folder_config_engine(config) == "llm-d":
+            parts, world = ["tp 1, or parallel-agnostic (llm-d's config does not say)"], 0
+        else:
+            parts, world = ["parallel-agnostic"], 0
     dtype = str(config.get("dtype", "")).removeprefix("torch.")
     return str(config.get("model_name", "")), dtype, ", ".join(parts), world
 

@@ -51,15 +51,18 @@ def choose(
     now: float,
     limits: Limits,
     free_bytes: int,
+    other_bytes: int = 0,
 ) -> Choice:
     """The chunks to remove. Row ``i`` is one file: its chunk id ``ids[i]``, last use
     ``used[i]`` (seconds since the epoch), ``sizes[i]`` and ``allocated[i]`` bytes. A chunk
     is as recent as its most recent file; ``pinned`` chunk ids (a file of theirs is being
     written) are never removed, nor is a chunk used within ``limits.grace`` seconds. Chunks
     leave oldest first; the one with the smaller id goes first among equally old ones.
-    ``rows`` lists every input row of a chosen chunk; ``chunk_fate`` and ``row_chunk`` say
-    what became of every chunk (chosen, not needed to reach the limits, young, pinned) and
-    which chunk each row belongs to."""
+    ``other_bytes`` are the folder's files no row stands for (temporaries, configs, unknown
+    and out-of-scope files): ``--max-size`` caps them with the rest, as ``du`` counts a
+    folder, though none of them is removed. ``rows`` lists every input row of a chosen chunk;
+    ``chunk_fate`` and ``row_chunk`` say what became of every chunk (chosen, not needed to reach
+    the limits, young, pinned) and which chunk each row belongs to."""
     import numpy as np
 
     if len(ids) == 0:
@@ -83,8 +86,8 @@ def choose(
     short = 0
     if limits.max_age is not None:
         take = max(take, int(np.searchsorted(newest[candidates], now - limits.max_age)))
-    if limits.max_size is not None and total > limits.max_size:
-        need = total - limits.max_size
+    if limits.max_size is not None and total + other_bytes > limits.max_size:
+        need = total + other_bytes - limits.max_size
         k = int(np.searchsorted(freed, need)) + 1  # the first prefix that frees enough
         if k > len(candidates):
             short = max(short, need - (int(freed[-1]) if len(freed) else 0))

@@ -14,6 +14,7 @@ from kvtool.folders.layouts import (
     ENGINE_NAMES,
     TEMP,
     classify,
+    folder_config_engine,
     model_key,
     vllm_description,
 )
@@ -131,17 +132,23 @@ class Summary:
         return self
 
     def finish(
-        self, *, model: str | Sequence[str] | None = None, world: int | None = None
+        self,
+        *,
+        model: str | Sequence[str] | None = None,
+        world: int | None = None,
+        mla: bool = False,
     ) -> Summary:
         """Name vLLM groups from their config.json, merge what then coincides, and mark the
         groups that a deployment of ``model`` (a name, or every name one model goes by) over
-        ``world`` ranks would never read."""
+        ``world`` ranks would never read (``mla``: the model caches a latent, which LMCache
+        saves from the first rank only, as a world of 1)."""
         merged: dict[tuple[str, str, str, str, str], Group] = {}
         for group in self.groups.values():
             if group.base:  # a vLLM layout: its config.json names it
                 config = self.configs.get(group.base)
                 if config is not None:
                     group.model, group.dtype, group.layout, group.world = vllm_description(config)
+                    group.engine = folder_config_engine(config)
                 else:
                     group.layout = "no config.json beside it"
             key = (group.engine, group.model, group.dtype, group.layout, group.base)
@@ -151,7 +158,7 @@ class Summary:
                 merged[key] = group
         self.groups = merged
         for group in self.groups.values():
-            group.orphan = _orphan(group, model, world)
+            group.orphan = orphan(group, model, world, mla=mla)
         return self
 
     @property
@@ -175,13 +182,22 @@ def _merge(into: Group, other: Group) -> None:
     into.ages = [a + b for a, b in zip(into.ages, other.ages, strict=True)]
 
 
-def _orphan(group: Group, model: str | Sequence[str] | None, world: int | None) -> str:
+def orphan(
+    group: Group, model: str | Sequence[str] | None, world: int | None, *, mla: bool = False
+) -> str:
+    """Why no deployment of ``model`` over ``world`` ranks reads ``group``'s files ("" when one
+    may): the one rule inspect, doctor and check apply. A group that names no model, or no
+    world size, is never an orphan by it; LMCache's world-1 files of an MLA model are every
+    world's (0.5.6 ``v1/token_database.py:238-243``: ``save_only_first_rank`` keys them with
+    world size 1)."""
     names = (model,) if isinstance(model, str) else model or ()
     if names and group.model and model_key(group.model) not in {model_key(n) for n in names}:
         return "another model"
-    if world and group.world and group.world != world:  # world 0: every layout reads it
-        return f"another world size ({group.world} ranks, not {world})"
-    return ""
+    if not world or not group.world or group.world == world:
+        return ""
+    if mla and group.world == 1 and group.engine.startswith("lmcache"):
+        return ""
+    return f"another world size ({group.world} ranks, not {world})"
 
 
 def engine_name(engine: str) -> str:

@@ -196,7 +196,8 @@ def _chunks(
     """One rank's chunk file in bytes, the chunk files the planned sessions write, notes for
     shape options given without a model, and the model and ranks the folder's orphans are
     judged by."""
-    from kvtool.doctor.folder import FolderAsk, names_engines_write
+    from kvtool.doctor.folder import FolderAsk
+    from kvtool.inputs.folders import model_names
 
     if model is None:
         if sessions is not None or ctx is not None:
@@ -214,13 +215,18 @@ def _chunks(
     resolved = resolve_model(model)
     shape = resolve_shape(resolved, engine=engine, kv_dtype=kv_dtype, tp=tp)
     notes = []
-    written = names_engines_write(resolved, typed=model)
-    if not written:
+    written: tuple[str, ...] = ()
+    if resolved.origin == "file":
         notes.append(
             f"--model {model} is a config file: orphans are judged by world size only (the"
-            " engines write a model's Hub id; give that to judge them by model too)"
+            " engines write a model's Hub id or served name; give that to judge them by model"
+            " too)"
         )
-    ask = FolderAsk(models=written, world=shape.tp if shape.tp_given else None)
+    else:
+        written = model_names(model, resolved=resolved) or ()
+    ask = FolderAsk(
+        models=written, world=shape.tp if shape.tp_given else None, mla=resolved.spec.is_mla
+    )
     tokens = parse_chunk_tokens(chunk_tokens)
     chunk = shape.chunk_bytes(tokens)
     if sessions is None:

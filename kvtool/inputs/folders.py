@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kvtool.errors import InputError
 from kvtool.files import output_file, path_option, read_only_mount
@@ -16,6 +16,10 @@ from kvtool.folders.walk import atime_mode
 from kvtool.probe.host import Host
 from kvtool.units import parse_bytes, parse_count, parse_duration
 
+if TYPE_CHECKING:
+    from kvtool.profiles.resolve import ResolvedModel
+    from kvtool.profiles.schema import ModelProfile
+
 
 class FolderInputs(NamedTuple):
     root: Path
@@ -23,6 +27,7 @@ class FolderInputs(NamedTuple):
     mountpoint: str
     model: tuple[str, ...] | None  # every name the engines may write for the model asked for
     world: int | None  # ranks of the running deployment: tp x pp
+    mla: bool = False  # the model caches a latent (a bundled profile says so)
 
 
 class GcInputs(NamedTuple):
@@ -35,26 +40,45 @@ class GcInputs(NamedTuple):
     free_bytes: int
 
 
-def model_names(text: str | None) -> tuple[str, ...] | None:
-    """Every name the engines may write into their files for ``--model``: a bundled model's
-    alias, served name or Hub id gives its Hub ids (a file names the model the engine
-    serves, Hub id or served name); any other name is taken as typed (a served name kvtool
-    has no profile of). Never reaches the network."""
+def model_names(
+    text: str | None, *, resolved: ResolvedModel | None = None
+) -> tuple[str, ...] | None:
+    """Every name the engines may write into their files for ``--model`` (inspect, gc, doctor
+    and check alike): the name as typed (an engine writes its served name), and for a bundled
+    model (an alias, a served name or a Hub id) or a resolved one, its Hub ids. Never reaches
+    the network."""
     if text is None:
         return None
     name = text.strip()
     if not name:
         raise InputError("--model is empty", "give the model the engines serve")
+    names = [name]
+    if resolved is not None and resolved.origin == "hub":
+        names.append(resolved.location)
+    profile = resolved.profile if resolved is not None else _bundled_profile(name)
+    if profile is not None:
+        names += [profile.hf_id, *profile.aliases]
+    return tuple(dict.fromkeys(names))
+
+
+def _bundled_profile(name: str) -> ModelProfile | None:
     from kvtool.profiles.load import find_model_profile
 
     try:
         found = find_model_profile(name)
     except (OSError, ValueError):  # a name no file can have (too long, a NUL): not a profile's
-        found = None
-    if found is None:
-        return (name,)
-    profile = found[0]
-    return tuple(dict.fromkeys([name, profile.hf_id, *profile.aliases]))
+        return None
+    return None if found is None else found[0]
+
+
+def model_is_mla(text: str | None) -> bool:
+    """Whether a bundled model of that name caches an MLA latent (False when kvtool has no
+    profile of it: nothing is assumed)."""
+    if text is None or _bundled_profile(text.strip()) is None:
+        return False
+    from kvtool.profiles.resolve import resolve_model
+
+    return resolve_model(text.strip()).spec.is_mla
 
 
 def resolve_world(tp: str | None, pp: str | None, world: str | None) -> int | None:

@@ -94,8 +94,9 @@ def _read_t3_dir(
     one (a tp kvtool chose is not the deployment's)."""
     import os
 
-    from kvtool.doctor.folder import FolderAsk, folder_facts, names_engines_write
+    from kvtool.doctor.folder import FolderAsk, folder_facts
     from kvtool.errors import InputError
+    from kvtool.inputs.folders import model_names
     from kvtool.probe.host import LocalHost
 
     assert plan.t3_dir is not None
@@ -109,8 +110,10 @@ def _read_t3_dir(
         )
     if not path.is_dir():
         raise InputError(f"{where} is a file, not a folder", "name the KV folder")
+    names = () if resolved.origin == "file" else model_names(plan.workload.model, resolved=resolved)
     ask = FolderAsk(
-        models=names_engines_write(resolved, typed=plan.workload.model),
+        models=names or (),
         world=shape.tp if shape.tp_given else None,
+        mla=resolved.spec.is_mla,
     )
     return folder_facts(LocalHost(), str(path), ask)

@@ -92,7 +92,7 @@ def test_a_folder_past_its_cap_fails_and_the_capture_replays_it(
     assert found["folder.cap"]["message"] == "over its cap by 56.8 KiB"  # 58,148 B
     assert found["folder.orphans"]["status"] == "WARN"  # the other five models' files
     assert (
-        "57 files that meta-llama/Llama-3.1-8B (or 3 other names) over 2 ranks"
+        "57 files that llama-3.1-8b (or 5 other names) over 2 ranks"
         in (found["folder.orphans"]["message"])
     )
     assert (capture / "folder_contents.json").is_file()

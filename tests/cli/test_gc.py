@@ -94,7 +94,8 @@ def test_a_name_that_is_not_utf8_is_shown_not_fatal(kvtool: Kvtool, tmp_path: Pa
     assert seen.exit_code == 0, seen.stderr
     assert "stray-\\377.bin" in seen.stdout  # escaped as ls -b shows it
     dry = kvtool("gc", str(tmp_path), "--max-size", "0", "--include-unknown", "--dry-run", "--list")
-    assert dry.exit_code == 0, dry.stderr
+    assert dry.exit_code == 1, dry.stderr  # SGLang's temporary stays: 0 B is out of reach
+    assert "out of reach by 100 B: what is left is 100 B in-flight temporaries" in dry.stdout
     assert "would remove stray-\\377.bin" in dry.stdout  # escaped as ls -b shows it
 
 
@@ -106,3 +107,27 @@ def test_the_old_engine_filter_still_works_with_a_note(kvtool: Kvtool, tmp_path:
     assert "--engine is now --layout" in old.stderr
     assert json.loads(old.stdout)["in_scope"] == json.loads(new.stdout)["in_scope"]
     assert json.loads(new.stdout)["in_scope"]["chunks"] == 0  # SGLang's files: out of scope
+
+
+def test_the_cap_counts_every_file_in_the_folder_as_du_does(kvtool: Kvtool, tmp_path: Path) -> None:
+    when = time.time() - 5 * 86400
+    for i in range(3):
+        chunk = tmp_path / f"{i:064x}_m-x_0_1.bin"
+        chunk.write_bytes(b"k" * 100)
+        os.utime(chunk, (when - i, when - i))
+    (tmp_path / "notes.txt").write_bytes(b"u" * 200)  # no layout: never removed, still counted
+    fits = kvtool("gc", str(tmp_path), "--max-size", "250B", "--json")
+    assert fits.exit_code == 0, fits.stdout
+    data = json.loads(fits.stdout)
+    assert (data["folder_bytes"], data["removed_bytes"]) == (500, 300)  # all 3 chunks go
+    assert (tmp_path / "notes.txt").exists()
+    for i in range(3):
+        chunk = tmp_path / f"{i:064x}_m-x_0_1.bin"
+        chunk.write_bytes(b"k" * 100)
+        os.utime(chunk, (when, when))
+    short = kvtool("gc", str(tmp_path), "--max-size", "100B")
+    assert short.exit_code == 1
+    assert "out of reach by 100 B: what is left is 200 B of files of no known layout" in (
+        short.stdout
+    )
+    assert "holds 500 B; in scope: 3 chunks, 300 B" in short.stdout

@@ -121,11 +121,24 @@ def print_inspection(found: Inspection) -> None:
     if orphans:
         notes.append(
             f"{plural(len(orphans), 'layout')} no running configuration reads hold"
-            f" {format_bytes(sum(g.bytes for g in orphans))}: kvtool gc DIR --model NAME"
-            " --max-size 0 removes one model's files"
+            f" {format_bytes(sum(g.bytes for g in orphans))}"
         )
+        # gc can take away a whole model, never one world size of it: a command for the rest
+        # would remove files the running configuration reads
+        others = sorted({g.model for g in orphans if g.orphan == "another model" and g.model})
+        for name in others[:3]:
+            notes.append(
+                f"kvtool gc {escape_name(str(found.root))} --model {escape_name(name)}"
+                " --max-size 0 removes that model's files (check that no other deployment"
+                " serves it)"
+            )
+        if any(g.orphan.startswith("another world size") for g in orphans):
+            notes.append(
+                "files of another world size share their model with the running deployment:"
+                " gc removes a model's files whole, so those need removing by their folder"
+            )
     elif s.groups and not found.asked:
-        notes.append("give --model and --world to find orphans (files no running deployment reads)")
+        notes.append("give --model and --tp/--pp to find orphans (files no deployment reads)")
     print_notes(notes)
 
 

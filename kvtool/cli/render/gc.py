@@ -108,11 +108,14 @@ def print_gc(inputs: GcInputs, planned: Plan, outcome: Outcome) -> None:
     verb = "would remove" if outcome.dry_run else "removed"
     why = _why(inputs)
     echo(f"{escape_name(str(inputs.folder.root))}: {_limits(inputs)}")
-    echo(f"in scope: {plural(choice.chunk_count, 'chunk')}, {format_bytes(choice.total_bytes)}")
+    echo(
+        f"holds {format_bytes(planned.folder_bytes)}; in scope:"
+        f" {plural(choice.chunk_count, 'chunk')}, {format_bytes(choice.total_bytes)}"
+    )
     echo(
         f"{verb}: {plural(outcome.removed_chunks, 'chunk')},"
         f" {plural(outcome.removed_files, 'file')}, {format_bytes(outcome.removed_bytes)}; left"
-        f" {format_bytes(choice.total_bytes - outcome.removed_bytes)}"
+        f" {format_bytes(planned.folder_bytes - outcome.removed_bytes)}"
         + (" and what the unreadable folders hold" if outcome.unreadable else "")
     )
     table = Table(
@@ -148,7 +151,7 @@ def print_gc(inputs: GcInputs, planned: Plan, outcome: Outcome) -> None:
     if choice.short_bytes:
         notes.append(
             f"a limit is out of reach by {format_bytes(choice.short_bytes)}: what is left is"
-            " young, being written, hard-linked or not in scope"
+            f" {_unremovable(planned)}"
         )
     for failure in outcome.failed[:5]:
         notes.append(f"could not remove {escape_name(failure)}")
@@ -159,6 +162,31 @@ def print_gc(inputs: GcInputs, planned: Plan, outcome: Outcome) -> None:
     if inputs.log is not None:
         notes.append(f"every removal is logged in {escape_name(str(inputs.log))}")
     print_notes(notes)
+
+
+def _unremovable(planned: Plan) -> str:
+    """What stays of the folder whatever the limits, in bytes, by kind: --max-size counts it
+    all, as du does, but gc removes none of it."""
+    from kvtool.folders import gc
+
+    groups = planned.groups or gc.Groups()
+    by_why: dict[str, int] = {}
+    for kept in groups.kept.values():
+        for why, tally in kept.items():
+            if why != gc.NOT_NEEDED_WHY:
+                by_why[why] = by_why.get(why, 0) + tally.bytes
+    words = {
+        gc.YOUNG_WHY: "used within --grace", gc.WRITING_WHY: "being written",
+        gc.LINKED_WHY: "hard-linked", gc.CHANGED_WHY: "changed since the plan",
+        gc.FAILED_WHY: "not removable", gc.SCOPE_WHY: "out of scope",
+        gc.TEMPORARY_WHY: "in-flight temporaries",
+    }  # fmt: skip
+    parts = [f"{format_bytes(size)} {words[why]}" for why, size in by_why.items() if size]
+    if planned.config_bytes:
+        parts.append(f"{format_bytes(planned.config_bytes)} of engine configs")
+    if planned.unknown_kept_bytes:
+        parts.append(f"{format_bytes(planned.unknown_kept_bytes)} of files of no known layout")
+    return ", ".join(parts) or "nothing gc may remove"
 
 
 def _examples(names: tuple[str, ...] | list[str], count: int) -> str:
@@ -224,6 +252,7 @@ def gc_json(
             "grace_s": limits.grace,
         },
         "access_times": inputs.folder.mode,
+        "folder_bytes": planned.folder_bytes,
         "in_scope": {
             "chunks": choice.chunk_count,
             "bytes": choice.total_bytes,

@@ -222,3 +222,123 @@ def test_model_names_compare_across_engines():
     assert model_key("meta-llama/Llama-3.1-8B") == model_key("meta-llama-Llama-3.1-8B")
     assert model_key("meta-llama-SEP-Llama-3.1-8B") == model_key("meta-llama_Llama-3.1-8B")
     assert model_key("meta-llama/Llama-3.1-8B") != model_key("meta-llama/Llama-3.1-70B")
+
+
+# --- the layouts the issue "inspect and gc read every engine's real files" added ---------------
+
+
+def _builtin_hashes(seeds: range) -> list[int]:
+    """Chunk hashes as LMCache 0.5.6 makes them by default: Python's builtin ``hash`` of the
+    (prefix, tokens, extra) tuple (``v1/token_database.py`` ``_hash_tokens``, with
+    ``pre_caching_hash_algorithm: builtin``, ``v1/config.py:131-133``), one per process seed."""
+    import subprocess
+    import sys
+
+    code = "print(hash((None, (1, 2, 3, 4), None)))"
+    return [
+        int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={"PYTHONHASHSEED": str(seed)}, check=True).stdout)
+        for seed in seeds
+    ]  # fmt: skip
+
+
+def _lmcache_method(relative: str, cls: str, name: str):
+    """One method of LMCache 0.5.6's own source, as shipped (its module imports the GPU
+    stack; the method needs none of it)."""
+    import ast
+    import os
+    import urllib.parse
+
+    lmcache = pytest.importorskip("lmcache")
+    path = Path(lmcache.__file__).parent / relative
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == name:
+                    item.decorator_list = []
+                    module = ast.Module(body=[item], type_ignores=[])
+                    namespace = {"os": os, "urllib": urllib, "Path": Path, "Tuple": tuple,
+                                 "Optional": object, "CacheEngineKey": object}  # fmt: skip
+                    exec(compile(module, str(path), "exec"), namespace)
+                    return namespace[name]
+    raise AssertionError(f"{cls}.{name} not in {path}")
+
+
+def test_lmcache_keys_with_the_default_builtin_hash_read_whatever_its_sign():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("cachetools")
+    utils = pytest.importorskip("lmcache.utils")
+    hashes = _builtin_hashes(range(12))
+    assert any(h < 0 for h in hashes)
+    assert any(h > 0 for h in hashes)
+    file_name = _lmcache_method(
+        "v1/storage_backend/connector/fs_connector.py", "FSConnector", "_get_file_name"
+    )
+    key_to_path = _lmcache_method("v1/storage_backend/gds_backend.py", "GdsBackend", "_key_to_path")
+    gds = type("Gds", (), {"gds_path": "/g", "data_suffix": ".kvcache.safetensors"})()
+    for digest in hashes:
+        chunks = set()
+        for worker in range(2):
+            key = utils.CacheEngineKey("meta-llama/Llama-3.1-8B", 2, worker, digest, torch.float16)
+            disk = classify((), key.to_string().replace("/", "-") + ".pt")  # local_disk:224
+            connector = classify((), file_name(None, key))
+            gds_path = key_to_path(gds, key)[0].removeprefix("/g/").split("/")
+            data = classify(tuple(gds_path[:-1]), gds_path[-1])
+            metadata = classify(tuple(gds_path[:-1]), gds_path[-1] + ".metadata")
+            temp = classify(tuple(gds_path[:-1]), gds_path[-1] + ".tmp0a1b2c3d")
+            for found, engine in ((disk, "lmcache-disk"), (connector, "lmcache-fs"),
+                                  (data, "lmcache-gds"), (metadata, "lmcache-gds")):  # fmt: skip
+                assert found is not None, (engine, digest)
+                assert (found.engine, found.kind, found.world, found.rank) == (
+                    engine,
+                    CHUNK,
+                    2,
+                    worker,
+                )
+                chunks.add((engine, found.chunk))
+            assert connector.model == "meta-llama/Llama-3.1-8B"
+            assert temp is not None
+            assert temp.kind == TEMP
+        assert len(chunks) == 3  # each backend's files of one hash, every worker: one chunk
+        assert classify((), file_name(None, key).removesuffix(".data") + ".tmp").kind == TEMP
+
+
+def test_lmcache_0312_keys_as_its_writer_wrote_them():
+    recorded = _recorded("lmcache-0.3.12.json")
+    found = [_of(path) for path, _size in recorded["files"]]
+    assert all(m is not None and m.engine == "lmcache-disk" for m in found)
+    assert {m.model for m in found} == {"meta-llama-Llama-3.1-8B-Instruct", "m-x"}
+    llama = [m for m in found if m.model.startswith("meta")]
+    assert {m.world for m in llama} == {2}
+    assert len({m.chunk for m in llama}) == 3  # three hashes (one negative), two workers each
+    layered = [m for m in found if m.model == "m-x"]
+    assert len({m.chunk for m in layered}) == 1  # both layers of one key: one chunk
+
+
+def test_every_sglang_pool_as_its_writer_wrote_it():
+    recorded = _recorded("sglang-0.5.23-pools.json")
+    from kvtool.folders.layouts import SGLANG_POOLS
+
+    assert set(SGLANG_POOLS) == set(recorded["pools"])  # the whole enum, no more
+    found = [_of(path) for path, _size in recorded["files"]]
+    assert all(m is not None and m.engine == "sglang" for m in found)
+    assert len({m.chunk for m in found}) == 2  # two pages, every pool of each: one chunk
+
+
+def test_llmd_since_pr_585_is_named_by_its_config_and_claims_no_agnosticism():
+    from kvtool.folders.layouts import folder_config_engine
+
+    recorded = _recorded("llm-d-7be76e1.json")
+    found = [_of(path) for path, _size in recorded["files"]]
+    assert all(m is not None for m in found)
+    configs = recorded["configs"]
+    assert {folder_config_engine(c) for c in configs.values()} == {"llm-d"}
+    tp2 = next(c for c in configs.values() if c["tp_size"] == 2)
+    agnostic = next(c for c in configs.values() if c["model_name"] == "Qwen/Qwen3-32B")
+    assert vllm_description(tp2)[2:] == ("tp 2", 2)
+    layout, world = vllm_description(agnostic)[2:]
+    assert world == 0  # never judged an orphan: it may be every layout's
+    assert "llm-d's config does not say" in layout
+    vllm_config = _recorded("vllm-0.33.0.json")["configs"]
+    assert {folder_config_engine(c) for c in vllm_config.values()} == {"vllm"}

@@ -103,3 +103,19 @@ def test_a_parallel_agnostic_vllm_folder_is_read_by_every_layout():
     s.finish(world=4)
     orphans = {g.layout: g.orphan for g in s.groups.values()}
     assert orphans == {"parallel-agnostic": "", "tp 8": "another world size (8 ranks, not 4)"}
+
+
+def test_lmcache_world_1_files_of_an_mla_model_are_every_worlds():
+    """LMCache saves an MLA latent from the first rank only, keyed world 1 (0.5.6
+    v1/token_database.py:238-243): a TP-8 deployment of that model reads them."""
+    from kvtool.folders.summary import Group, orphan
+
+    mla_files = Group("lmcache-disk", "deepseek-ai-DeepSeek-V3", "bfloat16", "world 1", 1)
+    names = ("deepseek-ai/DeepSeek-V3",)
+    assert orphan(mla_files, names, 8, mla=True) == ""
+    assert orphan(mla_files, names, 8, mla=False) == "another world size (1 ranks, not 8)"
+    gqa = Group("lmcache-disk", "deepseek-ai-DeepSeek-V3", "bfloat16", "world 4", 4)
+    assert orphan(gqa, names, 8, mla=True) == "another world size (4 ranks, not 8)"
+    sglang = Group("sglang", "deepseek-ai-DeepSeek-V3", "", "tp 1", 1)
+    assert orphan(sglang, names, 8, mla=True).startswith("another world size")
+    assert orphan(mla_files, ("other/model",), 8, mla=True) == "another model"

@@ -115,7 +115,8 @@ def test_capture_with_snapshot_is_refused_not_ignored(tmp_path: Path) -> None:
 def test_the_folder_is_judged_by_the_models_hub_names_and_the_tp_given(tmp_path: Path) -> None:
     inputs = resolve_doctor(str(tmp_path), model="llama-3.1-70b", tp="8", cap="20TiB")
     assert inputs.folder is not None
-    assert inputs.folder.models[0] == "meta-llama/Llama-3.1-70B"
+    assert inputs.folder.models[:2] == ("llama-3.1-70b", "meta-llama/Llama-3.1-70B")
+    assert inputs.folder.mla is False
     assert "meta-llama/Llama-3.1-70B-Instruct" in inputs.folder.models
     assert (inputs.folder.world, inputs.folder.cap) == (8, 20 * 2**40)
     untold = resolve_doctor(str(tmp_path), model="llama-3.1-70b")
