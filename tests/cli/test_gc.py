@@ -131,3 +131,25 @@ def test_the_cap_counts_every_file_in_the_folder_as_du_does(kvtool: Kvtool, tmp_
         short.stdout
     )
     assert "holds 500 B; in scope: 3 chunks, 300 B" in short.stdout
+
+
+def test_the_kubernetes_cronjobs_command_runs(kvtool: Kvtool, tmp_path: Path) -> None:
+    import yaml
+
+    job = yaml.safe_load(
+        (Path(__file__).parents[2] / "examples" / "k8s" / "gc-cronjob.yaml").read_text()
+    )
+    spec = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (command,) = [c["command"] for c in spec["containers"]]
+    mounts = {m["name"]: m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
+    assert command[:2] == ["kvtool", "gc"]
+    kv, log = tmp_path / "kv", tmp_path / "log"
+    build(kv, "sglang-0.5.23.json", age_s=9 * 86400)  # older than the job's --max-age
+    log.mkdir()
+    args = [a.replace(mounts["log"], str(log)).replace(mounts["kv"], str(kv)) for a in command]
+    done = kvtool(*args[1:])
+    assert done.exit_code == 0, done.stdout + done.stderr
+    lines = [json.loads(line) for line in (log / "gc.jsonl").read_text().splitlines()]
+    assert lines[0]["action"] == "start"
+    assert lines[-1]["action"] == "end"
+    assert lines[-1]["removed_files"] > 0
