@@ -108,6 +108,8 @@ def read_toml(path: Path) -> dict[str, Any]:
     text = read_text(path, what="TOML file")
     try:
         return tomllib.loads(text)
+    except RecursionError:
+        raise InputError(f"{path}: TOML nested too deeply to be a settings file") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: not valid TOML: {exc}") from None
 
@@ -176,6 +178,7 @@ def read_yaml_mapping(
 
         Loader.add_multi_constructor("!", any_tag)
     text = read_text(path, what=what)
+    _few_aliases(text, path, what)
     try:
         data = yaml.load(text, Loader=Loader)
     except RecursionError:
@@ -188,6 +191,46 @@ def read_yaml_mapping(
         raise InputError(f"{path}: a {what} must be a YAML mapping")
     _no_surrogates(data, path)
     return data
+
+
+YAML_NODE_BUDGET = 1_000_000  # nodes once aliases are expanded: far past any workload or plan
+
+
+def _few_aliases(text: str, path: Path, what: str) -> None:
+    """InputError for a YAML file whose aliases (``*a``) would expand past
+    ``YAML_NODE_BUDGET`` nodes: counted on the composed node graph, where an alias is the node
+    it names (not a copy), each node's expanded size computed once, so ten levels of ten
+    aliases (10^10 nodes, a "billion laughs") are refused in microseconds."""
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except (yaml.YAMLError, RecursionError):
+        return  # the load below names the mistake (or the nesting)
+    sizes: dict[int, int] = {}
+
+    def size(node: Any) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(key) + size(value) for key, value in node.value)
+        sizes[id(node)] = total
+        return total
+
+    try:
+        expanded = 0 if root is None else size(root)
+    except RecursionError:
+        return
+    if expanded > YAML_NODE_BUDGET:
+        raise InputError(
+            f"{path}: its YAML aliases (*name) expand past {YAML_NODE_BUDGET:,} nodes: not a"
+            f" {what}",
+            "write the values out; a workload or plan needs no aliases",
+        )
 
 
 def _no_surrogates(data: Any, path: Path) -> None:

@@ -119,13 +119,39 @@ class MergedReport(NamedTuple):
 
 
 def report_from_json(data: Any, *, source: str) -> Report:
-    """A report written by ``kvtool doctor --json``; InputError names the file otherwise."""
+    """A report written by ``kvtool doctor --json``; InputError names the file and what is
+    wrong otherwise: a finding that is not an object, a status that is not PASS, WARN, FAIL
+    or SKIP, a node or path that is not text, a summary that is not counts."""
+    from kvtool.findings import STATUSES
+
+    def wrong(what: str) -> InputError:
+        return InputError(
+            f"{source}: not a kvtool doctor --json report ({what})",
+            "pass the file kvtool doctor --json wrote",
+        )
+
     if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
-        raise InputError(f"{source}: not a kvtool doctor --json report (no findings list)")
+        raise wrong("no findings list")
+    for key in ("node", "path"):
+        if key in data and not isinstance(data[key], str):
+            raise wrong(f"its {key} is not text")
+    summary = data.get("summary", {})
+    if not isinstance(summary, dict) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in summary.values()
+    ):
+        raise wrong("its summary is not counts")
+    for index, finding in enumerate(data["findings"]):
+        if not isinstance(finding, dict):
+            raise wrong(f"finding {index + 1} is not an object")
+        if finding.get("status") not in STATUSES:
+            raise wrong(f"finding {index + 1}'s status {str(finding.get('status'))[:20]!r} is"
+                        " not PASS, WARN, FAIL or SKIP")  # fmt: skip
+        if not isinstance(finding.get("id"), str) or not finding["id"]:
+            raise wrong(f"finding {index + 1} has no id")
     return Report(
         path=str(data.get("path", "")),
         node=str(data.get("node", source)),
-        findings=tuple(finding_from_json(f) for f in data["findings"] if isinstance(f, dict)),
+        findings=tuple(finding_from_json(f) for f in data["findings"]),
     )
 
 

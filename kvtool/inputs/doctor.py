@@ -47,7 +47,7 @@ def _recorded_path(snapshot: Path, given: str | None) -> str:
     record = snapshot / "path.json"
     try:
         recorded = json.loads(record.read_text(encoding="utf-8")).get("path")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):  # nested past any record
         recorded = None
     if not isinstance(recorded, str) or not recorded:
         raise InputError(

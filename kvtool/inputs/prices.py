@@ -33,6 +33,9 @@ LOCATIONS = {
 }
 
 
+MAX_PRICE = 1e9  # USD per unit (an hour, a GB-month, a million requests): past any real price
+
+
 def resolve_prices(
     text: str | None, *, region: str | None = None, hardware: Hardware | None = None,
     client: Any = None,
@@ -75,11 +78,16 @@ def read_prices(path: Path) -> Prices:
                 raise InputError(f"{path}: {name}.{key} must be a number, got {value!r}")
             if not 0 <= value < math.inf:
                 raise InputError(f"{path}: {name}.{key} must be a price >= 0, got {value!r}")
+            if value > MAX_PRICE:  # multiplied by hours and bytes it would overflow to inf
+                raise InputError(
+                    f"{path}: {name}.{key} {value:g} USD is past any AWS price",
+                    f"give prices in USD, below {MAX_PRICE:g}",
+                )
         tables[name] = {str(k): float(v) for k, v in table.items()}
     transfer = data.get("transfer", {})
     cross = transfer.get("cross_az_per_gb") if isinstance(transfer, dict) else None
     if cross is not None and (
-        isinstance(cross, bool) or not isinstance(cross, int | float) or cross < 0
+        isinstance(cross, bool) or not isinstance(cross, int | float) or not 0 <= cross <= MAX_PRICE
     ):
         raise InputError(f"{path}: transfer.cross_az_per_gb must be a price >= 0")
     return Prices(

@@ -113,6 +113,8 @@ def resolve_replay(
     setup = replay_setup(
         trace, first, base, shape=shape, hardware=node, block_bytes=forced, ttft=not sweep
     )
+    if real and setup.config.unit == "bytes":
+        _fits_in_memory(setup.config.block_units, "--block-bytes" if forced else "--model's block")
     grid = {
         tier: [tier_units(trace, setup.config, tier, size) for size in items]
         for tier, items in lists.items()
@@ -133,3 +135,36 @@ def idle_seconds(text: str, *, what: str, notes: list[str]) -> float:
     notes.append(f"{what} {text} is read as {text}s; give the unit (bare seconds go in the next"
                  " release)")  # fmt: skip
     return seconds
+
+
+def _fits_in_memory(block_bytes: int, what: str) -> None:
+    """InputError when one block (a replay with ``--real`` holds a few at once, and a pinned T2
+    pool of them) is more than a quarter of the memory this machine has available now."""
+    from kvtool.units import format_bytes_binary
+
+    available = _available_memory()
+    if available is not None and block_bytes * 4 > available:
+        raise InputError(
+            f"{what} of {format_bytes_binary(block_bytes)} is more than a quarter of the"
+            f" {format_bytes_binary(available)} of memory available here: --real holds several"
+            " blocks at once",
+            "give a smaller --block-bytes (64KiB by default), or a model with smaller blocks",
+        )
+
+
+def _available_memory() -> int | None:
+    """MemAvailable from /proc/meminfo (what can be allocated without swapping), else the
+    free pages; None where neither can be read."""
+    import os
+
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return None

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
@@ -411,3 +412,77 @@ def test_an_example_file_with_any_leaf_replaced_ends_in_a_documented_exit(
     code, stderr = invoke([str(target) if a == "{}" else a for a in EXAMPLES[name]])
     assert code in (0, 1, 2), stderr
     assert "Traceback" not in stderr
+
+
+# --- what the corpus still found (the issue "Nothing lost on any fault path", section 2) -------
+
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(9)
+)
+
+
+def _one_clear_line(code: int, stderr: str, match: str) -> None:
+    assert code == 2, stderr
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert match in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("command", ["advise", "check"])
+def test_a_yaml_alias_bomb_is_refused_before_it_is_built(command: str, tmp_path: Path) -> None:
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("model: llama-3.1-8b\nhardware: p5en\n" + ALIAS_BOMB)
+    start = time.monotonic()
+    code, stderr = invoke([command, str(bomb)])
+    assert time.monotonic() - start < 10
+    _one_clear_line(code, stderr, "its YAML aliases (*name) expand past 1,000,000 nodes")
+
+
+def test_a_real_replay_block_past_the_memory_here_is_refused(tmp_path: Path) -> None:
+    code, stderr = invoke(
+        ["engine", "replay", str(HEAD), "--real", str(tmp_path / "t3"), "--block-bytes", "10TiB"]
+    )
+    _one_clear_line(code, stderr, "of memory available here")
+
+
+def test_nested_and_overflowing_files_are_one_line(tmp_path: Path) -> None:
+    snapshot = tmp_path / "snap"
+    shutil.copytree(SNAPSHOT, snapshot)
+    (snapshot / "path.json").write_text("[" * 100_000 + "]" * 100_000)
+    code, stderr = invoke(["doctor", "--snapshot", str(snapshot)])
+    _one_clear_line(code, stderr, "is not a kvtool doctor --capture folder")
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 50_000 + "]" * 50_000 + "\n")
+    code, stderr = invoke(["plan", "llama-3.1-8b", "--hardware", "p5", "--cost", "--prices",
+                           str(deep)])  # fmt: skip
+    _one_clear_line(code, stderr, "nested too deeply")
+    example = (ROOT / "profiles" / "prices").glob("*.toml")
+    huge = tmp_path / "huge.toml"
+    text = next(example).read_text()
+    section = "[prices.instance_hour]"
+    huge.write_text(text.replace(section, section + "\nhuge = 1e308", 1))
+    code, stderr = invoke(["plan", "llama-3.1-8b", "--hardware", "p5", "--cost", "--prices",
+                           str(huge)])  # fmt: skip
+    _one_clear_line(code, stderr, "is past any AWS price")
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (lambda r: r.update(findings=["PASS"]), "finding 1 is not an object"),
+        (lambda r: r["findings"][0].update(status="GREAT"), "status 'GREAT' is not PASS"),
+        (lambda r: r.update(node=["n"]), "its node is not text"),
+        (lambda r: r.update(summary="ok"), "its summary is not counts"),
+        (lambda r: r["findings"][0].pop("id"), "has no id"),
+    ],
+)
+def test_a_doctor_report_of_the_wrong_shape_is_refused_by_merge(
+    tmp_path: Path, change: Callable[[dict], object], match: str
+) -> None:
+    report = json.loads((CHECK / "doctor-node-a.json").read_text())
+    change(report)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(report))
+    code, stderr = invoke(["doctor", "--merge", str(bad), str(CHECK / "doctor-node-b.json")])
+    _one_clear_line(code, stderr, match)

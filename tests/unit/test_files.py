@@ -500,3 +500,18 @@ def test_a_lone_surrogate_escape_in_json_or_yaml_is_refused(
     read = read_json_object if suffix == ".json" else read_yaml_mapping
     with pytest.raises(InputError, match=r"holds half a character \(a lone surrogate"):
         read(path)
+
+
+def test_yaml_aliases_are_counted_as_they_would_expand(tmp_path: Path) -> None:
+    from kvtool.files import read_yaml_mapping
+
+    fine = tmp_path / "fine.yaml"
+    fine.write_text("base: &b {x: 1}\nuse: *b\nagain: *b\n")  # a few aliases: read as usual
+    assert read_yaml_mapping(fine) == {"base": {"x": 1}, "use": {"x": 1}, "again": {"x": 1}}
+    bomb = tmp_path / "bomb.yaml"
+    levels = ["a: &a [x, x, x, x, x, x, x]"] + [
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 7)}]" for i in range(7)
+    ]  # 7 levels of 7: 7^8 = 5,764,801 nodes, 49 aliases
+    bomb.write_text("\n".join(levels) + "\n")
+    with pytest.raises(InputError, match="expand past 1,000,000 nodes"):
+        read_yaml_mapping(bomb)

@@ -122,28 +122,34 @@ def test_a_written_report_reads_back_equal() -> None:
     assert report_from_json(json.loads(text), source="node-a.json") == report
 
 
-def test_a_report_reads_leniently_inside_its_findings_list() -> None:
-    data = {
-        "path": "/fsx/kv",
-        "findings": [
-            {"id": "mount.flock", "area": "mount", "status": "BROKEN", "message": "m"},
-            "not a finding",
-            {"id": "path.writable", "status": "PASS"},
-        ],
-    }
-    report = report_from_json(data, source="gpu-3.json")
+@pytest.mark.parametrize(
+    ("finding", "why"),
+    [
+        ({"id": "mount.flock", "area": "mount", "status": "BROKEN"}, "status 'BROKEN' is not"),
+        ("not a finding", "finding 1 is not an object"),
+        ({"status": "PASS"}, "finding 1 has no id"),
+    ],
+)
+def test_a_finding_that_no_doctor_wrote_is_refused_not_read_as_a_skip(
+    finding: object, why: str
+) -> None:
+    """A report was read leniently once: an unknown status became SKIP and a string finding
+    was dropped, so a merge of a damaged report exited 0."""
+    data = {"path": "/fsx/kv", "findings": [finding]}
+    with pytest.raises(InputError) as raised:
+        report_from_json(data, source="gpu-3.json")
+    assert why in raised.value.message
+    ok = {"path": "/fsx/kv", "findings": [{"id": "path.writable", "status": "PASS"}]}
+    report = report_from_json(ok, source="gpu-3.json")
     assert report.node == "gpu-3.json"  # no node: the file names it
-    assert report.findings == (
-        Finding("mount.flock", "mount", "SKIP", "m"),  # an unknown status never passes
-        Finding("path.writable", "", "PASS", ""),
-    )
+    assert report.findings == (Finding("path.writable", "", "PASS", ""),)
 
 
 @pytest.mark.parametrize("data", [[], "text", {"path": "/x"}, {"findings": {"a": 1}}])
 def test_what_is_not_a_report_names_the_file(data: object) -> None:
     with pytest.raises(InputError) as raised:
         report_from_json(data, source="reports/b.json")
-    assert str(raised.value) == (
+    assert raised.value.message == (
         "reports/b.json: not a kvtool doctor --json report (no findings list)"
     )
 
