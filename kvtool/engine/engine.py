@@ -19,6 +19,8 @@ from kvtool.engine.manager import SHARED_TIERS, TIERS, Manager, Move
 from kvtool.engine.mediums import Medium, MediumError, MemoryMedium, dma_pair, transfer
 from kvtool.errors import redact
 
+SHARED = frozenset(SHARED_TIERS)
+
 
 class Hit(NamedTuple):
     """A lookup's answer: the keys of the leading chunks served, their bytes (as read back
@@ -73,9 +75,10 @@ class TierFault(MediumError):
     """A medium error and the tier whose medium raised it (the source read or the
     destination written), so the right tier is passed over for a while."""
 
-    def __init__(self, tier: str, error: MediumError) -> None:
+    def __init__(self, tier: str, error: MediumError, *, reading: bool = False) -> None:
         super().__init__(str(error))
         self.tier = tier
+        self.reading = reading  # a read failed: the tier's own chunks stay put a while too
 
 
 READ_AHEAD_BYTES = 1 << 30  # what one batch's reads ahead may hold in memory at once
@@ -143,6 +146,10 @@ class Engine:
         self.timer = timer
         self.io = {tier: TierIO() for tier in TIERS}
         self.faults = Faults()
+        # chunks that a failed write to a shared tier left on this node alone, and that fault;
+        # bounded by what T1 and T2 hold (an entry goes when a shared copy is made or the
+        # chunk leaves the index; ``drop_local`` counts those it loses)
+        self.at_risk: dict[str, str] = {}
 
     # --- the API -------------------------------------------------------------------------------
 
@@ -186,8 +193,13 @@ class Engine:
         self.execute(self.manager.tick())
 
     def drop_local(self) -> None:
-        """The node is lost: T1 and T2 forgotten and their memory freed."""
+        """The node is lost: T1 and T2 forgotten and their memory freed. A chunk that only
+        this node held (every shared tier refused it) is lost, and counted as such."""
         self.manager.drop_local()
+        for key, why in self.at_risk.items():
+            if key not in self.manager.chunks:
+                self.faults.add("lost with the node", f"{key[:12]}: lost with the node ({why})")
+        self.at_risk.clear()
         for tier in ("T1", "T2"):
             medium = self.mediums.get(tier)
             clear = getattr(medium, "clear", None)
@@ -212,12 +224,15 @@ class Engine:
         again, so capacities hold under faults."""
         failed: set[str] = set()
         refused: set[str] = set()
+        unreadable: set[str] = set()
         ahead = ReadAhead(self.mediums, moves, self.chunk_bytes)
         for index, move in enumerate(moves):
             if move.key in failed:
                 continue  # reverted with the move that failed before it
             try:
                 self._do(move, payloads or {}, ahead)
+                if move.dst in SHARED_TIERS:
+                    self.at_risk.pop(move.key, None)
             except CorruptChunk as exc:
                 self._revert_from(moves, index, fault=False)  # counted as corrupt instead
                 assert move.src is not None
@@ -238,17 +253,62 @@ class Engine:
                 tier = exc.tier if isinstance(exc, TierFault) else None
                 if tier is not None:
                     refused.add(tier)
+                    if exc.reading:  # type: ignore[union-attr]
+                        unreadable.add(tier)
+                if move.dst in SHARED_TIERS:
+                    self._strand(move.key, f"{move.kind} {move.src}->{move.dst}: {exc}")
         for tier in refused:
-            self.manager.mark_unavailable(tier)
+            self.manager.mark_unavailable(tier, reads=tier in unreadable)
         if failed and _depth < len(TIERS):
             # what this batch brings into T1 (a lookup's prefix) stays there while room is made
             arriving = {m.key for m in moves if m.dst == "T1"} - failed
-            for _ in range(len(TIERS)):  # each round passes over one more refusing tier
-                again = self.manager.settle(keep=arriving)
+            for _ in range(len(TIERS)):  # each round passes over one more refusing tier:
+                # room where a tier is over its limit, and the idle demotions that failed go
+                # on to the next tier down that takes writes (T2 -> T4 while T3 is full)
+                again = self.manager.settle(keep=arriving) + self.manager.tick()
                 if not again:
                     break
                 failed |= self.execute(again, _depth=_depth + 1)
+        if self.at_risk or failed or self.manager.refusing():
+            self._account(moves)
         return failed
+
+    def _strand(self, key: str, why: str) -> None:
+        """A write to a shared tier failed: if no shared tier holds ``key`` now, it is on
+        this node alone until one does."""
+        chunk = self.manager.chunks.get(key)
+        if chunk is not None and not chunk.tiers & SHARED:
+            self.at_risk[key] = redact(why)
+
+    def _account(self, moves: Sequence[Move]) -> None:
+        """After a batch: a chunk at risk that has a shared copy now is not; one that left
+        the index without ever reaching a shared tier while a shared tier refused writes (a
+        full T2 dropping what T3 and T4 would not take) is a fault that names it."""
+        chunks, manager = self.manager.chunks, self.manager
+        refusing = [t for t in SHARED_TIERS if t in self.mediums and not manager.available(t)]
+        seen: set[str] = set()
+        for move in moves:
+            key = move.key
+            if key in seen:
+                continue
+            seen.add(key)
+            chunk = chunks.get(key)
+            if chunk is not None:
+                if chunk.tiers & SHARED:
+                    self.at_risk.pop(key, None)
+                continue
+            why = self.at_risk.pop(key, None)
+            if move.kind != "drop" or move.dst is not None or move.src in SHARED_TIERS:
+                continue
+            if move.why.startswith("shared TTL"):
+                continue  # expired: meant to go
+            if why is not None or refusing:
+                refused = why or ", ".join(refusing) + " refused writes"
+                self.faults.add(
+                    "dropped, no shared copy",
+                    f"{key[:12]}: dropped from {move.src} ({move.why}) with no shared copy:"
+                    f" {refused}",
+                )
 
     def _revert_from(self, moves: Sequence[Move], index: int, *, fault: bool) -> None:
         """Undo ``moves[index]`` and every later move for the same chunk, last first."""
@@ -284,16 +344,29 @@ class Engine:
                 try:
                     read = self._read(move.src, move.key, ahead)
                 except MediumError as exc:
-                    raise TierFault(move.src, exc) from None
+                    raise TierFault(move.src, exc, reading=True) from None
                 if read is None:
                     raise MediumError(f"{move.src} no longer holds the chunk")
                 self._write(move.dst, move.key, read)
+        if move.dst in SHARED_TIERS:  # what other nodes and later drops count on
+            self._verify(move.dst, move.key)
         if move.kind == "move":
             assert move.src is not None
             try:
                 self.mediums[move.src].delete(move.key)
             except MediumError as exc:
                 raise TierFault(move.src, exc) from None
+
+    def _verify(self, tier: str, key: str) -> None:
+        """The copy just written to ``tier`` is there, before the one above is deleted: a
+        write that reported success but left nothing (a mount that went away under it, a
+        rename lost) must not cost the only copy."""
+        try:
+            there = self.mediums[tier].contains(key)
+        except MediumError as exc:
+            raise TierFault(tier, exc) from None
+        if not there:
+            raise TierFault(tier, MediumError(f"{tier} does not hold the chunk just written"))
 
     def _read(self, tier: str, key: str, ahead: ReadAhead | None = None) -> bytes | None:
         start = self.timer()
@@ -358,5 +431,5 @@ class Engine:
             return self.mediums[tier].contains(key)
         except MediumError as exc:
             self.faults.add(f"{tier} lookup", f"{tier} lookup of {key[:12]}: {exc}")
-            self.manager.mark_unavailable(tier)
+            self.manager.mark_unavailable(tier, reads=True)
             return False

@@ -118,8 +118,7 @@ class FolderMedium:
             raise MediumError(f"{self.tier} write of {name}: {exc.strerror or exc}") from None
         try:
             self._write(folder, tmp, buffer, size)
-            # atomic: readers see the old file, the new, or none
-            os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            self._rename(folder, tmp, name)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=folder)
@@ -149,9 +148,26 @@ class FolderMedium:
             written = 0
             while written < size:  # views are temporaries: none outlives a failed call
                 written += os.write(fd, memoryview(buffer)[written:size])
-            os.fsync(fd)
+            self._sync(fd)
         finally:
             os.close(fd)
+
+    @staticmethod
+    def _sync(fd: int) -> None:
+        """The file's bytes on stable storage before it gets its name."""
+        os.fsync(fd)
+
+    @staticmethod
+    def _rename(folder: int, tmp: str, name: str) -> None:
+        """Atomic: readers see the old file, the new, or none; then the folder is flushed so
+        the name survives a crash (the copy above is deleted once this returns). A file
+        system that cannot flush a folder (EINVAL) has made the rename durable itself."""
+        os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        try:
+            os.fsync(folder)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
 
     def get(self, key: str) -> bytes | None:
         """The chunk's checked bytes, or None when it is not there. Anything at its name that

@@ -195,6 +195,7 @@ class Manager:
         self._keep: AbstractSet[Key] = NOTHING  # while ``settle`` runs: what T1's evictions pass
         self._uses = 0  # uses so far: each chunk's last one orders LRU (ties never happen)
         self._unavailable: dict[str, float] = {}  # tier -> until when writes pass it over
+        self._unreadable: dict[str, float] = {}  # tier -> until when its idle chunks stay
         # the tiers whose idle rule runs (the tier below is on), and after how long
         self._idle_of = {tier: idle for tier, idle, _ in self._idle_rules}
         self._ttl = config.shared_ttl_s
@@ -449,19 +450,27 @@ class Manager:
         return hit_tiers, moves
 
     def tick(self) -> list[Move]:
-        """Idle demotions due now: T2 -> T3 after ``t2_idle_s``, T3 -> T4 after ``t3_idle_s``."""
+        """Idle demotions due now: T2 -> T3 after ``t2_idle_s``, T3 -> T4 after ``t3_idle_s``.
+        While the tier below refuses writes (``mark_unavailable``), chunks go on to the next
+        tier down that takes them (T2 -> T4 while T3 is full): a chunk idle long enough to
+        leave the node does, whatever one shared tier is doing."""
         now = self.clock()
         if now < self._next_due:
             return []  # nothing can be idle long enough yet (ages only grow later)
         moves: list[Move] = []
         next_due = float("inf")
         for tier, idle, lower in self._idle_rules:
-            blocked = self._unavailable.get(lower, -1.0)
-            if blocked > now:  # the tier below refused writes: try again when it may take them
-                next_due = min(next_due, blocked)
-                continue
-            ages = self.by_age[tier]
             why = f"idle {idle:g} s"
+            if self._unreadable.get(tier, -1.0) > now:  # reads failed: its chunks stay a while
+                next_due = min(next_due, self._unreadable[tier])
+                continue
+            if self._unavailable.get(lower, -1.0) > now:  # it refused writes: the next tier
+                below = self._lower_of(lower)  # down that takes them
+                if below is None:  # none does: try again when one may
+                    next_due = min(next_due, self._reopens(tier, now))
+                    continue
+                lower, why = below, f"{why}, {lower} refused writes"
+            ages = self.by_age[tier]
             while (key := ages.oldest()) is not None:
                 chunk = self.chunks[key]
                 if now - chunk.last_access < idle:
@@ -530,10 +539,25 @@ class Manager:
 
     UNAVAILABLE_S = 30.0  # how long a tier that refused a write is passed over
 
-    def mark_unavailable(self, tier: str) -> None:
+    def mark_unavailable(self, tier: str, *, reads: bool = False) -> None:
         """``tier`` refused a write (full, read-only, down): chunks leaving the tier above it
-        go past it for ``UNAVAILABLE_S`` of the manager's clock."""
-        self._unavailable[tier] = self.clock() + self.UNAVAILABLE_S
+        go past it for ``UNAVAILABLE_S`` of the manager's clock; ``reads``: it failed a read
+        too, and its own idle chunks stay where they are for that long."""
+        until = self.clock() + self.UNAVAILABLE_S
+        self._unavailable[tier] = until
+        if reads:
+            self._unreadable[tier] = until
+
+    def refusing(self) -> bool:
+        """Some tier refused an operation within the last ``UNAVAILABLE_S``."""
+        if not self._unavailable:
+            return False
+        now = self.clock()
+        return any(until > now for until in self._unavailable.values())
+
+    def readable(self, tier: str) -> bool:
+        """``tier`` has not failed a read within the last ``UNAVAILABLE_S``."""
+        return self._unreadable.get(tier, -1.0) <= self.clock()
 
     def available(self, tier: str) -> bool:
         """``tier`` has not refused an operation within the last ``UNAVAILABLE_S``."""
@@ -548,6 +572,14 @@ class Manager:
         while lower is not None and self._unavailable.get(lower, -1.0) > now:
             lower = self._lower[lower]
         return lower
+
+    def _reopens(self, tier: str, now: float) -> float:
+        """When the first enabled tier below ``tier`` that refused writes takes them again."""
+        below = TIERS[TIERS.index(tier) + 1 :]
+        return min(
+            (self._unavailable.get(t, now) for t in below if self.config.enabled(t)),
+            default=math.inf,
+        )
 
     def _make_room(self, tier: str, moves: list[Move]) -> None:
         """Chunks leave ``tier`` (policy order, unpinned in T1) until it is under its limit,

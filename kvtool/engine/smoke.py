@@ -8,8 +8,10 @@ and, while session 0 is in use, the rest of T3 into T4 (``idle demotion to T4``)
 lost and session 0 comes back from T3 (``node loss, recovery from T3``); another process, a
 second node, reads the shared prefix and session 0 from T3 (``second node reads T3``); session 1
 is promoted from T4 back into T1 (``promotion from T4``); a chunk file is corrupted and the
-engine must refuse it, quarantine it and recompute (``corrupt chunk detected``); finally the
-shared prefix's TTL runs out (``TTL expiry``).
+engine must refuse it, quarantine it and recompute (``corrupt chunk detected``); T3 refuses
+every write while a fresh session idles in T2, which must go on to T4 and survive the node's
+loss (``T3 refuses writes, T4 takes them``); finally the shared prefix's TTL runs out (``TTL
+expiry``).
 
 Chunk contents are a function of the key (``payload``), so any process can check any chunk.
 Idle thresholds and the TTL act on the engine's injected clock, which the scenario advances
@@ -32,7 +34,14 @@ from kvtool.engine.chunkfile import aligned
 from kvtool.engine.engine import Engine
 from kvtool.engine.keys import chain_keys, model_fingerprint
 from kvtool.engine.manager import TIERS, EngineConfig, Manager
-from kvtool.engine.mediums import FolderMedium, Medium, local_mediums, pool_slots, t4_medium
+from kvtool.engine.mediums import (
+    FolderMedium,
+    Medium,
+    MediumError,
+    local_mediums,
+    pool_slots,
+    t4_medium,
+)
 from kvtool.errors import InputError
 from kvtool.files import write_text
 from kvtool.model.shape import KvShape
@@ -327,17 +336,9 @@ class Scenario:
         scan-resistant policy such as S3-FIFO keeps them too) until every session chunk has
         left T1: whatever the policy keeps longest, pressure moves it down in the end."""
         m = self.engine.manager
-        o = self.options
         sessions = {k for keys in self.sessions for k in keys}
         evicted = m.counters["evictions"]
-        burst = 0
-        limit = 20 * (len(sessions) + 2)
-        while any(m.where(k) == "T1" for k in sessions) and burst < limit:
-            key = chain_keys([-1 - burst] * o.chunk_tokens, o.chunk_tokens, o.fingerprint)[0]
-            self.engine.insert(key, payload(key, o.chunk_bytes), o.chunk_tokens)
-            for _ in range(2):
-                self.engine.lookup([key])
-            burst += 1
+        burst = self._push_out_of_t1(sessions)
         left = [k[:12] for k in sessions if m.where(k) == "T1"]
         if left:
             return False, f"still in T1 after {burst} burst chunks: {left}"
@@ -450,6 +451,51 @@ class Scenario:
             " dropped from every tier"
         )
 
+    def t3_refuses(self) -> tuple[bool, str]:
+        """T3 refuses every write (ENOSPC, injected at its medium) while a fresh session's
+        chunks sit idle in T2: they must go on to T4 in the idle tick, T2's copies deleted
+        only after T4's are there, and come back from T4 after the node is lost."""
+        engine, m, o = self.engine, self.engine.manager, self.options
+        t3 = engine.mediums["T3"]
+        keys = self._keys(len(self.sessions))[1:]  # no chunk any other step touches
+        refused = engine.faults.counts.get("move T2->T3", 0)
+        engine.mediums["T3"] = _Refusing(t3)
+        try:
+            for key in keys:
+                engine.insert(key, payload(key, o.chunk_bytes), o.chunk_tokens)
+            self._push_out_of_t1(set(keys))
+            in_t2 = [k for k in keys if m.where(k) == "T2"]
+            if not in_t2:
+                return False, "none of the session's chunks reached T2 (is T2 on?)"
+            self.clock.advance(o.t2_idle_s + 1)
+            engine.tick()
+        finally:
+            engine.mediums["T3"] = t3
+        t4 = engine.mediums["T4"]
+        missing = [k[:12] for k in in_t2 if m.where(k) != "T4" or not t4.contains(k)]
+        if missing:
+            return False, f"not moved on to T4 while T3 refused: {missing}"
+        refused = engine.faults.counts.get("move T2->T3", 0) - refused
+        engine.drop_local()
+        ok, detail = self._check(in_t2, expect_hits=len(in_t2))
+        return ok, (
+            f"T3 refused {refused:,} write(s): {len(in_t2)} idle chunk(s) went from T2 on to"
+            f" T4; after node loss {detail}"
+        )
+
+    def _push_out_of_t1(self, keys: set[str]) -> int:
+        """Insert unrelated chunks (each read twice, so a scan-resistant policy such as
+        S3-FIFO keeps them too) until none of ``keys`` is in T1; how many it took."""
+        m, o = self.engine.manager, self.options
+        burst, limit = 0, 20 * (len(keys) + 2)
+        while any(m.where(k) == "T1" for k in keys) and burst < limit:
+            key = chain_keys([-1 - burst] * o.chunk_tokens, o.chunk_tokens, o.fingerprint)[0]
+            self.engine.insert(key, payload(key, o.chunk_bytes), o.chunk_tokens)
+            for _ in range(2):
+                self.engine.lookup([key])
+            burst += 1
+        return burst
+
     def manifest(self) -> dict[str, Any]:
         """What a second node needs to find and check the shared prefix and session 0."""
         o = self.options
@@ -459,6 +505,20 @@ class Scenario:
             "chunk_tokens": o.chunk_tokens,
             "keys": self.sessions[0],
         }
+
+
+class _Refusing:
+    """A medium whose writes fail as a full file system's do; everything else is its own."""
+
+    def __init__(self, medium: Medium) -> None:
+        self.medium = medium
+        self.tier = medium.tier
+
+    def put(self, key: str, data: bytes | memoryview) -> None:
+        raise MediumError(f"{self.tier} write of {key[:12]}: No space left on device (injected)")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.medium, name)
 
 
 def _tiers(tiers: list[str]) -> str:
@@ -538,6 +598,8 @@ def run_smoke(
                 s.steps.append(second_node(t3_root))
             s.step("promotion from T4", s.promote_from_t4)
             s.step("corrupt chunk detected", lambda: s.corrupt(t3_root))
+            if "T2" in mediums and "T4" in mediums:
+                s.step("T3 refuses writes, T4 takes them", s.t3_refuses)
             s.step("TTL expiry", s.ttl)
     finally:
         s.engine.close()

@@ -226,3 +226,68 @@ def test_chaos_loses_nothing_serves_nothing_wrong_and_holds_capacities(
         assert totals[injected] > 0, injected
     assert totals["corrupt detected"] > 0
     assert totals["chunks served"] > 100
+
+
+def test_a_failed_t3_write_sends_idle_chunks_on_to_t4_and_node_loss_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    """Issue 36's repro: T3 refuses every write (ENOSPC) while T4 is up. The chunks idle in
+    T2 go on to T4 in the same tick, each fault counted, so after the node is lost a lookup
+    serves both; T2's copies were deleted only after T4's were there."""
+    from tests.unit.engine.helpers import KEYS, FullFolder
+
+    config = EngineConfig(
+        capacity_bytes={"T1": 65536, "T2": None, "T3": None, "T4": None},
+        t2_idle_s=10.0,
+        t3_idle_s=100.0,
+    )
+    clock = [0.0]
+    t4 = FolderMedium("T4", tmp_path / "t4")
+    mediums = {"T1": MemoryMedium("T1"), "T2": MemoryMedium("T2"),
+               "T3": FullFolder("T3", tmp_path / "t3"), "T4": t4}  # fmt: skip
+    engine = Engine(Manager(config, lambda: clock[0]), mediums, chunk_bytes=65536, chunk_tokens=4)
+    keys = KEYS[:2]
+    for key in keys:
+        engine.insert(key, payload(key), 4)
+    engine.insert(KEYS[2], payload(KEYS[2]), 4)  # pushes both out of T1 into T2
+    assert [engine.manager.where(k) for k in keys] == ["T2", "T2"]
+    clock[0] = 20.0
+    engine.tick()
+    assert [engine.manager.where(k) for k in keys] == ["T4", "T4"]
+    assert engine.faults.counts == {"move T2->T3": 2}
+    assert not engine.at_risk
+    clock[0] = 200.0
+    engine.tick()
+    engine.drop_local()
+    hit = engine.lookup(keys)
+    assert hit.keys == keys
+    assert hit.data == [payload(k) for k in keys]
+    # the third too: T1 was over its line, and room is made after any fault
+    assert sum(1 for _ in (tmp_path / "t4" / "chunks").glob("*/*/*.kv")) == 3
+
+
+def test_a_chunk_no_shared_tier_takes_is_at_risk_and_named_when_the_node_is_lost(
+    tmp_path: Path,
+) -> None:
+    from tests.unit.engine.helpers import KEYS, FullFolder
+
+    config = EngineConfig(
+        capacity_bytes={"T1": 65536, "T2": None, "T3": None, "T4": None}, t2_idle_s=10.0
+    )
+    clock = [0.0]
+    mediums = {"T1": MemoryMedium("T1"), "T2": MemoryMedium("T2"),
+               "T3": FullFolder("T3", tmp_path / "t3"),
+               "T4": FullFolder("T4", tmp_path / "t4")}  # fmt: skip
+    engine = Engine(Manager(config, lambda: clock[0]), mediums, chunk_bytes=65536, chunk_tokens=4)
+    for key in KEYS[:2]:
+        engine.insert(key, payload(key), 4)
+    clock[0] = 20.0
+    engine.tick()
+    # both: the second left T1 when room was made after the first fault
+    assert sorted(engine.at_risk) == sorted(KEYS[:2])
+    assert "T4 write" in engine.at_risk[KEYS[0]]
+    assert [engine.manager.where(k) for k in KEYS[:2]] == ["T2", "T2"]
+    engine.drop_local()
+    assert engine.faults.counts["lost with the node"] == 2
+    assert any(m.startswith(f"{KEYS[0][:12]}: lost with the node") for m in engine.faults)
+    assert not engine.at_risk

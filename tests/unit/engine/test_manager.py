@@ -92,6 +92,40 @@ def test_idle_demotion_follows_the_clock() -> None:
     assert m.counters["demotions"] == 2 * in_t2 // MB
 
 
+def test_idle_chunks_go_past_a_shared_tier_that_refuses_writes() -> None:
+    """T3 refused a write: T2's idle chunks go on to T4 (the next tier down taking writes)
+    rather than wait on the node for T3; with T4 refusing too they wait, and tick comes
+    back when the first refusal lapses."""
+    m, clock = _manager()
+    _fill(m, 4)
+    in_t2 = m.used["T2"]
+    m.mark_unavailable("T3")
+    m.mark_unavailable("T4")
+    clock.now = 11.0
+    assert m.tick() == []  # both refuse: nothing can leave the node
+    assert m.used["T2"] == in_t2
+    assert m._next_due == Manager.UNAVAILABLE_S
+    m.mark_unavailable("T3")  # at 11 s: T3 refuses until 41 s, T4 until 30 s
+    clock.now = 30.0
+    moves = m.tick()
+    assert {(mv.src, mv.dst, mv.why) for mv in moves} == {
+        ("T2", "T4", "idle 10 s, T3 refused writes")
+    }
+    assert m.used["T2"] == m.used["T3"] == 0
+    assert m.used["T4"] == in_t2
+
+
+def test_a_tier_that_failed_a_read_keeps_its_idle_chunks_a_while() -> None:
+    m, clock = _manager()
+    _fill(m, 4)
+    m.mark_unavailable("T2", reads=True)  # T2's reads fail: demoting would fail too
+    clock.now = 11.0
+    assert m.tick() == []
+    assert not m.readable("T2")
+    clock.now = Manager.UNAVAILABLE_S
+    assert {(mv.src, mv.dst) for mv in m.tick()} == {("T2", "T3")}
+
+
 def test_a_chunk_already_below_is_dropped_not_written_again() -> None:
     m, clock = _manager(posture="eager")
     _fill(m, 4)

@@ -60,6 +60,7 @@ STEPS = [
     "second node reads T3",
     "promotion from T4",
     "corrupt chunk detected",
+    "T3 refuses writes, T4 takes them",
     "TTL expiry",
 ]
 WRITE_STEPS = STEPS[:5]
@@ -249,10 +250,16 @@ def test_without_a_t3_dir_a_temporary_folder_is_made_used_and_removed(tmpdir_her
     assert report.counters["corrupt"] == 1
     assert report.counters["expired"] == 1
     assert report.counters["hits_T4"] > 0
-    counted, fault = report.faults  # the flipped bit, and nothing else: its count, its message
-    assert counted == "corrupt: 1"
+    # the flipped bit and T3's injected refusals, and nothing else: their counts, messages
+    counts = [f for f in report.faults if re.fullmatch(r"[^:]+: \d+", f)]
+    assert counts[0] == "corrupt: 1"
+    assert re.fullmatch(r"move T2->T3: [1-9]\d*", counts[1]), counts
+    assert len(counts) == 2, counts
+    messages = report.faults[2:]
     assert re.fullmatch(r"T3 [0-9a-f]{12}: corrupt \(payload checksum mismatch\), quarantined",
-                        fault)  # fmt: skip
+                        messages[0])  # fmt: skip
+    refused = r"move T2->T3 [0-9a-f]{12}: T3 write of [0-9a-f]{12}: No space left on device"
+    assert all(re.fullmatch(refused + r" \(injected\)", m) for m in messages[1:]), messages
 
 
 def test_a_t3_dir_is_left_as_found(t3_dir: Path, tmpdir_here: Path) -> None:
