@@ -314,9 +314,9 @@ class Manager:
             key = chunk.key
             for held in chunk.tiers:  # the newest use in every tier holding it
                 queue = lru.get(held)
-                if queue is not None and key in queue.fifo:  # (LRU's touch, inline)
-                    queue.fifo.move_to_end(key)
-                    queue.fifo[key] = queue.tail = use
+                if queue is not None and key in (fifo := queue.fifo):  # (LRU's touch, inline)
+                    fifo.move_to_end(key)
+                    fifo[key] = queue.tail = use
                     continue
                 self.policies[held].touch(key, use)
                 if held in own_age:
@@ -381,6 +381,55 @@ class Manager:
             self._make_room("T1", moves)
             chunk.pins -= 1
         return moves
+
+    def insert_many(
+        self, keys: Sequence[Key], nbytes: int, tokens: int, *, shared: bool = False
+    ) -> list[Move]:
+        """``insert(key, nbytes, tokens, shared=shared, settle=False)`` for each of ``keys`` in
+        turn, in one call: a request's computed chunks, after which the caller settles once
+        (``settle(keys)``). The common case inline: a chunk new to the index entering an LRU
+        T1, lazy posture, no TTL to set; anything else goes through ``insert``."""
+        t1 = self._t1_lru
+        if t1 is None or self._eager or (shared and self._ttl is not None):
+            moves: list[Move] = []
+            for key in keys:
+                moves += self.insert(key, nbytes, tokens, shared=shared, settle=False)
+            return moves
+        now = self.clock()
+        chunks, fifo = self.chunks, t1.fifo
+        moves = []
+        append = moves.append
+        use = self._uses
+        added = 0  # new chunks not yet counted in ``used``, the counters and the FIFO's tail
+        for key in keys:
+            if key in chunks:  # touched, or recomputed into T1: ``insert``'s own way
+                if added:
+                    self._count_new(added, nbytes, use)
+                    added = 0
+                self._uses = use
+                moves += self.insert(key, nbytes, tokens, shared=shared, settle=False)
+                use = self._uses
+                continue
+            use += 1
+            chunks[key] = Chunk(key, nbytes, tokens, now, use, {"T1"})
+            fifo[key] = use  # the newest use, in a queue that holds it nowhere: the end
+            added += 1
+            append(new(Move, ("put", key, None, "T1", nbytes, "computed")))
+        if added:
+            self._count_new(added, nbytes, use)
+        self._uses = use
+        return moves
+
+    def _count_new(self, added: int, nbytes: int, use: int) -> None:
+        """``insert_many``'s new chunks, counted at once: T1's bytes, the counters, and the
+        newest use at the end of T1's FIFO."""
+        total = added * nbytes
+        self.used["T1"] += total
+        self.counters["inserts"] += added
+        self.counters["bytes_written_T1"] += total
+        assert self._t1_lru is not None
+        self._t1_lru.tail = use
+        self._uses = use
 
     def settle(self, keep: Iterable[Key] = ()) -> list[Move]:
         """Make room in every tier that is over its limit (after ``insert(settle=False)``);
@@ -607,14 +656,18 @@ class Manager:
                 arrive = arrivals.append
                 moved = 0
                 pop = fifo.popitem
+                make, move_type = new, Move  # (locals: one lookup each, not one per chunk)
                 if lower is None and keep is None:  # the last tier, nothing held back: out
                     while held > limit and fifo:
-                        gone = chunks[pop(False)[0]]
-                        held -= gone.nbytes
-                        gone.tiers.discard(tier)
-                        if not gone.tiers:
-                            del chunks[gone.key]
-                        append(new(Move, ("drop", gone.key, tier, None, gone.nbytes, why)))
+                        key = pop(False)[0]
+                        gone = chunks[key]
+                        nbytes = gone.nbytes
+                        held -= nbytes
+                        tiers = gone.tiers
+                        tiers.discard(tier)
+                        if not tiers:
+                            del chunks[key]
+                        append(make(move_type, ("drop", key, tier, None, nbytes, why)))
                 while held > limit and fifo:
                     item = pop(False)  # the oldest
                     key = item[0]
@@ -630,14 +683,14 @@ class Manager:
                     if lower is None:  # the last tier: out
                         if not tiers:
                             del chunks[key]
-                        append(new(Move, ("drop", key, tier, None, nbytes, why)))
+                        append(make(move_type, ("drop", key, tier, None, nbytes, why)))
                     elif lower in tiers:  # dst names the copy the drop leans on
-                        append(new(Move, ("drop", key, tier, lower, nbytes, why)))
+                        append(make(move_type, ("drop", key, tier, lower, nbytes, why)))
                     else:  # ``_add(chunk, lower)``, the queue's part once for the run
                         tiers.add(lower)
                         moved += nbytes
                         arrive(item)
-                        append(new(Move, ("move", key, tier, lower, nbytes, why)))
+                        append(make(move_type, ("move", key, tier, lower, nbytes, why)))
                 used[tier] = held
                 evicted = size - len(fifo)
                 if arrivals and lower is not None:

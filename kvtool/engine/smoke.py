@@ -321,10 +321,12 @@ class Scenario:
             ok, detail = self._check(keys, expect_hits=0 if index == 0 else 1)
             if not ok:
                 return False, f"session {index}: {detail}"
-            for position, key in enumerate(keys):
-                self.engine.insert(
-                    key, payload(key, o.chunk_bytes), o.chunk_tokens, shared=position == 0
-                )
+            # the shared system prompt with its TTL, then the session's own chunks at once
+            self.engine.insert(
+                keys[0], payload(keys[0], o.chunk_bytes), o.chunk_tokens, shared=True
+            )
+            own = keys[1:]
+            self.engine.insert_many(own, [payload(k, o.chunk_bytes) for k in own], o.chunk_tokens)
         unique = len({k for keys in self.sessions for k in keys})
         return (
             True,
@@ -461,8 +463,7 @@ class Scenario:
         refused = engine.faults.counts.get("move T2->T3", 0)
         engine.mediums["T3"] = _Refusing(t3)
         try:
-            for key in keys:
-                engine.insert(key, payload(key, o.chunk_bytes), o.chunk_tokens)
+            engine.insert_many(keys, [payload(k, o.chunk_bytes) for k in keys], o.chunk_tokens)
             self._push_out_of_t1(set(keys))
             in_t2 = [k for k in keys if m.where(k) == "T2"]
             if not in_t2:

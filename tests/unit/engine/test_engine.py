@@ -323,3 +323,30 @@ def test_t2s_pool_needs_one_calls_chunks_beside_its_own_capacity() -> None:
             assert held == KEYS[2:8]  # T2's 4 and T1's 2
             for key in held:
                 assert engine.lookup([key]).data == [payload(key)]
+
+
+def test_insert_many_is_insert_for_each_with_room_made_once(tmp_path: Path) -> None:
+    """A request's chunks at once: the same bytes served as chunk-by-chunk inserts, the
+    request's own chunks kept in T1 while older ones go, and bad input refused before the
+    index changes."""
+    one, many = (small_engine(FolderMedium("T3", tmp_path / name)) for name in ("one", "many"))
+    first, second = KEYS[:3], KEYS[3:6]
+    for key in first + second:
+        one.insert(key, payload(key), 4)
+    many.insert_many(first, [payload(k) for k in first], 4)
+    many.insert_many(second, [payload(k) for k in second], 4)
+    assert [many.manager.where(k) for k in second] == ["T1", "T1", "T1"]  # T1 holds 3.4 chunks
+    for engine in (one, many):
+        hit = engine.lookup(first + second)
+        assert hit.keys == first + second
+        assert hit.data == [payload(k) for k in first + second]
+    assert many.manager.counters["inserts"] == one.manager.counters["inserts"] == 6
+    with pytest.raises(ValueError, match="2 keys and 1 chunks"):
+        many.insert_many(KEYS[6:8], [payload(KEYS[6])], 4)
+    with pytest.raises(ValueError, match="one size"):
+        many.insert_many(KEYS[6:8], [payload(KEYS[6]), payload(KEYS[7], 100)], 4)
+    with pytest.raises(ValueError, match="not a chunk key"):
+        many.insert_many(["../etc"], [payload(KEYS[6])], 4)
+    assert KEYS[6] not in many.manager.chunks
+    one.close()
+    many.close()

@@ -402,9 +402,10 @@ def _reference_lookup(m: Manager, keys: list[str]) -> Lookup:
 
 @pytest.mark.parametrize("seed", range(120))
 def test_the_fast_paths_are_the_rules_one_helper_at_a_time(seed: int) -> None:
-    """LRU's eviction from the FIFO's front (``_evict_front``) and the inlined lookup give the
-    same moves, counters and placement as the policy's own ``evict`` and the helpers one at a
-    time, on random sizes, postures, crossovers, pins, a TTL and idle times."""
+    """LRU's eviction from the FIFO's front (``_evict_front``), the inlined lookup and
+    ``insert_many`` give the same moves, counters, placement and LRU order (every tier's
+    FIFO, uses included) as the policy's own ``evict`` and the helpers one at a time, on
+    random sizes, postures, crossovers, pins, a TTL and idle times."""
     rng = random.Random(seed)
     size = rng.choice([1, 3, 5])
     capacity = {t: rng.choice([None, 0, 4 * size, 7 * size, 15 * size]) for t in TIERS}
@@ -430,11 +431,18 @@ def test_the_fast_paths_are_the_rules_one_helper_at_a_time(seed: int) -> None:
             got, want = fast.lookup(keys), _reference_lookup(slow, keys)
             assert got == want
             shared = rng.random() < 0.3
-            for key in keys[len(got.hits) :]:
-                settle = rng.random() < 0.3
-                assert fast.insert(key, size, 4, shared=shared, settle=settle) == slow.insert(
-                    key, size, 4, shared=shared, settle=settle
-                )
+            if rng.random() < 0.5:  # a request's chunks at once: each inserted unsettled
+                rest = keys[len(got.hits) - rng.randint(0, len(got.hits)) :]  # some known
+                assert fast.insert_many(rest, size, 4, shared=shared) == [
+                    move for key in rest for move in slow.insert(key, size, 4, shared=shared,
+                                                                 settle=False)
+                ]  # fmt: skip
+            else:
+                for key in keys[len(got.hits) :]:
+                    settle = rng.random() < 0.3
+                    assert fast.insert(key, size, 4, shared=shared, settle=settle) == slow.insert(
+                        key, size, 4, shared=shared, settle=settle
+                    )
             assert fast.settle(keys) == slow.settle(keys)
         elif op < 0.6:
             assert fast.access(keys, size, 4) == slow.access(keys, size, 4)
@@ -448,6 +456,9 @@ def test_the_fast_paths_are_the_rules_one_helper_at_a_time(seed: int) -> None:
             assert fast.tick() == slow.tick()
         assert fast.counters == slow.counters
         assert fast.used == slow.used
+        for tier in TIERS:
+            queue, reference = fast.policies[tier], slow.policies[tier]
+            assert list(queue.fifo.items()) == list(reference.fifo.items())  # type: ignore[attr-defined]
         assert {k: c.tiers for k, c in fast.chunks.items()} == {
             k: c.tiers for k, c in slow.chunks.items()
         }
