@@ -238,6 +238,7 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
 
 
 _DURATION_UNITS = {
+    "ms": 1e-3,
     "s": 1.0,
     "sec": 1.0,
     "m": 60.0,
@@ -249,14 +250,14 @@ _DURATION_UNITS = {
 
 
 def parse_duration(text: str, *, what: str) -> float:
-    """A duration such as ``90s``, ``30m``, ``12h``, ``7d`` or ``2w`` in seconds; the unit is
-    required (``7`` alone could mean days or seconds)."""
+    """A duration such as ``500ms``, ``90s``, ``30m``, ``12h``, ``7d`` or ``2w`` in seconds;
+    the unit is required (``7`` alone could mean days or seconds)."""
     match = _NUMBER_UNIT_RE.match(text)
     unit = match.group(2).lower() if match else ""
     if not match or unit not in _DURATION_UNITS:
         raise InputError(
             f"{what} {text!r} is not a duration",
-            "use a number with a unit: s, m, h, d or w (e.g. 30m, 7d)",
+            "use a number with a unit: ms, s, m, h, d or w (e.g. 500ms, 30m, 7d)",
         )
     _check_digits(match.group(1), text, what)
     return float(match.group(1)) * _DURATION_UNITS[unit]

@@ -219,7 +219,9 @@ BlockTokensOpt = Annotated[
 PLAN_OPTIONS: dict[str, tuple[str, str]] = {
     "--hardware": ("NODE", "Node type (kvtool hardware lists them) or a .toml profile."),
     "--nodes": ("N", "Nodes serving the sessions (default 1)."),
-    "--fsx-capacity": ("SIZE", "FSx for Lustre capacity, e.g. 96TiB (default: sized to fit)."),
+    "--fsx-capacity": ("SIZE", "FSx for Lustre capacity, e.g. 96TiB (default: sized by the"
+                       " plan, for what spills to T3 and for reads that beat recompute from"
+                       " 50K tokens)."),
     "--fsx-throughput": ("MBPS", "FSx per-unit throughput in MB/s per TiB: 125, 250, 500 or"
                          " 1000."),
     "--t3-storage": ("STORAGE", "T3 profile: fsx-lustre-persistent2, -persistent1, -scratch2,"

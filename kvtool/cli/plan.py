@@ -52,7 +52,10 @@ def plan(
             metavar="KEY=VALUE",
             help="A less used setting, as many times as needed: mfu, concurrent_loads,"
             " gpu_memory_utilization, max_num_batched_tokens, fsx_throughput, t4_storage,"
-            " region, dp_attention, block_tokens (each as its kvtool size option).",
+            " region, dp_attention, block_tokens (each as its kvtool size option); for the T3"
+            " that kvtool sizes, reload_from (the context from which reading it back must beat"
+            " recompute, default 50k, the AWS article's line) or restore_slo (the time the"
+            " plan's concurrent restores at --ctx must finish in, e.g. 500ms).",
             rich_help_panel="Plan",
         ),
     ] = None,
@@ -71,6 +74,8 @@ def plan(
       kvtool plan llama-3.1-70b --hardware p5en --ctx 32k --sessions 200 --cost --json
 
       kvtool plan deepseek-r1 --hardware p5en --ctx 128K --set mfu=0.35 --set dp_attention=true
+
+      kvtool plan llama-3.1-70b --hardware p5en --ctx 32k --nodes 8 --set restore_slo=500ms
     """
     from kvtool.cli.size import answer
     from kvtool.errors import InputError
@@ -92,5 +97,5 @@ def plan(
         bench=bench, max_num_batched_tokens=extra.get("max_num_batched_tokens"), pp=pp,
         dp_attention=flag(extra, "dp_attention"), cost=cost, prices=prices,
         region=extra.get("region"), calibrate=calibrate, posture=posture, as_json=as_json,
-        command="plan",
+        command="plan", restore_slo=extra.get("restore_slo"), reload_from=extra.get("reload_from"),
     )  # fmt: skip

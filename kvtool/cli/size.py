@@ -150,6 +150,8 @@ def answer(
     posture: str | None,
     as_json: bool,
     command: str = "size",
+    restore_slo: str | None = None,
+    reload_from: str | None = None,
 ) -> None:
     """kvtool size's answer, and with ``hardware`` kvtool plan's: every option resolved here
     (one error line for any mistake), then the sizes or plans rendered."""
@@ -286,7 +288,12 @@ def answer(
             sessions=count,
             hardware=plan_hardware,
             weights_dtype="auto" if weights_dtype is None else weights_dtype,
-            assumptions=resolve_assumptions(mfu=mfu, concurrent_loads=concurrent_loads),
+            assumptions=resolve_assumptions(
+                mfu=mfu,
+                concurrent_loads=concurrent_loads,
+                restore_slo=restore_slo,
+                reload_from=reload_from,
+            ),
             offload=None if emit is None else get_layout(emit.strip().lower()),
             max_num_batched_tokens=batched,
             pp=1 if pp is None else parse_count(pp, what="--pp"),
@@ -356,7 +363,7 @@ def _costs(plans: "tuple[DeploymentPlan, ...]", prices: "Prices | None", session
 
     return tuple(
         plan_cost(p.hardware, p.tiers, prices, sessions=sessions, ctx_tokens=p.ctx_tokens,
-                  chunk_tokens=p.assumptions.chunk_tokens)
+                  chunk_tokens=p.assumptions.chunk_tokens, file_system=p.file_system)
         for p in plans
     )  # fmt: skip
 

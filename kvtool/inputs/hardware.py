@@ -11,11 +11,12 @@ from kvtool.plan.placement import GPU_MEMORY_UTILIZATION
 from kvtool.plan.reload import (
     DEFAULT_CONCURRENT_LOADS,
     DEFAULT_MFU,
+    DEFAULT_T3_RELOAD_FROM_TOKENS,
     ReloadAssumptions,
     parse_t3_path,
 )
 from kvtool.profiles.load import load_node_profile, load_storage_profile
-from kvtool.units import parse_bytes, parse_count, parse_fraction
+from kvtool.units import parse_bytes, parse_count, parse_duration, parse_fraction
 
 if TYPE_CHECKING:
     from kvtool.profiles.hardware import NodeProfile, StorageProfile
@@ -99,12 +100,24 @@ def resolve_spec_profiles(
 
 
 def resolve_assumptions(
-    *, mfu: str | None = None, concurrent_loads: str | None = None
+    *,
+    mfu: str | None = None,
+    concurrent_loads: str | None = None,
+    restore_slo: str | None = None,
+    reload_from: str | None = None,
 ) -> ReloadAssumptions:
-    """The reload-vs-recompute assumptions, defaults filled in."""
+    """The reload-vs-recompute assumptions and what a T3 that kvtool sizes must reach,
+    defaults filled in."""
+    slo = None if restore_slo is None else parse_duration(restore_slo, what="--set restore_slo")
+    if slo is not None and not 0 < slo < 86_400:
+        raise InputError(f"--set restore_slo={restore_slo} is not a restore time", "e.g. 500ms")
     return ReloadAssumptions(
         mfu=DEFAULT_MFU if mfu is None else parse_fraction(mfu, what="--mfu"),
         concurrent_loads=DEFAULT_CONCURRENT_LOADS
         if concurrent_loads is None
         else parse_count(concurrent_loads, what="--concurrent-loads"),
+        restore_slo_s=slo,
+        t3_reload_from_tokens=DEFAULT_T3_RELOAD_FROM_TOKENS
+        if reload_from is None
+        else parse_count(reload_from, what="--set reload_from"),
     )

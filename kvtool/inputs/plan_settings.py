@@ -17,6 +17,8 @@ SETTINGS: dict[str, str] = {
     "region": "--region",
     "dp_attention": "--dp-attention",
     "block_tokens": "--block-tokens",
+    "reload_from": "--set reload_from",  # from which context T3 must beat recompute (50k)
+    "restore_slo": "--set restore_slo",  # or: how fast the plan's restores must finish
 }
 TRUE, FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from kvtool.errors import InputError
 from kvtool.plan.deployment import Hardware
+from kvtool.plan.fsx import FileSystem
 from kvtool.plan.placement import TierPlan
 
 HOURS_PER_MONTH = 730  # AWS's monthly convention (8,760 h / 12)
@@ -69,10 +70,11 @@ def _price(table: Mapping[str, float], key: str, what: str, prices: Prices) -> f
 
 def plan_cost(
     hardware: Hardware, tiers: TierPlan, prices: Prices, *, sessions: int, ctx_tokens: int,
-    chunk_tokens: int,
+    chunk_tokens: int, file_system: FileSystem | None = None,
 ) -> Cost:  # fmt: skip
     """The cost under ``prices`` of ``sessions`` (of ``ctx_tokens``, the mean of a mix)
-    placed as ``tiers`` on ``hardware``."""
+    placed as ``tiers`` on ``hardware``, with the plan's T3 ``file_system`` (default the
+    given one, or the smallest that holds what spills there)."""
     node = hardware.node.name
     hourly = _price(prices.instance_hour, node, "instance-hour", prices)
     nodes = hardware.nodes
@@ -81,14 +83,14 @@ def plan_cost(
     notes: list[str] = []
     by_name = {t.name: t for t in tiers.tiers}
     if by_name["T3"].sessions:
-        fs = hardware.file_system(tiers.t3_bytes_needed)
+        fs = file_system or hardware.file_system(tiers.t3_bytes_needed)
         key = f"{fs.profile.name}@{fs.throughput_mbps_per_tib}"
         rate = _price(prices.fsx_gb_month, key, "FSx GB-month", prices)
         what = (
             f"{fs.profile.name}, {fs.capacity_gib:,} GiB at {fs.throughput_mbps_per_tib} MB/s/TiB"
         )
         basis = f"{fs.capacity_gib:,} GB x ${rate}/GB-month" + (
-            " (capacity assumed by kvtool)" if fs.assumed else ""
+            " (capacity sized by kvtool)" if fs.assumed else ""
         )
         lines.append(CostLine("T3", what, fs.capacity_gib * rate, basis))
     t4 = hardware.t4.name

@@ -30,6 +30,7 @@ from kvtool.plan.placement import (
     plan_tiers,
 )
 from kvtool.plan.reload import (
+    DEFAULT_T3_RELOAD_FROM_TOKENS,
     BreakEven,
     Compute,
     ReloadAssumptions,
@@ -38,6 +39,8 @@ from kvtool.plan.reload import (
     crossover_tokens,
     fan_in_per_s,
     node_compute,
+    recompute_seconds,
+    reload_seconds,
     t3_client_gbps,
     tier_paths,
 )
@@ -50,6 +53,7 @@ from kvtool.plan.serving import (
     kv_format_notes,
     node_gpu,
 )
+from kvtool.plan.t3_size import FOR_CAPACITY, FOR_THROUGHPUT, GIVEN, T3Size, size_t3
 from kvtool.plan.workload import Workload
 
 __all__ = [
@@ -129,6 +133,7 @@ class DeploymentPlan:
     serving: Serving
     tiers: TierPlan
     file_system: FileSystem
+    t3_size: T3Size
     compute: Compute
     notes: tuple[str, ...]
     paths: tuple[TierPath, ...]
@@ -178,29 +183,41 @@ def plan_deployment(
         if hardware.kv_pool_tokens_per_instance is None
         else bytes_at(hardware.kv_pool_tokens_per_instance),
     )
-    fs = hardware.file_system(tiers.t3_bytes_needed)
-    share = fs.read_bytes_per_s / hardware.nodes
+    compute = node_compute(
+        node,
+        weights_bytes_per_instance=serving.weights_bytes_per_instance,
+        tp=serving.tp,
+        a=assumptions,
+    )
+
+    def paths_at(share: float, fsx_why: str = "") -> list[TierPath]:
+        """The read paths with each node's share of the file system at ``share``."""
+        return [
+            replace(path, bytes_divisor=divisors.get(path.tier, divisors["T3"]))
+            for path in tier_paths(
+                node,
+                hardware.t3,
+                hardware.t4,
+                t3_path=hardware.t3_path,
+                a=assumptions,
+                fsx_bytes_per_s_per_node=share,
+                fsx_why=fsx_why,
+            )
+        ]
+
+    t3 = _size_t3(spec, params, compute, hardware, tiers.t3_bytes_needed, paths_at, bytes_at,
+                  assumptions, ctx_tokens)  # fmt: skip
+    fs, share = t3.file_system, t3.share_bytes_per_s
     fsx_why = (
-        f"{fs.capacity_gib:,} GiB{' (assumed)' if fs.assumed else ''} x"
+        f"{fs.capacity_gib:,} GiB ({t3.source}) x"
         f" {fs.throughput_mbps_per_tib:,} MB/s/TiB = {fs.read_bytes_per_s / 1e9:,.1f} GB/s"
         + (f" / {hardware.nodes} nodes" if hardware.nodes > 1 else "")
         + (f" = {share / 1e9:,.1f} GB/s per node" if hardware.nodes > 1 else "")
     )
-    paths = [
-        replace(path, bytes_divisor=divisors.get(path.tier, divisors["T3"]))
-        for path in tier_paths(
-            node,
-            hardware.t3,
-            hardware.t4,
-            t3_path=hardware.t3_path,
-            a=assumptions,
-            fsx_bytes_per_s_per_node=share,
-            fsx_why=f"the file system's throughput, {fsx_why}",
-        )
-    ]
+    paths = paths_at(share, f"the file system's throughput, {fsx_why}")
     if hardware.measured:
         paths = apply_measured(paths, hardware.measured, t3_share_bytes_per_s=share)
-    notes = list(_t3_notes(hardware, fs, share))
+    notes = list(_t3_notes(hardware, t3, share))
     taken = client_path(hardware)
     if taken != hardware.t3_path:
         names = {"ena": "ENA/TCP", "efa": "EFA", "efa_gds": "EFA with GDS"}
@@ -225,12 +242,6 @@ def plan_deployment(
         notes.append(
             f"no T2 reload time: {node.name}'s host-to-accelerator bandwidth is not published"
         )
-    compute = node_compute(
-        node,
-        weights_bytes_per_instance=serving.weights_bytes_per_instance,
-        tp=serving.tp,
-        a=assumptions,
-    )
     crossovers = {
         path.tier: crossover_tokens(spec, params, compute, path, bytes_at, assumptions)
         for path in paths
@@ -263,12 +274,27 @@ def plan_deployment(
         for path in paths
         if path.tier == "T3" and path.bandwidth_source == "measured"
     ]
+    notes += _s3_out_reads(crossovers, t3, paths, hardware.nodes)
+    if t3.source == GIVEN:  # beside the given file system, the one kvtool would size
+        unsized = replace(hardware, fsx_capacity_bytes=None)
+        sized = _size_t3(spec, params, compute, unsized, tiers.t3_bytes_needed, paths_at,
+                         bytes_at, assumptions, ctx_tokens)  # fmt: skip
+        path = next(p for p in paths_at(sized.share_bytes_per_s) if p.tier == "T3")
+        wins = crossover_tokens(spec, params, compute, path, bytes_at, assumptions)
+        given = crossovers.get("T3")
+        notes.append(
+            f"T3 as given ({fs.capacity_gib:,} GiB): reload wins"
+            f" {'never' if given is None else f'from {given:,} tokens'}; the"
+            f" {sized.file_system.capacity_gib:,} GiB kvtool would size ({sized.source}):"
+            f" {'never' if wins is None else f'from {wins:,} tokens'}"
+        )
     return DeploymentPlan(
         ctx_tokens=ctx_tokens,
         hardware=hardware,
         serving=serving,
         tiers=tiers,
         file_system=fs,
+        t3_size=t3,
         compute=compute,
         notes=tuple(notes),
         paths=tuple(paths),
@@ -465,16 +491,93 @@ def plan_workload(
     )
 
 
-def _t3_notes(hardware: Hardware, fs: FileSystem, share: float) -> list[str]:
-    """Where the T3 throughput comes from, and whether the file system or the links bound it."""
+def _size_t3(
+    spec: ModelSpec, params: ParamCount, compute: Compute, hardware: Hardware, need_bytes: int,
+    paths_at: Callable[[float], list[TierPath]], bytes_at: Callable[[int], int],
+    a: ReloadAssumptions, ctx_tokens: int,
+) -> T3Size:  # fmt: skip
+    """The plan's T3 (``t3_size.size_t3``): sized so that restoring the plan's concurrent
+    sessions from it beats recomputing them from ``a.t3_reload_from_tokens`` (the article's
+    50K), or, with ``a.restore_slo_s``, brings sessions of the plan's context back in time."""
+    if a.restore_slo_s is not None:
+        tokens, deadline = ctx_tokens, a.restore_slo_s
+        goal = (
+            f"{a.concurrent_loads} sessions of {tokens:,} tokens restored from T3 at once per"
+            f" node within {a.restore_slo_s * 1e3:,.0f} ms (--set restore_slo)"
+        )
+    else:
+        tokens = a.t3_reload_from_tokens
+        deadline = recompute_seconds(spec, params, compute, tokens, a)
+        origin = (
+            "the AWS article's line"
+            if tokens == DEFAULT_T3_RELOAD_FROM_TOKENS
+            else "--set reload_from"
+        )
+        goal = f"T3 reload beats recompute from {tokens:,} tokens ({origin})"
+    session = bytes_at(tokens)
+
+    def t3_path(share: float) -> TierPath:
+        return next(p for p in paths_at(share) if p.tier == "T3")
+
+    link = t3_path(float("inf")).node_bytes_per_s
+    return size_t3(
+        hardware, need_bytes, goal=goal, deadline_s=deadline, link_bytes_per_s=link,
+        reload_s=lambda share: reload_seconds(t3_path(share), session, tokens, a),
+    )  # fmt: skip
+
+
+def _s3_out_reads(
+    crossovers: dict[str, int | None], t3: T3Size, paths: list[TierPath], nodes: int
+) -> list[str]:
+    """A warning when reloading from S3 beats recompute from a shorter context than T3 does,
+    with the FSx capacity whose share per node reads as fast as S3 does."""
+    t3_from, t4_from = crossovers.get("T3"), crossovers.get("T4")
+    if t4_from is None or (t3_from is not None and t3_from <= t4_from):
+        return []
+    fs = t3.file_system
+    s3 = next(p.node_bytes_per_s for p in paths if p.tier == "T4")
+    gib = smallest_size_at_least(fs.profile, s3 * nodes / (fs.throughput_mbps_per_tib * 1e6) * 1024,
+                                 fs.throughput_mbps_per_tib, efa=fs.efa)  # fmt: skip
+    return [
+        f"S3 out-reads this T3: reload from T4 wins from {t4_from:,} tokens, from T3"
+        f" {'never' if t3_from is None else f'from {t3_from:,} tokens'} ({fs.capacity_gib:,}"
+        f" GiB, {t3.source}); --fsx-capacity {gib}GiB would give each node S3's"
+        f" {s3 / 1e9:,.1f} GB/s"
+    ]
+
+
+def _t3_notes(hardware: Hardware, t3: T3Size, share: float) -> list[str]:
+    """How the T3 file system was chosen, and whether the file system or the links bound it."""
     notes = []
+    fs = t3.file_system
     kind = "EFA-enabled " if fs.efa else ""
-    if fs.assumed:
+    reads = (
+        f"{fs.capacity_gib:,} GiB at {fs.throughput_mbps_per_tib:,} MB/s/TiB ="
+        f" {fs.read_bytes_per_s / 1e9:,.1f} GB/s of reads"
+    )
+    if t3.source == FOR_CAPACITY and t3.goal_met:
         notes.append(
-            f"no --fsx-capacity: T3 assumed to be the smallest {kind}{fs.profile.name} that"
-            f" holds what spills there, {fs.capacity_gib:,} GiB at"
-            f" {fs.throughput_mbps_per_tib:,} MB/s/TiB = {fs.read_bytes_per_s / 1e9:,.1f} GB/s"
-            " of reads (capacity x per-unit throughput)"
+            f"no --fsx-capacity: T3 sized by kvtool, the smallest {kind}{fs.profile.name} that"
+            f" holds what spills there, {reads}, which already reaches its goal: {t3.goal}"
+        )
+    elif t3.source == FOR_CAPACITY:
+        notes.append(
+            f"no --fsx-capacity: T3 sized by kvtool for capacity only, {kind}{fs.profile.name}"
+            f" {reads}: no file system reaches {t3.goal}, because the client links cap that"
+            f" restore at {t3.restore_s:,.2f} s against {t3.deadline_s:,.2f} s; more throughput"
+            " would not buy it"
+            + ("" if "restore_slo" in t3.goal else " (recomputing is the faster path there)")
+        )
+    elif t3.source == FOR_THROUGHPUT:
+        holds = f"{t3.capacity_gib:,} GiB would hold what spills there; "
+        notes.append(
+            f"no --fsx-capacity: T3 sized by kvtool for throughput, {kind}{fs.profile.name}"
+            f" {reads} ({holds}this one is sized for: {t3.goal})"
+        )
+    elif not t3.goal_met:
+        notes.append(
+            f"--fsx-capacity {fs.capacity_gib:,} GiB as given ({reads}) falls short of"
+            f" {t3.goal}: that restore takes {t3.restore_s:,.2f} s against {t3.deadline_s:,.2f} s"
         )
     _, link_gbps = t3_client_gbps(hardware.node, hardware.t3, hardware.t3_path)
     link = link_gbps * 1e9 / 8

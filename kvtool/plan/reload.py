@@ -44,6 +44,7 @@ DEFAULT_IO_THREADS = 32  # the brief's FSx checklist: 32 or more I/O threads per
 DEFAULT_S3_CONNECTIONS = 64  # LMCache's S3 backend examples use s3_num_io_threads: 64
 DEFAULT_OVERHEAD_S = 1e-3  # estimate: connector lookup (hashing the prefix, one lookup round)
 DSA_TOPK = 2048  # DeepSeek-V3.2's index_topk
+DEFAULT_T3_RELOAD_FROM_TOKENS = 50_000  # the article: above 50K tokens T3 beats recompute
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,10 @@ class ReloadAssumptions:
     io_threads: int = DEFAULT_IO_THREADS
     s3_connections: int = DEFAULT_S3_CONNECTIONS
     overhead_s: float = DEFAULT_OVERHEAD_S
+    # what an FSx that kvtool sizes must reach: T3 reload beating recompute from this many
+    # tokens (the AWS article's line), or, when given, restoring within this many seconds
+    t3_reload_from_tokens: int = DEFAULT_T3_RELOAD_FROM_TOKENS
+    restore_slo_s: float | None = None
 
 
 def _gbps(gigabits: float) -> float:

@@ -15,6 +15,8 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
     """The ``tiers``, ``plan``, ``reload`` and ``fan_in`` keys of ``kvtool size --json``."""
     tiers = plan.tiers
     a = plan.assumptions
+    t3 = plan.t3_size
+    fs = t3.file_system
     return {
         "tiers": [
             {
@@ -41,6 +43,18 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
             "total_kv_bytes": tiers.total_kv_bytes,
             "t3_bytes_needed": tiers.t3_bytes_needed,
             "fits_in_t1": tiers.fits_in_t1,
+            "t3_file_system": {
+                "storage": fs.profile.name,
+                "efa": fs.efa,
+                "throughput_mbps_per_tib": fs.throughput_mbps_per_tib,
+                "capacity_bytes": fs.capacity_bytes,
+                "capacity_source": t3.source,
+                "capacity_to_hold_bytes": t3.capacity_gib * 2**30,
+                "read_bytes_per_s": fs.read_bytes_per_s,
+                "share_bytes_per_s": t3.share_bytes_per_s,
+                "goal_text": t3.goal,
+                "goal_met": t3.goal_met,
+            },
             "notes": [*plan.serving.notes, *tiers.notes, *plan.notes],
             "best_layout": None
             if plan.best_layout is None
@@ -61,6 +75,8 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
                 "io_threads": a.io_threads,
                 "s3_connections": a.s3_connections,
                 "overhead_s": a.overhead_s,
+                "t3_reload_from_tokens": a.t3_reload_from_tokens,
+                "restore_slo_s": a.restore_slo_s,
                 "compute": plan.compute.precision,
                 "weight_pass_s": plan.compute.weight_pass_s,
             },
@@ -72,6 +88,8 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
                     "node_bytes_per_s": p.node_bytes_per_s,
                     "bandwidth_source": p.bandwidth_source,
                     "reload_wins_from_tokens": plan.crossovers[p.tier],
+                    "capacity_bytes": fs.capacity_bytes if p.tier == "T3" else None,
+                    "capacity_source": t3.source if p.tier == "T3" else None,
                 }
                 for p in plan.paths
             ],

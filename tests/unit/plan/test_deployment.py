@@ -30,7 +30,7 @@ def test_vllm_replicates_kv_heads_past_tp_8_so_the_briefs_10_tb_needs_twice_the_
     assert not vllm.plans[0].tiers.fits_in_t1
 
 
-def test_unsized_t3_states_the_file_system_it_assumed_and_what_would_match_the_links() -> None:
+def test_unsized_t3_states_the_file_system_it_sized_and_what_would_match_the_links() -> None:
     spec, _ = model("llama-3.1-70b")
     result = plan_contexts(
         shape(spec),
@@ -42,7 +42,9 @@ def test_unsized_t3_states_the_file_system_it_assumed_and_what_would_match_the_l
     assert plan.file_system.assumed
     assert plan.file_system.capacity_gib % 4800 == 0  # EFA-enabled at 1,000 MB/s/TiB
     assert plan.file_system.capacity_bytes >= plan.tiers.t3_bytes_needed
-    assert any("no --fsx-capacity: T3 assumed" in note for note in plan.notes)
+    assert plan.t3_size.source in ("sized for capacity", "sized for throughput")
+    assert plan.t3_size.goal_met
+    assert any("no --fsx-capacity: T3 sized by kvtool" in note for note in plan.notes)
     assert any("bound by the file system, not the client links" in note for note in plan.notes)
 
 
