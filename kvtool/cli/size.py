@@ -296,7 +296,8 @@ def answer(
             ),
             offload=None if emit is None else get_layout(emit.strip().lower()),
             max_num_batched_tokens=batched,
-            pp=1 if pp is None else parse_count(pp, what="--pp"),
+            pp=None if pp is None else parse_count(pp, what="--pp"),
+            choose_layout=emit is None,  # (kvtool emits tensor-parallel configurations)
             dp_attention=dp_attention,
         )
         if emit is not None:

@@ -319,16 +319,16 @@ class ContextPlans:
 
 def serve(
     shape: KvShape, hardware: Hardware, *, weights_dtype: str = "auto", pp: int = 1,
-    dp_attention: bool = False,
+    dp_attention: bool = False, tp: int | None = None,
 ) -> tuple[Serving, KvShape]:  # fmt: skip
-    """The serving layout on ``hardware`` (the shape's tp when the user gave one, else
-    ``choose_serving``'s; ``pp`` stages) and the shape priced under it: a pipeline splits the
-    layers, not the heads, so a session's KV over all ranks is its KV at ``tp``."""
+    """The serving layout on ``hardware`` (``tp``, else the shape's tp when the user gave one,
+    else ``choose_serving``'s; ``pp`` stages) and the shape priced under it: a pipeline splits
+    the layers, not the heads, so a session's KV over all ranks is its KV at ``tp``."""
     serving = choose_serving(
         shape.spec,
         count_params(shape.spec),
         hardware.node,
-        tp=shape.tp if shape.tp_given else None,
+        tp=tp if tp is not None else shape.tp if shape.tp_given else None,
         weights_dtype=weights_dtype,
         gpu_memory_utilization=hardware.gpu_memory_utilization,
         pp=pp,
@@ -347,11 +347,17 @@ def plan_contexts(
     assumptions: ReloadAssumptions | None = None,
     offload: OffloadLayout | None = None,
     max_num_batched_tokens: int | None = None,
-    pp: int = 1,
+    pp: int | None = None,
     dp_attention: bool = False,
+    choose_layout: bool = True,
 ) -> ContextPlans:
     """``kvtool plan``: choose the serving layout, price a session at each context
     under it, and plan each.
+
+    The layout: the user's tp (the shape's, when given) and ``pp`` rule; when neither is given
+    and ``choose_layout``, the one holding the most sessions of the longest context in T1
+    (``best_layout``, without data-parallel attention unless ``dp_attention``), said in a
+    note; else ``choose_serving``'s (tp over one instance's chips, one engine per instance).
 
     ``offload`` is the stack that moves KV to T2 and T3 (``plan/offload.py``); by default the
     engine's own (``EngineRules.offload_stack``). ``max_num_batched_tokens`` None takes the
@@ -362,13 +368,30 @@ def plan_contexts(
     """
     spec = shape.spec
     params = count_params(spec)
-    serving, priced = serve(shape, hardware, weights_dtype=weights_dtype, pp=pp,
-                            dp_attention=dp_attention)  # fmt: skip
+    batched = node_batched_tokens(shape, hardware, max_num_batched_tokens)
+    stack = offload or LAYOUTS[shape.rules.offload_stack]
+    reserve = stack.gpu_reserve_mib_with_gds * 2**20 if uses_gds(hardware) else 0
+    chosen = None
+    if choose_layout and not shape.tp_given and pp is None and not dp_attention:
+        chosen = best_layout(shape, hardware, weights_dtype=weights_dtype,
+                             ctx_tokens=max(contexts), max_num_batched_tokens=batched.value,
+                             extra_reserve_bytes_per_chip=reserve, dp_attention=False)  # fmt: skip
+    serving, priced = serve(
+        shape, hardware, weights_dtype=weights_dtype, dp_attention=dp_attention,
+        pp=chosen.pp if chosen else pp or 1, tp=chosen.tp if chosen else None,
+    )  # fmt: skip
+    if chosen is not None:
+        layout = f"tp {chosen.tp}" + (f" x pp {chosen.pp}" if chosen.pp > 1 else "")
+        serving = replace(serving, notes=(
+            f"--tp/--pp not given: {layout}, {chosen.instances} engine instance(s) per node,"
+            f" the layout that holds the most sessions of {max(contexts):,} tokens in T1"
+            f" ({chosen.sessions_in_t1_per_node:,} a node); --tp and --pp choose another",
+            *serving.notes,
+        ))  # fmt: skip
     a = assumptions or ReloadAssumptions()
     if a.use_fp8_compute is None:
         narrow = serving.weights_dtype in ("fp8", "mxfp4", "nvfp4")
         a = replace(a, use_fp8_compute=narrow and hardware.node.fp8_tflops_per_chip > 0)
-    batched = node_batched_tokens(shape, hardware, max_num_batched_tokens)
     format_notes = kv_format_notes(shape, hardware.node)
     sizes = tuple(
         priced.size(tokens, sessions, max_num_batched_tokens=batched.value) for tokens in contexts
@@ -391,8 +414,6 @@ def plan_contexts(
     if format_notes:
         plans = tuple(replace(p, notes=(*format_notes, *p.notes)) for p in plans)
     if hardware.kv_pool_tokens_per_instance is None:  # (a measured pool is one layout's)
-        stack = offload or LAYOUTS[shape.rules.offload_stack]
-        reserve = stack.gpu_reserve_mib_with_gds * 2**20 if uses_gds(hardware) else 0
         plans = tuple(
             replace(p, best_layout=best_layout(shape, hardware, weights_dtype=weights_dtype,
                                                ctx_tokens=p.ctx_tokens,

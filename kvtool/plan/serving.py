@@ -210,11 +210,12 @@ class Layout:
 
 def best_layout(shape: KvShape, hardware: Hardware, *, weights_dtype: str, ctx_tokens: int,
                 max_num_batched_tokens: int | None = None, extra_reserve_bytes_per_chip: int = 0,
-                ) -> Layout | None:  # fmt: skip
+                dp_attention: bool = True) -> Layout | None:  # fmt: skip
     """Of every tp (dividing the attention heads) x pp (at most the layers) that tiles the
     node's chips, the one holding the most sessions of ``ctx_tokens`` in T1; ties go to more
-    engines, then fewer pipeline stages (a deep pipeline adds latency to every token). None
-    when no layout leaves room for KV."""
+    engines, then fewer pipeline stages (a deep pipeline adds latency to every token). Data-
+    parallel attention is weighed for MLA models unless ``dp_attention`` is False. None when
+    no layout leaves room for KV."""
     spec, node = shape.spec, hardware.node
     params = count_params(spec)
     dtype = weights_dtype_of(spec, weights_dtype)
@@ -223,7 +224,7 @@ def best_layout(shape: KvShape, hardware: Hardware, *, weights_dtype: str, ctx_t
     heads = spec.num_attention_heads
     best: tuple[tuple[int, int, int, bool], Layout] | None = None
     for tp in (t for t in range(1, node.chips + 1) if node.chips % t == 0 and heads % t == 0):
-        for dp in (False, True) if spec.is_mla and tp > 1 else (False,):
+        for dp in (False, True) if spec.is_mla and tp > 1 and dp_attention else (False,):
             priced = shape.serving_tp(1 if dp else tp).on_gpu(node_gpu(node))
             try:
                 size = priced.size(ctx_tokens, 1, max_num_batched_tokens=max_num_batched_tokens)

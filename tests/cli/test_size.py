@@ -482,17 +482,23 @@ def test_a_users_prices_file_is_used_and_a_missing_price_is_named(
 def test_the_plan_names_the_layout_that_holds_the_most_and_pp_runs_it(kvtool: Run) -> None:
     args = ("size", "llama-3.1-405b", "--ctx", "200k", "--sessions", "100",
             "--hardware", "trn3-ultraserver")  # fmt: skip
-    text = kvtool(*args)
+    text = kvtool(*args)  # no --tp/--pp: the plan takes the layout that holds the most
     assert text.exit_code == 0, text.stderr
-    assert "most in T1: tp 8 x pp 18, 1 engine (1 copy of the weights) a node hold" in text.stdout
-    assert "(--tp 8 --pp 18)" in text.stdout
+    assert "tp 8 x pp 18: weights" in text.stdout
+    assert "--tp/--pp not given: tp 8 x pp 18, 1 engine instance(s) per node, the layout that" \
+        " holds the most sessions of 200,000 tokens in T1 (159 a node)" in text.stdout  # fmt: skip
+    assert "all in HBM: 1 node(s) of this type (fits now)" in text.stdout
     (record,) = json.loads(kvtool(*args, "--json").stdout)["results"]
+    assert (record["plan"]["tp"], record["plan"]["pp"]) == (8, 18)
+    assert record["plan"]["fits_in_t1"] is True
     best = record["plan"]["best_layout"]
     assert (best["tp"], best["pp"], best["engine_instances_per_node"]) == (8, 18, 1)
-    assert best["sessions_in_t1_per_node"] >= 100
-    (piped,) = json.loads(kvtool(*args, "--tp", "8", "--pp", "18", "--json").stdout)["results"]
-    assert (piped["plan"]["tp"], piped["plan"]["pp"]) == (8, 18)
-    assert piped["plan"]["fits_in_t1"] is True
+    # the user's --tp rules: tp 8 alone runs 18 engines, and the plan names the better layout
+    given = kvtool(*args, "--tp", "8")
+    assert "most in T1: tp 8 x pp 18, 1 engine (1 copy of the weights) a node hold" in given.stdout
+    assert "(--tp 8 --pp 18)" in given.stdout
+    (alone,) = json.loads(kvtool(*args, "--tp", "8", "--json").stdout)["results"]
+    assert (alone["plan"]["tp"], alone["plan"]["pp"], alone["plan"]["fits_in_t1"]) == (8, 1, False)
 
 
 def test_pp_without_a_plan_says_so_and_emit_refuses_it(kvtool: Run) -> None:

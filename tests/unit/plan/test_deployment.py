@@ -61,7 +61,7 @@ def t2_sessions(offload: str | None, **options: object) -> int:
 
     spec, _ = model("deepseek-r1")
     result = plan_contexts(
-        shape(spec),
+        shape(spec, tp=8),  # (the layout search would pick tp 1 x pp 8: one latent copy)
         contexts=[131_072],
         sessions=2_000,
         hardware=hardware("p5en", **options),

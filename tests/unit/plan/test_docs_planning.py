@@ -27,8 +27,10 @@ def number(cell: str) -> int | None:
     return None if cell == "never" else int(cell.replace(",", ""))
 
 
-def plan_on_the_docs_node(name: str, loads: int = 16) -> ContextPlans:
-    """One p5en, 48,000 GiB of PERSISTENT_2 over EFA, vLLM, 131,072 tokens."""
+def plan_on_the_docs_node(name: str, loads: int = 16, tp: int = 8) -> ContextPlans:
+    """One p5en, 48,000 GiB of PERSISTENT_2 over EFA, vLLM, 131,072 tokens, at ``tp`` (the
+    table's layout: one instance's chips, as the doc says; the layout search would choose a
+    pipeline for MLA and few-KV-head models, which holds more sessions)."""
     hardware = make_hardware(
         load_node_profile("p5en"),
         load_storage_profile("fsx"),
@@ -36,7 +38,7 @@ def plan_on_the_docs_node(name: str, loads: int = 16) -> ContextPlans:
         fsx_capacity_bytes=48_000 * 2**30,
     )
     return plan_contexts(
-        resolve_shape(name),
+        resolve_shape(name, tp=tp),
         contexts=[131_072],
         sessions=16,
         hardware=hardware,
@@ -47,7 +49,7 @@ def plan_on_the_docs_node(name: str, loads: int = 16) -> ContextPlans:
 @pytest.mark.parametrize("row", ROWS, ids=[r[0] for r in ROWS])
 def test_crossover_row_matches_kvtool(row: list[str]) -> None:
     name, _, tp, per_token, t2, t3, t4 = row
-    result = plan_on_the_docs_node(name)
+    result = plan_on_the_docs_node(name, tp=int(tp))
     plan = result.plans[0]
     assert result.serving.tp == int(tp)
     assert result.sizes[0].kv_bytes_per_token_unbounded == number(per_token)
