@@ -452,6 +452,10 @@ def _render(
         )  # fmt: skip
         return
     one = sized[0]
+    if one.plans:
+        from kvtool.cli.render.plan import print_verdicts
+
+        print_verdicts(one.plans)
     render.print_size(one.resolved, one.results, one.batched_why)
     if one.plans:
         from kvtool.cli.render.plan import print_plans

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kvtool.model.engines import BatchedTokens, batched_tokens
+from kvtool.model.formats import resolve_format
 from kvtool.model.kv import SizeResult
 from kvtool.model.params import (
     ParamCount,
@@ -54,6 +55,7 @@ from kvtool.plan.serving import (
     node_gpu,
 )
 from kvtool.plan.t3_size import FOR_CAPACITY, FOR_THROUGHPUT, GIVEN, T3Size, size_t3
+from kvtool.plan.verdict import Replan, Verdict, judge
 from kvtool.plan.workload import Workload
 
 __all__ = [
@@ -142,6 +144,7 @@ class DeploymentPlan:
     fan_in: tuple[FanIn, ...]
     assumptions: ReloadAssumptions
     best_layout: Layout | None = None  # the layout holding the most sessions in T1
+    verdict: Verdict | None = None  # the one line first, with its tries
 
     @property
     def weights_dtype(self) -> str:
@@ -350,6 +353,7 @@ def plan_contexts(
     pp: int | None = None,
     dp_attention: bool = False,
     choose_layout: bool = True,
+    verdicts: bool = True,
 ) -> ContextPlans:
     """``kvtool plan``: choose the serving layout, price a session at each context
     under it, and plan each.
@@ -368,6 +372,7 @@ def plan_contexts(
     """
     spec = shape.spec
     params = count_params(spec)
+    given_pp = pp
     batched = node_batched_tokens(shape, hardware, max_num_batched_tokens)
     stack = offload or LAYOUTS[shape.rules.offload_stack]
     reserve = stack.gpu_reserve_mib_with_gds * 2**20 if uses_gds(hardware) else 0
@@ -419,6 +424,33 @@ def plan_contexts(
                                                ctx_tokens=p.ctx_tokens,
                                                max_num_batched_tokens=batched.value,
                                                extra_reserve_bytes_per_chip=reserve))
+            for p in plans
+        )  # fmt: skip
+    if verdicts:  # each plan's one line, its tries planned again (without verdicts of theirs)
+
+        def replan_at(ctx: int) -> Replan:
+            def replan(kv_dtype: str | None = None, nodes: int | None = None,
+                       tp: int | None = None, pp: int | None = None) -> DeploymentPlan:  # fmt: skip
+                tried = shape
+                if kv_dtype is not None:
+                    tried = tried._replace(fmt=resolve_format(kv_dtype, spec.dtype))
+                if tp is not None:
+                    tried = tried._replace(tp=tp, tp_given=True)
+                return plan_contexts(
+                    tried, contexts=[ctx], sessions=sessions,
+                    hardware=hardware if nodes is None else replace(hardware, nodes=nodes),
+                    weights_dtype=weights_dtype, assumptions=assumptions, offload=offload,
+                    max_num_batched_tokens=max_num_batched_tokens,
+                    pp=pp if pp is not None else given_pp, dp_attention=dp_attention,
+                    choose_layout=choose_layout, verdicts=False,
+                ).plans[0]  # fmt: skip
+
+            return replan
+
+        fp8_possible = shape.fmt.element_bits > 8
+        plans = tuple(
+            replace(p, verdict=judge(p, sessions, replan=replan_at(p.ctx_tokens),
+                                     fp8_possible=fp8_possible))
             for p in plans
         )  # fmt: skip
     return ContextPlans(

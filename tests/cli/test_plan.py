@@ -271,3 +271,27 @@ def test_no_command_shows_more_than_20_options() -> None:
     walk(app, ())
     assert "plan" in shown
     assert max(shown.values()) <= 20, shown
+
+
+def test_the_verdict_is_the_first_line_and_in_the_json(kvtool: Run) -> None:
+    args = ("plan", "llama-3.1-405b", "--ctx", "200k", "--sessions", "100", "--hardware", "trn3")
+    text = kvtool(*args)
+    assert text.exit_code == 0, text.stderr
+    assert text.stdout.splitlines()[0] == (
+        "fits: 100 of 100 sessions in T1 (53% of HBM's KV space), 1 x trn3-ultraserver,"
+        " tp 8 x pp 18"
+    )
+    (record,) = json.loads(kvtool(*args, "--tp", "8", "--json").stdout)["results"]
+    verdict = record["verdict"]
+    assert (verdict["fits"], verdict["sessions_in_t1"], verdict["tp"], verdict["pp"]) == (
+        False, 45, 8, 1,
+    )  # fmt: skip
+    assert [t["options"] for t in verdict["tries"]] == [
+        ["--kv-dtype", "fp8"], ["--nodes", "3"], ["--tp", "8", "--pp", "18"],
+    ]  # fmt: skip
+    assert verdict["tries"][1]["fits"] is True
+    assert isinstance(verdict["hbm_utilization"], float)
+    several = kvtool("plan", "llama-3.1-70b", "--ctx", "10k,128k", "--sessions", "500",
+                     "--hardware", "p5en").stdout.splitlines()  # fmt: skip
+    assert several[0].startswith("at 10,000 tokens, does not fit: 248 of 500 sessions in T1")
+    assert several[1].startswith("at 128,000 tokens, does not fit: 19 of 500 sessions in T1")

@@ -18,6 +18,7 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
     t3 = plan.t3_size
     fs = t3.file_system
     return {
+        "verdict": verdict_json(plan),
         "tiers": [
             {
                 "name": t.name,
@@ -114,6 +115,41 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
             for f in plan.fan_in
         ],
     }
+
+
+def verdict_json(plan: DeploymentPlan) -> dict[str, Any] | None:
+    """The plan's one-line verdict and its tries, as numbers (``text`` for people)."""
+    v = plan.verdict
+    if v is None:
+        return None
+    return {
+        "fits": v.fits,
+        "sessions": v.sessions,
+        "sessions_in_t1": v.sessions_in_t1,
+        "hbm_utilization": round(v.hbm_utilization, 4),
+        "nodes": v.nodes,
+        "node": v.node,
+        "tp": plan.serving.tp,
+        "pp": plan.serving.pp,
+        "text": v.text,
+        "tries": [
+            {
+                "options": list(t.options),
+                "fits": t.fits,
+                "sessions_in_t1": t.sessions_in_t1,
+                "hbm_utilization": round(t.hbm_utilization, 4),
+            }
+            for t in v.tries
+        ],
+    }
+
+
+def print_verdicts(plans: tuple[DeploymentPlan, ...]) -> None:
+    """Each plan's verdict, one line, first (``at N tokens:`` when there are several)."""
+    for plan in plans:
+        if plan.verdict is not None:
+            at = f"at {plan.ctx_tokens:,} tokens, " if len(plans) > 1 else ""
+            echo(at + plan.verdict.text)
 
 
 def _crossover(tokens: int | None) -> str:

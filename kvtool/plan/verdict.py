@@ -1,0 +1,107 @@
+"""A plan's one-line verdict, as kvfit and kvplan users expect it first: does every session fit
+in HBM, on what, in which layout; and when it does not, what would make it fit, each "try"
+planned again rather than guessed. Pure: the re-planning is a function passed in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kvtool.errors import InputError
+
+if TYPE_CHECKING:
+    from kvtool.plan.deployment import DeploymentPlan
+
+
+@dataclass(frozen=True)
+class Try:
+    """One change of the inputs (``options`` as typed) and what the plan then says."""
+
+    options: tuple[str, ...]
+    fits: bool
+    sessions_in_t1: int
+    hbm_utilization: float
+
+    @property
+    def text(self) -> str:
+        outcome = "fits" if self.fits else f"{self.sessions_in_t1:,} in T1"
+        return f"{' '.join(self.options)} ({outcome}, {self.hbm_utilization:.0%})"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether all ``sessions`` are in T1, the share of HBM's KV space they use, the cluster
+    and layout, and the tries that would make a plan that does not fit fit."""
+
+    fits: bool
+    sessions: int
+    sessions_in_t1: int
+    hbm_utilization: float
+    nodes: int
+    node: str
+    layout: str
+    tries: tuple[Try, ...] = ()
+
+    @property
+    def text(self) -> str:
+        head = "fits" if self.fits else "does not fit"
+        line = (
+            f"{head}: {self.sessions_in_t1:,} of {self.sessions:,} sessions in T1"
+            f" ({self.hbm_utilization:.0%} of HBM's KV space), {self.nodes} x {self.node},"
+            f" {self.layout}"
+        )
+        if self.tries:
+            line += "; try " + ", ".join(t.text for t in self.tries)
+        return line
+
+
+def _in_t1(plan: DeploymentPlan) -> tuple[int, float]:
+    t1 = plan.tiers.tiers[0]
+    return t1.sessions, t1.utilization or 0.0
+
+
+def layout_text(plan: DeploymentPlan) -> str:
+    """``tp 8 x pp 18`` (and data-parallel attention), as the plan serves."""
+    serving = plan.serving
+    text = f"tp {serving.tp}" + (f" x pp {serving.pp}" if serving.pp > 1 else "")
+    return text + (" with data-parallel attention" if serving.dp_attention else "")
+
+
+Replan = Callable[..., "DeploymentPlan"]
+
+
+def judge(plan: DeploymentPlan, sessions: int, *, replan: Replan, fp8_possible: bool) -> Verdict:
+    """``plan``'s verdict; when it does not fit, each try is ``replan`` with one change:
+    ``kv_dtype="fp8"`` (when ``fp8_possible``), ``nodes`` (as many as HBM needs), and the
+    layout that holds the most (``tp``, ``pp``) when the plan's is not it. A try the engine
+    or the node refuses is left out."""
+    in_t1, used = _in_t1(plan)
+    verdict = Verdict(
+        fits=plan.tiers.fits_in_t1, sessions=sessions, sessions_in_t1=in_t1,
+        hbm_utilization=used, nodes=plan.hardware.nodes, node=plan.hardware.node.name,
+        layout=layout_text(plan),
+    )  # fmt: skip
+    if verdict.fits:
+        return verdict
+    tries = []
+    changes: list[tuple[tuple[str, ...], dict[str, object]]] = []
+    if fp8_possible:
+        changes.append((("--kv-dtype", "fp8"), {"kv_dtype": "fp8"}))
+    nodes = plan.tiers.nodes_for_all_in_t1
+    if nodes > plan.hardware.nodes:
+        changes.append((("--nodes", str(nodes)), {"nodes": nodes}))
+    best = plan.best_layout
+    serving = plan.serving
+    better = best is not None and best.sessions_in_t1_per_node > plan.tiers.sessions_per_node_in_t1
+    if best is not None and better and (best.tp, best.pp) != (serving.tp, serving.pp):
+        layout: dict[str, object] = {"tp": best.tp, "pp": best.pp}
+        changes.append((("--tp", str(best.tp), "--pp", str(best.pp)), layout))
+    for options, change in changes:
+        try:
+            other = replan(**change)
+        except InputError:
+            continue
+        other_in_t1, other_used = _in_t1(other)
+        tries.append(Try(options, other.tiers.fits_in_t1, other_in_t1, other_used))
+    return Verdict(**{**verdict.__dict__, "tries": tuple(tries)})
