@@ -12,9 +12,11 @@ T3 pays off; kvtool evaluates each with the workload's numbers and says why it i
 5. peak-to-mean concurrency exceeds 3x;
 6. prefill and decode are disaggregated.
 
-T3 is recommended when two or more hold ("several"), or when the peak working set does not fit
-T1 + T2 at all. T2 is left out when a node's usable DRAM is smaller than its HBM KV space (a
-Trn3 UltraServer's pooled HBM: go T1 -> T3, as the brief says). T4 is added when sessions idle
+T3 is recommended when any one holds (the article lists them as conditions, each enough; the
+recommendation names which), or when the peak working set does not fit T1 + T2 at all;
+disaggregated serving requires it (the decode node reads KV another node wrote). T2 is left
+out when a node's usable DRAM is smaller than its HBM KV space (a Trn3 UltraServer's pooled
+HBM: go T1 -> T3, as the brief says). T4 is added when sessions idle
 for 10 minutes or more (kvtool's reading of "idle much longer") or must survive restarts.
 The write posture is eager when prefill and decode are disaggregated (required: the decode node
 never ran the prefill), when KV must survive a node failure, or when shared prefixes are worth
@@ -41,7 +43,7 @@ SHARED_PREFIX_THRESHOLD = 0.30
 IDLE_THRESHOLD_S = 30.0
 PEAK_TO_MEAN_THRESHOLD = 3.0
 EXPORT_IDLE_S = 600.0
-SEVERAL = 2
+DISAGGREGATED = "disaggregated prefill/decode"
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,7 @@ def advise(workload: Workload, capacity: Capacity) -> Advice:
             "ratio",
         ),
         Criterion(
-            "disaggregated prefill/decode",
+            DISAGGREGATED,
             workload.disaggregated,
             "yes" if workload.disaggregated else "no",
             "yes",
@@ -177,21 +179,35 @@ def advise(workload: Workload, capacity: Capacity) -> Advice:
         reasons.append(
             "T2 skipped: a node's usable DRAM is smaller than its HBM KV space; go T1 -> T3"
         )
-    if met >= SEVERAL or not fits_t1_t2:
+    held = [c.name for c in criteria if c.met]
+    if workload.disaggregated:
         tiers.append("T3")
-        why = f"{met} of the brief's 6 criteria hold" if met >= SEVERAL else ""
+        reasons.append(
+            "T3: required, prefill and decode are disaggregated: the decode node reads KV that"
+            " another node wrote, so it must be in a shared tier"
+            + (f" (also: {', '.join(h for h in held if h != DISAGGREGATED)})" if met > 1 else "")
+            + ("" if fits_t1_t2 else "; the peak working set exceeds T1 + T2")
+        )
+    elif held or not fits_t1_t2:
+        tiers.append("T3")
+        why = (
+            f"{plural(met, 'criterion', 'criteria')} of the article's 6 hold"
+            f" ({', '.join(held)}), and any one makes a shared tier worth it"
+            if held
+            else ""
+        )
         if not fits_t1_t2:
             why = (why + "; " if why else "") + "the peak working set exceeds T1 + T2"
         reasons.append(f"T3: {why}")
     else:
-        reasons.append(f"T3 not needed: {met} of 6 criteria hold (several = {SEVERAL} or more)")
+        reasons.append("T3 not needed: none of the article's 6 criteria holds")
     if "T3" in tiers and (workload.mean_idle_s >= EXPORT_IDLE_S or workload.durable_sessions):
         tiers.append("T4")
         reasons.append(
             "T4: sessions idle 10 minutes or more, or must be durable: export them to S3"
         )
     if len(tiers) == 1:
-        reasons.append("T1 only: the peak working set fits HBM and few criteria hold")
+        reasons.append("T1 only: the peak working set fits HBM and no criterion holds")
 
     if workload.disaggregated:
         posture, why = "eager", "prefill and decode are disaggregated, so eager is required"

@@ -190,8 +190,8 @@ def _tiers(plan: PlanFile, planned: WorkloadPlan) -> list[Finding]:
             _f(
                 "plan.tiers",
                 "FAIL",
-                f"the brief's criteria call for a shared T3 ({met} of 6"
-                " hold, or the peak exceeds T1 + T2) and the plan deploys none",
+                f"the article's criteria call for a shared T3 ({met} of 6"
+                " hold, any one enough, or the peak exceeds T1 + T2) and the plan deploys none",
                 "; ".join(advice.reasons),
                 "add fsx: to the plan",
             )
@@ -201,8 +201,8 @@ def _tiers(plan: PlanFile, planned: WorkloadPlan) -> list[Finding]:
             _f(
                 "plan.tiers",
                 "WARN",
-                f"a T3 is deployed but only {met} of the brief's 6"
-                " criteria hold: it may not pay for itself",
+                "a T3 is deployed but none of the article's 6 criteria holds: it may not pay"
+                " for itself",
                 "; ".join(advice.reasons),
             )
         )
@@ -211,7 +211,7 @@ def _tiers(plan: PlanFile, planned: WorkloadPlan) -> list[Finding]:
             _f(
                 "plan.tiers",
                 "PASS",
-                f"tiers match the brief's criteria ({met} of 6 hold): {' + '.join(advice.tiers)}",
+                f"tiers match the article's criteria ({met} of 6 hold): {' + '.join(advice.tiers)}",
             )
         )
     if plan.posture is None:

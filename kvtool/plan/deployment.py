@@ -63,7 +63,7 @@ __all__ = [
     "Serving", "WorkloadPlan", "best_layout", "capability_family", "choose_serving",
     "client_path", "kv_format_notes", "make_hardware", "node_batched_tokens", "node_gpu",
     "offload_divisors", "place_sessions", "plan_contexts", "plan_deployment", "plan_workload",
-    "serve", "uses_gds",
+    "serve", "serve_chosen", "uses_gds",
 ]  # fmt: skip
 
 BREAK_EVEN_CONTEXTS = (1_000, 4_000, 10_000, 32_000, 50_000, 128_000, 200_000, 1_000_000)
@@ -340,6 +340,35 @@ def serve(
     return serving, shape.serving_tp(serving.kv_tp).on_gpu(node_gpu(hardware.node))
 
 
+def serve_chosen(
+    shape: KvShape, hardware: Hardware, *, weights_dtype: str, ctx_tokens: int,
+    max_num_batched_tokens: int | None, reserve: int = 0, pp: int | None = None,
+    dp_attention: bool = False, choose: bool = True,
+) -> tuple[Serving, KvShape]:  # fmt: skip
+    """``serve`` with the layout the plan takes: the user's tp (the shape's, when given) and
+    ``pp`` rule; when neither is given and ``choose``, the one holding the most sessions of
+    ``ctx_tokens`` in T1 (``best_layout``, without data-parallel attention unless asked),
+    said in the serving's first note; else ``choose_serving``'s."""
+    chosen = None
+    if choose and not shape.tp_given and pp is None and not dp_attention:
+        chosen = best_layout(shape, hardware, weights_dtype=weights_dtype, ctx_tokens=ctx_tokens,
+                             max_num_batched_tokens=max_num_batched_tokens,
+                             extra_reserve_bytes_per_chip=reserve, dp_attention=False)  # fmt: skip
+    serving, priced = serve(
+        shape, hardware, weights_dtype=weights_dtype, dp_attention=dp_attention,
+        pp=chosen.pp if chosen else pp or 1, tp=chosen.tp if chosen else None,
+    )  # fmt: skip
+    if chosen is not None:
+        layout = f"tp {chosen.tp}" + (f" x pp {chosen.pp}" if chosen.pp > 1 else "")
+        serving = replace(serving, notes=(
+            f"--tp/--pp not given: {layout}, {chosen.instances} engine instance(s) per node,"
+            f" the layout that holds the most sessions of {ctx_tokens:,} tokens in T1"
+            f" ({chosen.sessions_in_t1_per_node:,} a node); --tp and --pp choose another",
+            *serving.notes,
+        ))  # fmt: skip
+    return serving, priced
+
+
 def plan_contexts(
     shape: KvShape,
     *,
@@ -376,23 +405,11 @@ def plan_contexts(
     batched = node_batched_tokens(shape, hardware, max_num_batched_tokens)
     stack = offload or LAYOUTS[shape.rules.offload_stack]
     reserve = stack.gpu_reserve_mib_with_gds * 2**20 if uses_gds(hardware) else 0
-    chosen = None
-    if choose_layout and not shape.tp_given and pp is None and not dp_attention:
-        chosen = best_layout(shape, hardware, weights_dtype=weights_dtype,
-                             ctx_tokens=max(contexts), max_num_batched_tokens=batched.value,
-                             extra_reserve_bytes_per_chip=reserve, dp_attention=False)  # fmt: skip
-    serving, priced = serve(
-        shape, hardware, weights_dtype=weights_dtype, dp_attention=dp_attention,
-        pp=chosen.pp if chosen else pp or 1, tp=chosen.tp if chosen else None,
+    serving, priced = serve_chosen(
+        shape, hardware, weights_dtype=weights_dtype, ctx_tokens=max(contexts),
+        max_num_batched_tokens=batched.value, reserve=reserve, pp=pp,
+        dp_attention=dp_attention, choose=choose_layout,
     )  # fmt: skip
-    if chosen is not None:
-        layout = f"tp {chosen.tp}" + (f" x pp {chosen.pp}" if chosen.pp > 1 else "")
-        serving = replace(serving, notes=(
-            f"--tp/--pp not given: {layout}, {chosen.instances} engine instance(s) per node,"
-            f" the layout that holds the most sessions of {max(contexts):,} tokens in T1"
-            f" ({chosen.sessions_in_t1_per_node:,} a node); --tp and --pp choose another",
-            *serving.notes,
-        ))  # fmt: skip
     a = assumptions or ReloadAssumptions()
     if a.use_fp8_compute is None:
         narrow = serving.weights_dtype in ("fp8", "mxfp4", "nvfp4")
@@ -510,8 +527,13 @@ def plan_workload(
 
     Raises InputError when the weights or one session do not fit a node.
     """
-    serving, priced = serve(shape, hardware, weights_dtype=workload.weights_dtype)
     batched = node_batched_tokens(shape, hardware, max_num_batched_tokens).value
+    stack = offload or LAYOUTS[shape.rules.offload_stack]
+    serving, priced = serve_chosen(
+        shape, hardware, weights_dtype=workload.weights_dtype,
+        ctx_tokens=max(workload.contexts), max_num_batched_tokens=batched,
+        reserve=stack.gpu_reserve_mib_with_gds * 2**20 if uses_gds(hardware) else 0,
+    )  # fmt: skip
     sizes = {ctx: priced.size(ctx, max_num_batched_tokens=batched) for ctx in workload.contexts}
     mean = int(
         sum(share * sizes[ctx].kv_bytes_per_session for ctx, share in workload.contexts.items())

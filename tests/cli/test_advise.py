@@ -41,9 +41,13 @@ def test_flags_give_tiers_posture_and_reasons(kvtool: Run) -> None:
     assert data["criteria_met"] == 6
     assert data["tiers"] == ["T1", "T2", "T3"]
     assert data["posture"] == "eager"
-    assert data["tp"] == 8  # one engine per p5en instance
-    # vLLM keeps the whole MLA latent on every tensor-parallel rank: 8 copies at tp 8
-    assert data["session_bytes"]["128000"] == 8 * 70_272 * 128_000
+    # the layout that holds the most: vLLM keeps the whole MLA latent on every tensor-parallel
+    # rank (8 copies at tp 8), so tp 1 x pp 8 keeps one
+    assert (data["tp"], data["pp"]) == (1, 8)
+    assert data["session_bytes"]["128000"] == 70_272 * 128_000
+    at_tp8 = kvtool("advise", "--model", "deepseek-r1", "--hardware", "p5en", "--tp", "8",
+                    "--sessions", "400", "--ctx", "128k", "--json")  # fmt: skip
+    assert json.loads(at_tp8.stdout)["session_bytes"]["128000"] == 8 * 70_272 * 128_000
 
 
 def test_yaml_file_and_flag_override(kvtool: Run, tmp_path: Path) -> None:
@@ -57,7 +61,7 @@ def test_yaml_file_and_flag_override(kvtool: Run, tmp_path: Path) -> None:
     override = json.loads(kvtool("advise", str(workload), "--sessions", "2000", "--json").stdout)
     # AWS's Neuron docs publish 27,648 GiB of host memory per Gen2 UltraServer: T2 is planned
     assert override["tiers"] == ["T1", "T2", "T3"]
-    assert override["tp"] == 4  # the 4 chips of one Trn3 server
+    assert (override["tp"], override["pp"]) == (8, 18)  # the layout that holds the most
     table = kvtool("advise", str(workload)).stdout
     assert "recommended tiers: T1" in table
 

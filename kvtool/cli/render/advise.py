@@ -20,6 +20,7 @@ def advice_json(result: AdviceResult) -> dict[str, Any]:
         "nodes": result.workload.nodes,
         "sessions": result.workload.sessions,
         "tp": result.serving.tp,
+        "pp": result.serving.pp,
         "weights_dtype": result.serving.weights_dtype,
         "contexts": {str(k): v for k, v in result.workload.contexts.items()},
         "session_bytes": {str(k): v for k, v in result.session_bytes.items()},

@@ -35,8 +35,12 @@ def test_short_contexts_at_low_concurrency_need_only_t1() -> None:
 
 def test_medium_working_set_adds_t2_only() -> None:
     advice = advise(Workload(sessions=100, contexts={32_000: 1.0}), CAPACITY)
-    assert advice.tiers == ("T1", "T2")  # 1 TB: over HBM, under HBM + DRAM; 1 criterion
+    # 1 TB: over HBM, under HBM + DRAM, so T2; one criterion holds, and any one brings T3
+    assert advice.tiers == ("T1", "T2", "T3")
     assert [c.name for c in advice.criteria if c.met] == ["working set exceeds HBM"]
+    assert "T3: 1 criterion of the article's 6 hold (working set exceeds HBM), and any one" \
+        " makes a shared tier worth it" in advice.reasons  # fmt: skip
+    assert not any("exceeds T1 + T2" in r for r in advice.reasons)  # not for room
 
 
 def test_each_criterion_is_evaluated_against_its_threshold() -> None:
@@ -54,20 +58,24 @@ def test_each_criterion_is_evaluated_against_its_threshold() -> None:
     )
 
 
-def test_several_criteria_bring_t3_and_disaggregation_forces_eager() -> None:
-    advice = advise(
-        Workload(
-            sessions=20,
-            contexts={32_000: 0.5, 128_000: 0.5},
-            shared_prefix=0.5,
-            mean_idle_s=120,
-            disaggregated=True,
-        ),
-        CAPACITY,
-    )
-    assert "T3" in advice.tiers
+def test_disaggregation_alone_requires_a_shared_tier_and_eager_writes() -> None:
+    """The article makes eager mandatory because decode nodes are never the prefill node:
+    so a shared tier is required too, never "T1 only, eager"."""
+    advice = advise(Workload(sessions=1, contexts={32_000: 1.0}, disaggregated=True), CAPACITY)
+    assert [c.name for c in advice.criteria if c.met] == ["disaggregated prefill/decode"]
+    assert advice.tiers == ("T1", "T3")
     assert advice.posture == "eager"
-    assert any("disaggregated" in r for r in advice.reasons)
+    assert advice.reasons[0].startswith("T3: required, prefill and decode are disaggregated")
+    assert "posture eager: prefill and decode are disaggregated" in advice.reasons[-1]
+
+
+def test_any_one_criterion_brings_t3_and_none_leaves_t1() -> None:
+    one = advise(Workload(sessions=1, contexts={32_000: 1.0}, mean_idle_s=120), CAPACITY)
+    assert one.tiers == ("T1", "T3")
+    assert any("(long idle time)" in r for r in one.reasons)
+    none = advise(Workload(sessions=1, contexts={32_000: 1.0}), CAPACITY)
+    assert none.tiers == ("T1",)
+    assert "T3 not needed: none of the article's 6 criteria holds" in none.reasons
 
 
 def test_long_idle_sessions_are_exported_to_s3() -> None:
@@ -100,9 +108,11 @@ def test_t2_that_stores_one_copy_of_a_replicated_latent_holds_that_many_more_ses
     """2.6 TB of peak HBM bytes over 0.8 TB of HBM and 1.6 TB of DRAM needs T3, unless T2
     saves one copy of what HBM keeps on each of 8 ranks (an MLA latent under vLLM's offload)."""
     w = Workload(sessions=260, contexts={32_000: 1.0})
-    assert "T3" in advise(w, CAPACITY).tiers
+    assert any("exceeds T1 + T2" in r for r in advise(w, CAPACITY).reasons)
     latent = Capacity(**{**CAPACITY.__dict__, "t2_divisor": 8})
-    assert advise(w, latent).tiers == ("T1", "T2")
+    fits = advise(w, latent)  # T3 still, for the working-set criterion, not for room
+    assert fits.tiers == ("T1", "T2", "T3")
+    assert not any("exceeds T1 + T2" in r for r in fits.reasons)
 
 
 def test_advise_agrees_with_its_placement_for_an_mla_model() -> None:
@@ -118,4 +128,5 @@ def test_advise_agrees_with_its_placement_for_an_mla_model() -> None:
     assert result.placed is not None
     placed = {t.name: t.sessions for t in result.placed.tiers.tiers}
     assert placed["T3"] == placed["T4"] == 0
-    assert result.advice.tiers == ("T1", "T2")
+    assert "T2" in result.advice.tiers
+    assert not any("exceeds T1 + T2" in r for r in result.advice.reasons)

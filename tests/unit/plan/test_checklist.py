@@ -250,7 +250,9 @@ def test_without_a_file_system_the_overflow_has_nowhere_to_go() -> None:
     assert capacity.fix == f"add an FSx for Lustre T3 of at least {need} (fsx: in the plan)"
     tiers = found["plan.tiers"]
     assert tiers.status == "FAIL"
-    assert tiers.message.startswith("the brief's criteria call for a shared T3 (3 of 6 hold")
+    assert tiers.message.startswith(
+        "the article's criteria call for a shared T3 (3 of 6 hold, any one enough"
+    )
     assert tiers.fix == "add fsx: to the plan"
     # no file system: no size, FSx settings or bandwidth to grade, and the client rules go too
     assert [f.id for f in findings] == [
@@ -276,7 +278,7 @@ def test_a_small_workload_needs_only_hbm() -> None:
     assert counts == {"T1": 10, "T2": 0, "T3": 0, "overflow": 0, "peak": 10}
     assert "x 1.05 GB (1,000 MiB) mean" in found["plan.capacity"].evidence
     assert found["plan.tiers"].status == "PASS"
-    assert found["plan.tiers"].message == "tiers match the brief's criteria (0 of 6 hold): T1"
+    assert found["plan.tiers"].message == "tiers match the article's criteria (0 of 6 hold): T1"
 
 
 def test_a_t3_the_criteria_do_not_justify_warns() -> None:
@@ -284,7 +286,7 @@ def test_a_t3_the_criteria_do_not_justify_warns() -> None:
     tiers = by_id(check_plan(*from_mapping(data)[:3]))["plan.tiers"]
     assert tiers.status == "WARN"
     assert tiers.message == (
-        "a T3 is deployed but only 0 of the brief's 6 criteria hold: it may not pay for itself"
+        "a T3 is deployed but none of the article's 6 criteria holds: it may not pay for itself"
     )
 
 
