@@ -273,7 +273,8 @@ def answer(
                 shape.size(tokens, count, max_num_batched_tokens=chosen.value)
                 for tokens in contexts
             ]
-            sized.append(Sized(resolved, results, (), chosen.source, (chosen.ignored,)))
+            sized.append(Sized(resolved, results, (), chosen.source, (chosen.ignored,),
+                               unique=_unique(shape, results) if several else ()))  # fmt: skip
             continue
         from kvtool.inputs.hardware import resolve_assumptions
         from kvtool.plan.deployment import plan_contexts
@@ -305,7 +306,8 @@ def answer(
             return _emit(emit, resolved, shape, planned, t3_dir, eager)
         sized.append(
             Sized(resolved, planned.sizes, planned.plans, planned.batched.source,
-                  (planned.batched.ignored,), _costs(planned.plans, priced, count))
+                  (planned.batched.ignored,), _costs(planned.plans, priced, count),
+                  _unique(shape, planned.sizes) if several else ())
         )  # fmt: skip
     for note in dict.fromkeys(n for one in sized for n in one.ignored):  # once each
         _ignored(note)
@@ -353,6 +355,21 @@ class Sized(NamedTuple):
     batched_why: str
     ignored: tuple[str, ...]
     costs: "tuple[Cost, ...]" = ()
+    unique: tuple[int, ...] = ()  # per context, one copy of a session's KV (no tp replicas)
+
+
+def _unique(shape: "KvShape", results: "Sequence[SizeResult]") -> tuple[int, ...]:
+    """Each context's session KV as one copy: the shape at tp 1 (an engine that replicates KV
+    heads, or an MLA latent, across tensor-parallel ranks counts it once); the result's own
+    bytes where tp 1 is refused."""
+    one = shape.serving_tp(1)
+    out = []
+    for r in results:
+        try:
+            out.append(one.size(r.ctx_tokens).kv_bytes_per_session)
+        except InputError:
+            out.append(r.kv_bytes_per_session)
+    return tuple(out)
 
 
 def _costs(plans: "tuple[DeploymentPlan, ...]", prices: "Prices | None", sessions: int
@@ -447,8 +464,8 @@ def _render(
     if len(sized) > 1:
         assert weights is not None
         render.print_comparison(
-            [render.Compared(one.resolved, one.results, one.plans, w, one.costs) for one, w in
-             zip(sized, weights, strict=True)]
+            [render.Compared(one.resolved, one.results, one.plans, w, one.costs, one.unique)
+             for one, w in zip(sized, weights, strict=True)]
         )  # fmt: skip
         return
     one = sized[0]

@@ -520,3 +520,25 @@ def test_dp_attention_in_the_plan_and_refused_where_it_cannot_run(kvtool: Run) -
     emitted = kvtool(*args, "--dp-attention", "--emit", "vllm")
     assert emitted.exit_code == 2
     assert "does not emit data-parallel attention" in emitted.stderr
+
+
+def test_a_comparison_counts_one_copy_and_shows_the_hbm_replicas_beside_it(kvtool: Run) -> None:
+    """The article counts unique KV per token: DeepSeek R1's 70 KB against Llama 3.1 70B's
+    328 KB, 4.7x less. At tp 8 vLLM keeps R1's latent on all 8 ranks (562 KB a token in HBM);
+    that is shown beside the one copy, never in its place, so the ratio does not flip."""
+    args = ("plan", "llama-3.1-70b,deepseek-r1", "--ctx", "128k", "--hardware", "p5en",
+            "--nodes", "2", "--tp", "8")  # fmt: skip
+    result = kvtool(*args)
+    assert result.exit_code == 0, result.stderr
+    rows = {line.split()[0]: line for line in result.stdout.splitlines()
+            if line.split() and line.split()[0] in ("llama-3.1-70b", "deepseek-r1")}  # fmt: skip
+    assert "70,272 B      1.0x  562,176 B (x8)" in rows["deepseek-r1"]
+    assert "327,680 B      4.7x       327,680 B" in rows["llama-3.1-70b"]
+    assert "deepseek-r1 caches 4.7x less KV per session than llama-3.1-70b (one copy each" in (
+        result.stdout
+    )
+    assert "note: deepseek-r1: at tp 8 the engine keeps 8x one copy of the KV in HBM" in (
+        result.stdout
+    )
+    plain = kvtool("size", "llama-3.1-70b,deepseek-r1", "--ctx", "128k").stdout
+    assert "in HBM/token" not in plain  # tp 1: nothing replicated, no column

@@ -202,6 +202,11 @@ class Compared(NamedTuple):
     plans: tuple[DeploymentPlan, ...]
     weights: Weights | None
     costs: Sequence[Cost] = ()
+    unique: Sequence[int] = ()  # per context, one copy of a session's KV (no tp replicas)
+
+    def one_copy(self, index: int) -> int:
+        """A session's KV at context ``index``, counted once."""
+        return self.unique[index] if self.unique else self.results[index].kv_bytes_per_session
 
 
 def _billions(count: int) -> str:
@@ -221,15 +226,18 @@ def print_comparison(models: Sequence[Compared]) -> None:
     heads = ["model"] + (["context"] if several_contexts else [])
     ranks = any(r.tp > 1 for m in models for r in m.results)
     heads += ["params (active)", "weights", "kv dtype"] + (["tp"] if ranks else [])
-    heads += ["KV/token", "vs least", "per session", "total"]
+    replicated = any(m.one_copy(i) != r.kv_bytes_per_session
+                     for m in models for i, r in enumerate(m.results))  # fmt: skip
+    heads += ["KV/token", "vs least"] + (["in HBM/token"] if replicated else [])
+    heads += ["per session", "total"]
     if planned:
         heads += ["nodes, all in HBM", "sessions T1/T2/T3/T4"]
     priced = any(m.costs for m in models)
     if priced:
         heads += ["$ a month", "all in HBM $"]
     table = Table(*heads)
-    least = {  # per context, the least mean KV bytes per token of any model
-        r.ctx_tokens: min(m.results[i].kv_bytes_per_session for m in models) / r.ctx_tokens
+    least = {  # per context, the least mean KV bytes per token of any model, one copy each
+        r.ctx_tokens: min(m.one_copy(i) for m in models) / r.ctx_tokens
         for i, r in enumerate(models[0].results)
     }
     notes: list[str] = []
@@ -241,7 +249,9 @@ def print_comparison(models: Sequence[Compared]) -> None:
         if w is None:
             notes.append(f"{name}: kvtool does not count its parameters (no weights figure)")
         for index, r in enumerate(m.results):
-            per_token = r.kv_bytes_per_session / r.ctx_tokens  # windows and state in
+            per_token = m.one_copy(index) / r.ctx_tokens  # windows and state in, one copy
+            in_hbm = r.kv_bytes_per_session / r.ctx_tokens  # every rank's, replicas included
+            copies = r.kv_bytes_per_session / m.one_copy(index) if m.one_copy(index) else 1.0
             row = [name] + ([f"{r.ctx_tokens:,}"] if several_contexts else [])
             row += [
                 "-" if w is None else
@@ -252,6 +262,8 @@ def print_comparison(models: Sequence[Compared]) -> None:
                 *([str(r.tp)] if ranks else []),
                 f"{round(per_token):,} B",
                 f"{per_token / least[r.ctx_tokens]:.1f}x" if least[r.ctx_tokens] else "-",
+                *([f"{round(in_hbm):,} B" + (f" (x{copies:.3g})" if copies > 1.001 else "")]
+                  if replicated else []),
                 format_bytes_decimal(r.kv_bytes_per_session),
                 format_bytes_decimal(r.kv_bytes_total),
             ]  # fmt: skip
@@ -267,15 +279,22 @@ def print_comparison(models: Sequence[Compared]) -> None:
                 notes += [f"{name}: {note}" for note in cost.notes]
             table.add_row(*row)
             notes += [f"{name}: {note}" for note in r.notes]
+            if copies > 1.001 and index == 0:
+                notes.append(
+                    f"{name}: at tp {r.tp} the engine keeps {copies:.3g}x one copy of the KV in"
+                    " HBM (each tensor-parallel rank holds heads, or an MLA latent, another rank"
+                    " holds too); --dp-attention, or a layout with fewer tensor-parallel ranks,"
+                    " keeps fewer"
+                )
     echo(table.render())
     for index, r in enumerate(models[0].results):
-        ranked = sorted(
-            range(len(models)), key=lambda i: models[i].results[index].kv_bytes_per_session
-        )
-        low, high = (models[i].results[index].kv_bytes_per_session for i in (ranked[0], ranked[-1]))
+        ranked = sorted(range(len(models)), key=lambda i: models[i].one_copy(index))
+        low, high = (models[i].one_copy(index) for i in (ranked[0], ranked[-1]))
         if low and high > low:
             echo(f"at {r.ctx_tokens:,} tokens {names[ranked[0]]} caches {high / low:.1f}x less KV"
-                 f" per session than {names[ranked[-1]]}")  # fmt: skip
+                 f" per session than {names[ranked[-1]]}"
+                 + (" (one copy each; HBM holds the replicas in 'in HBM/token')"
+                    if replicated else ""))  # fmt: skip
     if planned:
         hardware = next(p for m in models for p in m.plans).hardware
         echo(f"plan: {hardware.node.name} x {hardware.nodes}; each model in its own serving"
