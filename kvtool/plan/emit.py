@@ -227,7 +227,11 @@ def lmcache_yaml(e: EmitInputs) -> str:
     lines += [
         "max_local_disk_size: 0",
         "remote_serde: naive",
-        f"save_decode_cache: {'true' if e.eager else 'false'}",
+        "save_decode_cache: false  # chunks generated in decode are not stored (the default)",
+        "# LMCache 0.5.6 writes every stored chunk to each backend (CPU and T3) when vLLM saves"
+        " it at the end of prefill",
+        "# (StorageManager.batched_put, v1/storage_backend/storage_manager.py:386-432): the"
+        " eager posture, whatever --posture says (LMCache has no lazy, write-on-eviction, switch)",
     ]
     if e.t3_bytes_per_node:
         lines += [
@@ -373,10 +377,15 @@ def dynamo_env(e: EmitInputs) -> str:
     if e.t3_bytes_per_node:
         lines += [
             "# KVBM's disk tier is a private file per worker, unlinked when it exits: on FSx it",
-            "# is NOT a shared T3 (no prefix hits across nodes, nothing survives a restart).",
-            "# Prefer a local NVMe; for a shared T3 use --emit lmcache or --emit sglang.",
-            f"export DYN_KVBM_DISK_CACHE_GB={e.t3_bytes_per_engine / 1e9:.0f}",
-            f"export DYN_KVBM_DISK_CACHE_DIR={shlex.quote(e.t3_dir)}",
+            "# would NOT be a shared T3 (no prefix hits across nodes, nothing survives a",
+            f"# restart), so it is not pointed at {e.t3_dir}. For the shared T3 the plan needs"
+            f" ({e.t3_bytes_per_node / 1e9:,.0f} GB a node)",
+            "# use --emit lmcache or --emit sglang. KVBM's disk tier belongs on the node's",
+            "# local NVMe (the AWS Deep Learning AMI mounts the instance store at",
+            "# /opt/dlami/nvme); size it to what that disk holds.",
+            f"# export DYN_KVBM_DISK_CACHE_GB={e.t3_bytes_per_engine / 1e9:.0f}  # at most the"
+            " local NVMe's free space",
+            "# export DYN_KVBM_DISK_CACHE_DIR=/opt/dlami/nvme/kvbm",
             "# export DYN_KVBM_DISK_ZEROFILL_FALLBACK=1  # only where fallocate() fails; any"
             " value turns it on",
         ]

@@ -172,9 +172,27 @@ def test_dynamo_uses_kv_transfer_config_not_connector() -> None:
 
 
 def test_dynamo_never_calls_its_disk_tier_shared() -> None:
-    text = emit("dynamo", inputs())
-    assert "NOT a shared T3" in text
+    e = inputs()
+    text = emit("dynamo", e)
+    assert "would NOT be a shared T3" in text
     assert "\nexport DYN_KVBM_DISK_ZEROFILL_FALLBACK" not in text  # any value turns it on
+    # not pointed at FSx under a comment that says not to: the disk tier is left to local NVMe
+    assert "\nexport DYN_KVBM_DISK_CACHE_DIR" not in text
+    assert e.t3_dir not in [line.split("=", 1)[-1] for line in text.splitlines()
+                            if "DISK_CACHE_DIR" in line]  # fmt: skip
+    assert "# export DYN_KVBM_DISK_CACHE_DIR=/opt/dlami/nvme/kvbm" in text
+
+
+def test_lmcache_is_eager_by_construction_and_says_so() -> None:
+    """LMCache 0.5.6 puts every stored chunk to each backend at store time (batched_put):
+    save_decode_cache is about decode chunks, never the posture."""
+    eager = emit("lmcache", inputs(eager=True))
+    lazy = emit("lmcache", inputs(eager=False))
+    for text in (eager, lazy):
+        assert "save_decode_cache: false" in text
+        assert "storage_manager.py:386-432" in text
+    assert eager == lazy  # no switch to set
+    assert "the eager posture, whatever --posture says" in eager
     lowered = text.lower()
     assert "each node keeps its own directory" not in lowered
 
