@@ -138,6 +138,9 @@ def test_user_hardware_profile_file(kvtool: Run, tmp_path: Path) -> None:
 def test_hardware_lists_profiles(kvtool: Run) -> None:
     table = kvtool("hardware").stdout
     assert "trn3-ultraserver" in table
+    trn3 = next(line for line in table.splitlines() if line.startswith("trn3-ultraserver"))
+    assert "20,736 GiB (22.3 TB)" in trn3  # 144 chips x 144 GiB
+    assert 'trn3-ultraserver\'s 20,736 GiB is their "20.7 TB", 22.3 TB in bytes' in table
     assert "fsx-lustre-persistent2" in table
     data = json.loads(kvtool("hardware", "--json").stdout)
     assert any(n["name"] == "p5en.48xlarge" for n in data["nodes"])

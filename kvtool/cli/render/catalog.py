@@ -75,13 +75,21 @@ def print_hardware(nodes: tuple[NodeProfile, ...], storage: tuple[StorageProfile
         table.add_row(
             n.name,
             f"{n.chips} x {n.accelerator}",
-            format_bytes_decimal(n.hbm_bytes),
+            f"{n.chips * n.hbm_gib_per_chip:,.0f} GiB ({format_bytes_decimal(n.hbm_bytes)})",
             f"{n.chips * n.bf16_tflops_per_chip / 1000:,.1f}",
             f"{n.host_memory_gib:,.0f} GiB" if n.host_memory_gib else "n/p",
             f"{n.efa_gbps:,.0f} Gbps",
             "yes" if n.gds else "no",
         )
     echo(table.render())
+    if nodes:
+        big = max(nodes, key=lambda n: n.chips * n.hbm_gib_per_chip)
+        gib = big.chips * big.hbm_gib_per_chip
+        echo(
+            f"HBM in GiB, bytes in brackets. AWS's pages write a GiB count over 1,000 as TB:"
+            f' {big.name}\'s {gib:,.0f} GiB is their "{gib / 1000:,.1f} TB",'
+            f" {format_bytes_decimal(big.hbm_bytes)} in bytes."
+        )
     echo()
     table = Table("storage", "tier", "medium", "latency", left=(0, 1, 2))
     for s in storage:

@@ -146,3 +146,25 @@ def test_a_read_only_mount_is_told_to_remount_not_to_chown(base: Path, tmp_path:
     assert "read-only mount" in finding.message
     assert finding.fix.startswith("sudo mount -o remount,rw /mnt/lustre")
     assert "chown" not in finding.fix
+
+
+def test_atime_says_what_relatime_writes_and_why_it_passes_where_the_article_says_noatime(
+    base: Path,
+) -> None:
+    from kvtool.doctor.checks import check_atime
+
+    report = doctor(base, nodes=16, chunk_bytes=LLAMA_70B_CHUNK, gds="required")
+    relatime = by_id(report)["mount.atime"]
+    assert relatime.status == "PASS"
+    assert "at most once a day" in relatime.message
+    assert "accepted where the AWS article says noatime" in relatime.message
+    from types import SimpleNamespace
+
+    for options, status, words in (
+        (("rw", "noatime", "flock"), "PASS", "reads never write access times"),
+        (("rw", "flock"), "WARN", "updated on every read"),
+    ):
+        facts = SimpleNamespace(mount=SimpleNamespace(options=options))
+        (found,) = check_atime(facts, None)  # type: ignore[arg-type]
+        assert found.status == status
+        assert words in found.message
