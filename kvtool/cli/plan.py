@@ -6,14 +6,15 @@ from typing import Annotated
 import typer
 
 from kvtool.cli.options import (
+    PANEL_SHAPE,
     CtxOpt,
-    EngineOpt,
     KvDtypeOpt,
     SessionsOpt,
     TpOpt,
     plan_flag,
     plan_option,
 )
+from kvtool.model.engines import ENGINES
 
 
 def plan(
@@ -31,7 +32,17 @@ def plan(
     sessions: SessionsOpt = "1",
     nodes: Annotated[str | None, plan_option("--nodes", panel=None)] = None,
     kv_dtype: KvDtypeOpt = "auto",
-    engine: EngineOpt = "vllm",
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            "--engine",
+            "-e",
+            metavar="ENGINE",
+            help="Whose memory layout to count: " + ", ".join(ENGINES) + " (default vllm;"
+            " with --emit, the engine that target configures).",
+            rich_help_panel=PANEL_SHAPE,
+        ),
+    ] = None,
     tp: TpOpt = None,
     pp: Annotated[str | None, plan_option("--pp")] = None,
     weights_dtype: Annotated[str | None, plan_option("--weights-dtype")] = None,
@@ -87,6 +98,14 @@ def plan(
             "kvtool hardware lists them; kvtool size MODEL answers without one",
         )
     extra = parse_settings(settings)
+    if engine is None:  # the engine the emitted configuration is for, else vLLM
+        from kvtool.plan.emit import EMIT_ENGINE
+
+        engine = EMIT_ENGINE.get((emit or "").strip().lower(), "vllm")
+        if engine != "vllm":
+            from kvtool.cli.render.text import note
+
+            note(f"--emit {emit}: the plan is sized by {engine}'s rules (no --engine given)")
     return answer(
         model, ctx=ctx, sessions=sessions, kv_dtype=kv_dtype, engine=engine, tp=tp,
         block_size=extra.get("block_tokens"), hardware=hardware, nodes=nodes,

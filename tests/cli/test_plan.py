@@ -298,3 +298,19 @@ def test_the_verdict_is_the_first_line_and_in_the_json(kvtool: Run) -> None:
                      "--hardware", "p5en").stdout.splitlines()  # fmt: skip
     assert several[0].startswith("at 10,000 tokens, does not fit: 248 of 500 sessions in T1")
     assert several[1].startswith("at 128,000 tokens, does not fit: 19 of 500 sessions in T1")
+
+
+def test_emit_sglang_plans_with_sglangs_rules_unless_another_engine_was_asked(kvtool: Run) -> None:
+    args = ("plan", "llama-3.1-70b", "--hardware", "p5en", "--ctx", "32k", "--emit", "sglang")
+    emitted = kvtool(*args)
+    assert emitted.exit_code == 0, emitted.stderr
+    assert "--emit sglang: the plan is sized by sglang's rules (no --engine given)" in (
+        emitted.stderr
+    )
+    assert emitted.stdout.startswith("# SGLang 0.5.23 HiCache command")
+    assert kvtool(*args, "--engine", "sglang").stdout == emitted.stdout
+    asked = kvtool(*args, "--engine", "vllm")  # said, so a conflict: one line, exit 2
+    assert asked.exit_code == 2
+    assert "--emit sglang configures sglang, but the plan is sized by --engine vllm's" in (
+        asked.stderr
+    )
