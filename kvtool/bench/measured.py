@@ -35,6 +35,27 @@ def _stands_for_t3(result: BenchResult) -> bool:
     return result.variant == "gds" and "; direct (GPUDirect)" in result.note
 
 
+def first_byte(rows: Sequence[BenchResult]) -> tuple[float | None, str]:
+    """The first-byte latency the rows imply, and how: of those with latencies, the smallest
+    block's median completion latency less its transfer at the per-thread rate (fio's
+    latency includes moving the block; each thread has one request in flight). None when no
+    row measured one, or the transfer accounts for all of it."""
+    timed = [r for r in rows if r.latency_us is not None and r.bytes_per_s]
+    if not timed:
+        return None, ""
+    row = min(timed, key=lambda r: (r.block_bytes, -(r.bytes_per_s or 0)))
+    assert row.latency_us is not None
+    median = row.latency_us.p50 * 1e-6
+    per_thread = (row.bytes_per_s or 0) / max(row.threads * max(row.clients, 1), 1)
+    first = median - row.block_bytes / per_thread
+    if first <= 0:
+        return None, ""
+    return first, (
+        f"{row.tool} {row.op} median {median * 1e3:,.3g} ms at {_block(row)} less its transfer"
+        f" at {per_thread / 1e9:,.2f} GB/s a thread"
+    )
+
+
 def measured_tiers(results: Sequence[BenchResult], *, chips: int) -> tuple[MeasuredTier, ...]:
     """The measured T2, T3 and T4 read bandwidths of one node, each with its source."""
     ok = [r for r in results if r.status == "ok" and r.bytes_per_s]
@@ -51,6 +72,7 @@ def measured_tiers(results: Sequence[BenchResult], *, chips: int) -> tuple[Measu
         direct = "O_DIRECT" if best.direct else "buffered"
         if best.filesystem and best.filesystem != "lustre":
             direct += f", on {best.filesystem}, not Lustre"
+        latency, how = first_byte(t3)
         out.append(
             MeasuredTier(
                 "T3",
@@ -58,6 +80,8 @@ def measured_tiers(results: Sequence[BenchResult], *, chips: int) -> tuple[Measu
                 f"kvtool bench: {best.tool} {best.op}{' (GDS)' if best.variant == 'gds' else ''},"
                 f" {_block(best)} blocks, {best.threads}"
                 f" threads, {direct}{clients}",
+                latency,
+                how,
             )
         )
     t2 = [r for r in ok if r.tier == "t2" and r.op == "h2d" and r.variant == "pinned"]
@@ -66,12 +90,15 @@ def measured_tiers(results: Sequence[BenchResult], *, chips: int) -> tuple[Measu
     t4 = [r for r in ok if r.tier == "t4" and r.op == "get"]
     if t4:
         best = max(t4, key=lambda r: r.bytes_per_s or 0)
+        latency, how = first_byte(t4)
         out.append(
             MeasuredTier(
                 "T4",
                 best.bytes_per_s or 0,
                 f"kvtool bench: {best.tool} GET, {_block(best)} objects, {best.threads}"
                 " connections",
+                latency,
+                how,
             )
         )
     return tuple(out)

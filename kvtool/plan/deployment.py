@@ -238,7 +238,7 @@ def plan_deployment(
     if measured_tiers:
         notes.append(
             f"{', '.join(measured_tiers)} reload times use the bandwidth kvtool bench measured,"
-            " not the spec; first-byte latencies stay the profile's"
+            " not the spec, and its first-byte latency where it measured one (each path says)"
         )
     notes += _offload_notes(offload, divisors, serving, gds)
     if not any(p.tier == "T2" for p in paths) and node.host_memory_gib:

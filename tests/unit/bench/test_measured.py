@@ -97,3 +97,30 @@ def test_only_a_direct_gds_aggregate_or_a_posix_read_stands_for_t3() -> None:
     (t3,) = measured_tiers([posix, baseline, direct, *never], chips=8)
     assert t3.bytes_per_s == 9e9
     assert "(GDS)" in t3.source
+
+
+def test_the_first_byte_is_the_smallest_blocks_median_less_its_transfer() -> None:
+    from kvtool.bench.result import Latency
+
+    def timed(block: int, threads: int, bps: float, p50_us: float) -> BenchResult:
+        return _ok("t3", "rand_read", bps, block_bytes=block, threads=threads,
+                   latency_us=Latency(p50_us, p50_us * 2, p50_us * 3))  # fmt: skip
+
+    results = [
+        timed(2**20, 32, 5.6e9, 5_800),  # 1 MiB: the transfer is the whole latency
+        timed(65_536, 1, 40e6, 1_900),  # 64 KiB at 40 MB/s: 1.638 ms of it is the transfer
+    ]
+    (t3,) = measured_tiers(results, chips=8)
+    assert t3.latency_s is not None
+    assert round(t3.latency_s, 9) == round(1.9e-3 - 65_536 / 40e6, 9)
+    assert "median 1.9 ms at 0.06 MiB less its transfer at 0.04 GB/s a thread" in t3.latency_source
+    # a real recording (examples/check/bench-t3.json): at 1 MiB and 32 threads the transfer
+    # (5.99 ms a request) is all of fio's 5.8 ms median: no first byte, the spec's stays
+    import json
+    from pathlib import Path
+
+    from kvtool.bench.result import results_from_json
+
+    data = json.loads((Path(__file__).parents[3] / "examples/check/bench-t3.json").read_text())
+    (real,) = measured_tiers(results_from_json(data), chips=8)
+    assert real.latency_s is None

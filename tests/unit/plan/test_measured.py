@@ -54,7 +54,8 @@ def test_a_t3_measurement_replaces_only_t3_and_names_the_spec_it_replaced() -> N
     assert t3.bandwidth_source == "measured"
     assert t3.description == (
         "measured 5.60 GB/s (kvtool bench: fio 3.33 seq_read, 1.00 MiB blocks, 32 threads,"
-        " O_DIRECT) in place of the spec 87.50 GB/s"
+        " O_DIRECT) in place of the spec 87.50 GB/s; first-byte latency the spec's (no latency"
+        " measured)"
     )
 
 
@@ -70,6 +71,22 @@ def test_latency_chunk_cost_and_threads_stay_the_profiles() -> None:
     assert t3.latency_s == pytest.approx(300e-6)  # the profile's 300 us, not fio's latency
 
 
+def test_a_measured_first_byte_latency_replaces_the_spec_and_says_so() -> None:
+    """A bench that measured latencies gives the path its first byte (and the per-chunk
+    operation, one open-and-read per file), named with how it was estimated."""
+    timed = MeasuredTier("T3", 5.6e9, "fio", 0.0012, "fio rand_read median 1.5 ms at 64 KiB")
+    (t3,) = [p for p in apply_measured(SPEC, [timed]) if p.tier == "T3"]
+    assert (t3.latency_s, t3.op_s) == (0.0012, 0.0012)
+    assert t3.io_threads == by_tier(SPEC)["T3"].io_threads
+    assert t3.description.endswith(
+        "; first byte 1.2 ms measured (fio rand_read median 1.5 ms at 64 KiB) in place of the"
+        " spec 0.3 ms"
+    )
+    (t2,) = [p for p in apply_measured(SPEC, [MeasuredTier("T2", 4e11, "h2d", 1e-5, "x")])
+             if p.tier == "T2"]  # fmt: skip
+    assert (t2.latency_s, t2.op_s) == (1e-5, 0.0)  # T2 has no per-chunk operation
+
+
 def test_one_nodes_t3_reading_above_its_file_system_share_is_capped_and_says_why() -> None:
     out = apply_measured(
         SPEC, [MeasuredTier("T3", 20e9, "fio")], t3_share_bytes_per_s=SHARE_8_NODES
@@ -79,6 +96,7 @@ def test_one_nodes_t3_reading_above_its_file_system_share_is_capped_and_says_why
     assert t3.description == (
         "measured 20.00 GB/s (fio) in place of the spec 87.50 GB/s, capped at this node's"
         " file-system share 5.86 GB/s (one node's measurement cannot see the others' load)"
+        "; first-byte latency the spec's (no latency measured)"
     )
 
 
@@ -96,7 +114,8 @@ def test_only_t3_is_capped_by_the_file_system_share() -> None:
     assert (out["T2"].node_bytes_per_s, out["T4"].node_bytes_per_s) == (416e9, 2e9)
     assert out["T3"] is by_tier(SPEC)["T3"]
     assert out["T4"].description == (
-        "measured 2.00 GB/s (boto3 GET) in place of the spec 5.44 GB/s"
+        "measured 2.00 GB/s (boto3 GET) in place of the spec 5.44 GB/s; first-byte latency the"
+        " spec's (no latency measured)"
     )
 
 
