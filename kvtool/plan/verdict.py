@@ -6,12 +6,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kvtool.errors import InputError
+from kvtool.plan.cluster import Hardware
+from kvtool.plan.placement import TierPlan
+from kvtool.plan.serving import Layout, Serving
 
-if TYPE_CHECKING:
-    from kvtool.plan.deployment import DeploymentPlan
+
+class DeploymentPlan(Protocol):
+    """What a verdict reads of a plan (``deployment.DeploymentPlan``, which imports this)."""
+
+    @property
+    def tiers(self) -> TierPlan: ...
+
+    @property
+    def hardware(self) -> Hardware: ...
+
+    @property
+    def serving(self) -> Serving: ...
+
+    @property
+    def best_layout(self) -> Layout | None: ...
 
 
 @dataclass(frozen=True)
@@ -68,7 +84,7 @@ def layout_text(plan: DeploymentPlan) -> str:
     return text + (" with data-parallel attention" if serving.dp_attention else "")
 
 
-Replan = Callable[..., "DeploymentPlan"]
+Replan = Callable[..., DeploymentPlan]
 
 
 def judge(plan: DeploymentPlan, sessions: int, *, replan: Replan, fp8_possible: bool) -> Verdict:
