@@ -191,7 +191,8 @@ def advise(workload: Workload, capacity: Capacity) -> Advice:
     elif held or not fits_t1_t2:
         tiers.append("T3")
         why = (
-            f"{plural(met, 'criterion', 'criteria')} of the article's 6 hold"
+            f"{plural(met, 'criterion', 'criteria')} of the article's 6"
+            f" {'holds' if met == 1 else 'hold'}"
             f" ({', '.join(held)}), and any one makes a shared tier worth it"
             if held
             else ""

@@ -67,6 +67,7 @@ __all__ = [
 ]  # fmt: skip
 
 BREAK_EVEN_CONTEXTS = (1_000, 4_000, 10_000, 32_000, 50_000, 128_000, 200_000, 1_000_000)
+ARTICLE_CHEAP_TOKENS = 10_000  # the article: below 10K tokens recompute is cheap
 
 
 def offload_divisors(offload: OffloadLayout, *, is_mla: bool, tp: int) -> dict[str, int]:
@@ -278,6 +279,14 @@ def plan_deployment(
         if path.tier == "T3" and path.bandwidth_source == "measured"
     ]
     notes += _s3_out_reads(crossovers, t3, paths, hardware.nodes)
+    t3_from = crossovers.get("T3")
+    if t3_from is not None and t3_from < ARTICLE_CHEAP_TOKENS:
+        notes.append(
+            f"departs from the AWS article's \"below {ARTICLE_CHEAP_TOKENS // 1000}K tokens"
+            f' recompute is cheap": here T3 reload beats recompute from {t3_from:,} tokens;'
+            " the article weighs what GPU time costs at short contexts, the reload model only"
+            " which is faster"
+        )
     if t3.source == GIVEN:  # beside the given file system, the one kvtool would size
         unsized = replace(hardware, fsx_capacity_bytes=None)
         sized = _size_t3(spec, params, compute, unsized, tiers.t3_bytes_needed, paths_at,

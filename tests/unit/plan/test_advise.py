@@ -38,7 +38,7 @@ def test_medium_working_set_adds_t2_only() -> None:
     # 1 TB: over HBM, under HBM + DRAM, so T2; one criterion holds, and any one brings T3
     assert advice.tiers == ("T1", "T2", "T3")
     assert [c.name for c in advice.criteria if c.met] == ["working set exceeds HBM"]
-    assert "T3: 1 criterion of the article's 6 hold (working set exceeds HBM), and any one" \
+    assert "T3: 1 criterion of the article's 6 holds (working set exceeds HBM), and any one" \
         " makes a shared tier worth it" in advice.reasons  # fmt: skip
     assert not any("exceeds T1 + T2" in r for r in advice.reasons)  # not for room
 
