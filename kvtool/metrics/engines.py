@@ -217,21 +217,37 @@ def _sglang(f: _Family) -> Reading:
 
 
 def _lmcache(f: _Family) -> Reading:
+    """The hit ratio is the lookup's (``num_lookup_hits / num_lookup_tokens``, 0.5.6
+    ``observability.py:973-984``): under vLLM the adapter retrieves only what the lookup found
+    (``vllm_v1_adapter.py:855-859``; the retrieve asks for the mask's sum,
+    ``v1/cache_engine.py:846-859``), so ``num_hit_tokens / num_requested_tokens`` reads about
+    100% whatever the truth; it is used only where the lookup counters are absent, said so."""
     notes = []
     if f.by_name.get("lmcache:retrieve_hit_rate") or f.by_name.get("lmcache:lookup_hit_rate"):
         notes.append("lmcache:*_hit_rate ignored: gauges of the last interval; the ratio is"
-                     " from num_hit_tokens / num_requested_tokens")  # fmt: skip
-    hit = f.total("num_hit_tokens", "lmcache:num_hit_tokens_total")
+                     " from the lookup counters")  # fmt: skip
+    hit = f.total("lookup_hits", "lmcache:num_lookup_hits_total")
+    queried = f.total("lookup_tokens", "lmcache:num_lookup_tokens_total")
+    if hit is None or queried is None:
+        hit = f.total("num_hit_tokens", "lmcache:num_hit_tokens_total")
+        queried = f.total("num_requested_tokens", "lmcache:num_requested_tokens_total")
+        if queried:
+            notes.append("no lmcache:num_lookup_* counters: the ratio is num_hit_tokens /"
+                         " num_requested_tokens, which counts only what a lookup already found"
+                         " (under vLLM it overstates, up to 100%)")  # fmt: skip
     used = f.totals((("host_bytes", "lmcache:local_cache_usage"),
                      ("disk_bytes", "lmcache:local_storage_usage"),
                      ("remote_bytes", "lmcache:remote_cache_usage")), zeros=False)  # fmt: skip
     remote = "lmcache:num_remote_{}_bytes_total"
     offload = f.totals((("remote_read_bytes", remote.format("read")),
                         ("remote_write_bytes", remote.format("write"))))  # fmt: skip
+    counted = f.by_name.get("lmcache:num_lookup_tokens_total", ()) or f.by_name.get(
+        "lmcache:num_hit_tokens_total", ()
+    )
     return f.reading(
         "lmcache",
-        instances=max(len(f.by_name.get("lmcache:num_hit_tokens_total", ())), 1),
-        queried_tokens=f.total("num_requested_tokens", "lmcache:num_requested_tokens_total"),
+        instances=max(len(counted), 1),
+        queried_tokens=queried,
         hit_tokens={} if not hit else {"lmcache": hit},
         tier_used=used,
         offload=offload,
