@@ -188,8 +188,38 @@ def _vllm(f: _Family) -> Reading:
     )
 
 
-def _sglang(f: _Family) -> Reading:
+# SGLang's scheduler labels (0.5.23 ``metrics_collector.py:1381-1393``): every pipeline stage's
+# scheduler with attention-TP rank 0 exports the same pool and the same requests under its own
+# ``pp_rank`` (and with --enable-metrics-for-all-schedulers, every TP rank under its own
+# ``tp_rank``); data-parallel attention ranks (``dp_rank``) are separate pools
+SGLANG_RANK_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank"})
+
+
+def one_per_instance(samples: Sequence[Sample]) -> tuple[list[Sample], int]:
+    """SGLang's samples with one per series of an engine instance: the ranks that repeat a
+    figure (``SGLANG_RANK_LABELS``) are folded into one (their largest), the rest kept apart;
+    and how many samples were folded away."""
+    kept: dict[tuple[str, tuple[tuple[str, str], ...]], Sample] = {}
+    for sample in samples:
+        key = (sample.name, tuple(sorted((k, v) for k, v in sample.labels.items()
+                                         if k not in SGLANG_RANK_LABELS)))  # fmt: skip
+        held = kept.get(key)
+        if held is None or sample.value > held.value:
+            kept[key] = sample
+    return list(kept.values()), len(samples) - len(kept)
+
+
+def _sglang(raw: _Family) -> Reading:
     notes = []
+    pools = raw.by_name.get("sglang:max_total_num_tokens", [])
+    instances = one_per_instance(pools)[0]
+    if len(pools) > len(instances):
+        notes.append(
+            f"{len(pools)} scheduler ranks report {len(instances)} KV pool(s): the tp_rank and"
+            " pp_rank copies of one engine instance are counted once; dp_rank pools add up"
+        )
+    rows = [s for name, held in raw.by_name.items() if name.startswith("sglang:") for s in held]
+    f = _Family(one_per_instance(rows)[0])
     if f.by_name.get("sglang:cache_hit_rate"):
         notes.append("sglang:cache_hit_rate ignored: the gauge is overwritten every batch"
                      " (sglang#26608); the ratio: cached_tokens / prompt_tokens")  # fmt: skip

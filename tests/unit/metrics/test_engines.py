@@ -123,3 +123,35 @@ def test_an_info_label_that_is_no_whole_number_is_no_figure(value: str) -> None:
     text = f'vllm:cache_config_info{{block_size="16",num_gpu_blocks="{value}",engine="0"}} 1.0'
     (r,) = read(parse(text))
     assert (r.capacity_tokens, r.num_gpu_blocks) == (None, None)
+
+
+def _ranked(text: str, **labels: str) -> str:
+    """The SGLang scrape as one scheduler rank exports it: the labels SGLang 0.5.23's collector
+    adds (``metrics_collector.py:1381-1393``) on every ``sglang:`` line."""
+    extra = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    lines = text.splitlines()
+    return "".join(
+        (line.replace("{", "{" + extra + ",", 1) if line.startswith("sglang:") else line) + "\n"
+        for line in lines
+    )
+
+
+def test_sglang_pipeline_and_tp_ranks_are_one_pool_and_dp_ranks_add_up() -> None:
+    """PP 2: each stage's scheduler with attention-TP rank 0 exports the same pool and requests
+    under its own pp_rank (454,896-token pools read 909,792 before); with
+    --enable-metrics-for-all-schedulers every TP rank does too. DP-attention ranks are pools."""
+    text = (FIXTURES / "CONSTRUCTED_sglang-0.5.23-t60.prom").read_text()
+    base = {"engine_type": "unified", "moe_ep_rank": "0"}
+    one = read(parse(_ranked(text, **base, tp_rank="0", pp_rank="0")))[0]
+    pp = read(parse("".join(_ranked(text, **base, tp_rank=t, pp_rank=p)
+                            for p in ("0", "1") for t in ("0", "1"))))[0]  # fmt: skip
+    assert one.capacity_tokens == 441_856
+    assert (pp.capacity_tokens, pp.usage, pp.hit_ratio) == (
+        one.capacity_tokens, one.usage, one.hit_ratio,
+    )  # fmt: skip
+    assert pp.queried_tokens == one.queried_tokens == 5_390_000
+    assert any("4 scheduler ranks report 1 KV pool(s)" in n for n in pp.notes)
+    dp = read(parse("".join(_ranked(text, **base, tp_rank="0", pp_rank="0", dp_rank=d)
+                            for d in ("0", "1"))))[0]  # fmt: skip
+    assert dp.capacity_tokens == 2 * 441_856
+    assert dp.queried_tokens == 2 * 5_390_000  # two instances, each its own requests
