@@ -38,7 +38,12 @@ def metrics(
         ),
     ] = None,
     timeout: Annotated[
-        str, typer.Option("--timeout", metavar="SECONDS", help="Per source, per scrape.")
+        str,
+        typer.Option(
+            "--timeout",
+            metavar="SECONDS",
+            help="Per source, per scrape: the whole scrape, connect to last byte (default 5).",
+        ),
     ] = "5",
     model: ModelOpt = None,
     hardware: HardwareOpt = None,

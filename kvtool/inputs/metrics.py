@@ -8,11 +8,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
-from kvtool.errors import InputError
+from kvtool.errors import InputError, redact
+from kvtool.inputs.http import check_url, get_text
 from kvtool.metrics.engines import Reading, rates, read
 from kvtool.metrics.prom import parse
 
 MAX_SOURCES = 1024
+WORKERS = 128  # sources scraped at once: a scrape waits on the network, not the CPU
 
 
 class Scraped(NamedTuple):
@@ -49,6 +51,7 @@ def source_list(sources: list[str], from_file: str | None) -> list[str]:
 
 def _normal(item: str) -> str:
     if item.startswith(("http://", "https://")):
+        check_url(item, what="source")
         return item
     if Path(item).exists():
         return item
@@ -69,12 +72,7 @@ def _fetch(source: str, timeout: float) -> str:
         from kvtool.files import read_text
 
         return read_text(Path(source), what="scrape")
-    import urllib.request
-
-    request = urllib.request.Request(source, headers={"Accept": "text/plain"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:  # (http and https only)
-        body: bytes = response.read(64 * 2**20)
-    return body.decode("utf-8", errors="replace")
+    return get_text(source, deadline_s=timeout)  # (the whole scrape within ``timeout``)
 
 
 def _scrape(source: str, timeout: float) -> Scraped:
@@ -82,12 +80,13 @@ def _scrape(source: str, timeout: float) -> Scraped:
         text = _fetch(source, timeout)
     except OSError as exc:  # an engine that does not answer is a finding, not bad input
         reason = getattr(exc, "reason", None) or exc
-        return Scraped(source, [], f"no answer ({reason})")
+        return Scraped(source, [], f"no answer ({redact(str(reason))})")
     try:
         samples = parse(text)
     except ValueError as exc:
-        if is_url(source):
-            return Scraped(source, [], f"not a Prometheus scrape: {exc}")
+        if is_url(source):  # a body that is not an exposition is never printed
+            where = str(exc).split(":", 1)[0]
+            return Scraped(source, [], f"not a Prometheus exposition ({where})")
         raise InputError(f"{source} is not a Prometheus scrape: {exc}",
                          "save one with curl http://host:port/metrics") from None  # fmt: skip
     readings = read(samples)
@@ -102,7 +101,8 @@ def _scrape(source: str, timeout: float) -> Scraped:
 def scrape_all(
     sources: list[str], *, timeout: float, interval: float | None = None
 ) -> list[Scraped]:
-    """Every source, at once (one thread each, at most 32); with ``interval``, twice that far
+    """Every source, at once (one thread each, at most ``WORKERS``), each scrape within
+    ``timeout`` from its start to its last byte; with ``interval``, twice that far
     apart, the counters then being what was added in between (URLs only)."""
     if interval is not None:
         files = [s for s in sources if not is_url(s)]
@@ -113,7 +113,7 @@ def scrape_all(
             raise InputError(f"--interval must be 0.01 to 3600 seconds, got {interval:g}")
     if not 0.01 <= timeout <= 600:
         raise InputError(f"--timeout must be 0.01 to 600 seconds, got {timeout:g}")
-    workers = max(1, min(32, len(sources)))
+    workers = max(1, min(WORKERS, len(sources)))  # the run: at most ceil(n / WORKERS) deadlines
     with ThreadPoolExecutor(max_workers=workers) as pool:
         first = list(pool.map(lambda s: _scrape(s, timeout), sources))
         if interval is None:

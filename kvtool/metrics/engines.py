@@ -15,6 +15,7 @@ external counters, :782 cached by source, :1114 cache_config_info) and ``offload
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -111,7 +112,22 @@ def engines_in(samples: Iterable[Sample]) -> list[str]:
 def read(samples: Sequence[Sample]) -> list[Reading]:
     """One reading per engine in the scrape."""
     readers = {"vllm": _vllm, "sglang": _sglang, "lmcache": _lmcache, "kvbm": _kvbm}
-    return [readers[engine](_Family(samples)) for engine in engines_in(samples)]
+    prefixes = tuple(_PREFIX.values())
+    invalid = [not (math.isfinite(s.value) and s.value >= 0) and s.name.startswith(prefixes)
+               for s in samples]  # fmt: skip
+    bad = [s for s, no in zip(samples, invalid, strict=True) if no]
+    good = [s for s, no in zip(samples, invalid, strict=True) if not no] if bad else samples
+    out = []
+    for engine in engines_in(samples):
+        reading = readers[engine](_Family(good))
+        ours = sorted({s.name for s in bad if s.name.startswith(_PREFIX[engine])})
+        if ours:  # a KV figure is never NaN, infinite or negative: flagged, not used
+            reading = reading._replace(notes=(*reading.notes, (
+                f"{sum(s.name in ours for s in bad)} invalid sample(s) ignored (NaN, an infinity"
+                f" or a negative count): {', '.join(ours[:5])}"
+            )))  # fmt: skip
+        out.append(reading)
+    return out
 
 
 def _int(text: str | None) -> int | None:
