@@ -86,6 +86,14 @@ class _Family:
         rows = self.get(family, *names, **labels)
         return sum(s.value for s in rows) if rows else None
 
+    def optional(self, family: str, *names: str) -> float | None:
+        """``total`` of a family only some deployments export (a tier switched on): its
+        absence is not reported as missing."""
+        missing = len(self.missing)
+        value = self.total(family, *names)
+        del self.missing[missing:]
+        return value
+
     def totals(self, pairs: Iterable[tuple[str, str]], *, zeros: bool = True) -> dict[str, float]:
         """``{key: total}`` for each (key, metric name) present (``zeros`` False: non-zero)."""
         out = {}
@@ -247,6 +255,24 @@ def _sglang(raw: _Family) -> Reading:
         if v
     }
     host = f.total("hicache_host_used_tokens", "sglang:hicache_host_used_tokens")
+    host_total = f.optional("hicache_host_total_tokens", "sglang:hicache_host_total_tokens")
+    if host_total is not None:  # 0.5.23 metrics_collector.py:771-781 (HiCache on)
+        notes.append(f"host memory holds at most {host_total:,.0f} tokens"
+                     " (sglang:hicache_host_total_tokens)")  # fmt: skip
+    swa = f.optional("max_total_num_tokens_swa", "sglang:max_total_num_tokens_swa")
+    if swa:  # (:1295-1300) a sliding-window model's second pool
+        notes.append(f"the sliding-window pool holds {swa:,.0f} tokens (sglang:"
+                     "max_total_num_tokens_swa), beside the full-attention pool")  # fmt: skip
+    storage = {}
+    for key, name in (  # the L3 storage tier (:2213-2232, :2276), when one is configured
+        ("storage_prefetched_tokens", "sglang:prefetched_tokens_total"),
+        ("storage_prefetch_hit_tokens", "sglang:storage_prefetch_hit_tokens_total"),
+        ("storage_backed_up_tokens", "sglang:backuped_tokens_total"),
+        ("storage_backup_dropped_tokens", "sglang:hicache_backup_dropped_tokens_total"),
+    ):
+        value = f.optional(key, name)
+        if value is not None:
+            storage[key] = value
     memory = f.total("kv_cache_memory_usage_gb", "sglang:kv_cache_memory_usage_gb")
     if memory is not None:
         notes.append(f"the KV pools take {memory:g} GB (sglang:kv_cache_memory_usage_gb)")
@@ -257,7 +283,7 @@ def _sglang(raw: _Family) -> Reading:
         queried_tokens=f.total("prompt_tokens", "sglang:prompt_tokens_total"),
         hit_tokens=hits,
         tier_used={} if host is None else {"host_tokens": host},
-        offload={},
+        offload=storage,
         notes=tuple(notes),
     )
 
@@ -305,9 +331,24 @@ def _kvbm(f: _Family) -> Reading:
     matched = f.total("matched_tokens", "kvbm_matched_tokens")
     offload = f.totals((("offload_blocks_d2h", "kvbm_offload_blocks_d2h"),
                         ("onboard_blocks_h2d", "kvbm_onboard_blocks_h2d")))  # fmt: skip
+    # the disk and object tiers (kvbm CompatMetrics: ai-dynamo/dynamo's kvbm metrics, which
+    # name the object tier d2o/o2d; older releases wrote d2r/r2d, "remote")
+    for key, names in (
+        ("offload_blocks_h2disk", ("kvbm_offload_blocks_h2d",)),
+        ("offload_blocks_d2disk", ("kvbm_offload_blocks_d2d",)),
+        ("onboard_blocks_disk2d", ("kvbm_onboard_blocks_d2d",)),
+        ("onboard_blocks_disk2h", ("kvbm_onboard_blocks_d2h",)),
+        ("offload_blocks_d2object", ("kvbm_offload_blocks_d2o", "kvbm_offload_blocks_d2r")),
+        ("onboard_blocks_object2d", ("kvbm_onboard_blocks_o2d", "kvbm_onboard_blocks_r2d")),
+        ("object_read_failures", ("kvbm_object_read_failures", "kvbm_remote_read_failures")),
+        ("object_write_failures", ("kvbm_object_write_failures", "kvbm_remote_write_failures")),
+    ):
+        value = f.optional(key, *names)
+        if value is not None:
+            offload[key] = value
     rates = []
-    for tier in ("host", "disk"):
-        value = f.total(f"{tier}_cache_hit_rate", f"kvbm_{tier}_cache_hit_rate")
+    for tier in ("host", "disk", "object"):
+        value = f.optional(f"{tier}_cache_hit_rate", f"kvbm_{tier}_cache_hit_rate")
         if value is not None:
             rates.append(f"KVBM says its {tier} hit rate is {value:.1%} (a gauge, as given)")
     return f.reading(

@@ -124,14 +124,27 @@ def _lines(r: Reading) -> list[str]:
             speed = f" in {secs:,.1f} s ({format_bytes_decimal(nbytes / secs)}/s)" if secs else ""
             verb = {"load": "loaded into HBM", "store": "stored from HBM"}[way]
             out.append(f"offload {verb}: {format_bytes_decimal(nbytes)}{window}{speed}")
-    for key in (
-        "offload_blocks_d2h",
-        "onboard_blocks_h2d",
-        "remote_read_bytes",
-        "remote_write_bytes",
-    ):
+    words = {  # each counter in words: KVBM's blocks by route, SGLang's L3 tokens
+        "offload_blocks_d2h": "blocks offloaded HBM -> host",
+        "onboard_blocks_h2d": "blocks onboarded host -> HBM",
+        "offload_blocks_h2disk": "blocks offloaded host -> disk",
+        "offload_blocks_d2disk": "blocks offloaded HBM -> disk",
+        "onboard_blocks_disk2d": "blocks onboarded disk -> HBM",
+        "onboard_blocks_disk2h": "blocks onboarded disk -> host",
+        "offload_blocks_d2object": "blocks offloaded HBM -> object store",
+        "onboard_blocks_object2d": "blocks onboarded object store -> HBM",
+        "object_read_failures": "object store read failures (blocks)",
+        "object_write_failures": "object store write failures (blocks)",
+        "storage_prefetch_hit_tokens": "storage (L3) tokens found by prefetch queries",
+        "storage_prefetched_tokens": "storage (L3) tokens prefetched into host memory",
+        "storage_backed_up_tokens": "tokens backed up to storage (L3)",
+        "storage_backup_dropped_tokens": "tokens whose backup to storage (L3) was dropped",
+        "remote_read_bytes": "remote read bytes",
+        "remote_write_bytes": "remote write bytes",
+    }
+    for key, text in words.items():
         if o.get(key):
-            out.append(f"{key.replace('_', ' ')}: {o[key]:,.0f}")
+            out.append(f"{text}{window}: {o[key]:,.0f}")
     out.append(
         f"names found: {len(r.found)}" + (f"; missing: {', '.join(r.missing)}" if r.missing else "")
     )

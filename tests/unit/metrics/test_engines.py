@@ -155,3 +155,44 @@ def test_sglang_pipeline_and_tp_ranks_are_one_pool_and_dp_ranks_add_up() -> None
                             for d in ("0", "1"))))[0]  # fmt: skip
     assert dp.capacity_tokens == 2 * 441_856
     assert dp.queried_tokens == 2 * 5_390_000  # two instances, each its own requests
+
+
+def test_sglang_host_capacity_swa_pool_and_storage_tier_are_read() -> None:
+    """The series SGLang 0.5.23 exports with HiCache and an L3 storage tier on
+    (``metrics_collector.py:771-781, 1295-1300, 2213-2232, 2276``), named as it names them."""
+    text = (FIXTURES / "CONSTRUCTED_sglang-0.5.23-t60.prom").read_text()
+    model = 'model_name="meta-llama/Llama-3.1-8B-Instruct"'
+    text += "".join(f"sglang:{name}{{{model}}} {value}\n" for name, value in (
+        ("max_total_num_tokens_swa", 131_072),
+        ("prefetched_tokens_total", 300_000), ("storage_prefetch_hit_tokens_total", 320_000),
+        ("backuped_tokens_total", 900_000), ("hicache_backup_dropped_tokens_total", 1_000),
+    ))  # fmt: skip
+    (r,) = read(parse(text))
+    assert r.offload == {
+        "storage_prefetched_tokens": 300_000, "storage_prefetch_hit_tokens": 320_000,
+        "storage_backed_up_tokens": 900_000, "storage_backup_dropped_tokens": 1_000,
+    }  # fmt: skip
+    assert any("host memory holds at most 4,194,304 tokens" in n for n in r.notes)  # as recorded
+    assert any("sliding-window pool holds 131,072 tokens" in n for n in r.notes)
+    plain = reading("CONSTRUCTED_sglang-0.5.23-t60.prom")  # none of them: nothing "missing"
+    assert not {"storage_prefetched_tokens", "hicache_host_total_tokens"} & set(plain.missing)
+
+
+def test_kvbm_disk_and_object_tiers_are_read_by_route() -> None:
+    """KVBM's routes (ai-dynamo/dynamo kvbm ``CompatMetrics``): h2d offload is host -> disk,
+    d2d offload device -> disk, d2d onboard disk -> device, d2h onboard disk -> host; the
+    object tier is d2o/o2d (d2r/r2d, "remote", in older releases)."""
+    text = (FIXTURES / "CONSTRUCTED_dynamo-kvbm.prom").read_text()
+    text += "".join(f"kvbm_{name} {value}\n" for name, value in (
+        ("offload_blocks_h2d", 5_000), ("offload_blocks_d2d", 700), ("onboard_blocks_d2d", 300),
+        ("onboard_blocks_d2h", 1_200), ("offload_blocks_d2r", 40), ("onboard_blocks_r2d", 20),
+        ("object_read_failures", 2),
+    ))  # fmt: skip
+    (k,) = read(parse(text))
+    assert {key: k.offload[key] for key in k.offload if key not in (
+        "offload_blocks_d2h", "onboard_blocks_h2d")} == {
+        "offload_blocks_h2disk": 5_000, "offload_blocks_d2disk": 700,
+        "onboard_blocks_disk2d": 300, "onboard_blocks_disk2h": 1_200,
+        "offload_blocks_d2object": 40, "onboard_blocks_object2d": 20, "object_read_failures": 2,
+    }  # fmt: skip
+    assert k.offload["onboard_blocks_h2d"] == 82_625  # host -> device, as before
