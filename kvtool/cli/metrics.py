@@ -81,18 +81,33 @@ def metrics(
     seconds = _seconds(timeout, "--timeout")
     every = None if interval is None else _seconds(interval, "--interval")
     listed = source_list(sources or [], from_file)
-    planned = None
+    plan_at = None
     if model is not None and hardware is not None:
         from kvtool.inputs.hardware import resolve_hardware
         from kvtool.inputs.shape import resolve_shape
-        from kvtool.plan.deployment import plan_contexts
+        from kvtool.plan.deployment import ContextPlans, plan_contexts
 
         shape = resolve_shape(model, engine=engine, kv_dtype=kv_dtype, tp=tp)
         node = resolve_hardware(hardware, gpu_memory_utilization=gpu_memory_utilization)
         tokens = parse_count(ctx, what="--ctx")
-        planned = plan_contexts(shape, contexts=[tokens], sessions=1, hardware=node)
+
+        def plan_at(tp_size: int | None) -> ContextPlans:
+            chosen = shape if tp_size is None else shape._replace(tp=tp_size, tp_given=True)
+            return plan_contexts(chosen, contexts=[tokens], sessions=1, hardware=node,
+                                 verdicts=False)  # fmt: skip
+
     scraped = scrape_all(listed, timeout=seconds, interval=every)
-    report = render.report(scraped, planned)
+    chosen = None
+    if plan_at is not None:
+        from kvtool.metrics.layout import choose_layout
+
+        chips = node.node.chips
+        chosen = choose_layout(
+            plan_at, tp_given=tp is not None,
+            candidates=[t for t in range(1, chips + 1) if chips % t == 0],
+            readings=[r for one in scraped for r in one.readings],
+        )  # fmt: skip
+    report = render.report(scraped, chosen)
     if as_json:
         from kvtool.cli.render.text import print_json
 

@@ -118,7 +118,13 @@ def test_a_saved_scrape_beside_the_plan(kvtool: Run) -> None:
     same = kvtool(*args, "--tp", "1")
     assert same.exit_code == 0, same.stdout
     assert "at 0.90 the plan says 452,037" in same.stdout
-    other = kvtool(*args)  # the plan's own layout, tp 8: not what this engine runs
+    inferred = kvtool(*args)  # no --tp: the layout whose pool is nearest the engine's, tp 1
+    assert inferred.exit_code == 0, inferred.stdout
+    assert "tp 1 inferred from the engine's KV pool (454,896 tokens an instance)" in (
+        inferred.stdout
+    )
+    assert "GAP" not in inferred.stdout
+    other = kvtool(*args, "--tp", "8")  # given: the user's layout rules, a gap named
     assert other.exit_code == 1
     assert "GAP" in other.stdout
     assert "pass --tp as the engine runs" in other.stdout

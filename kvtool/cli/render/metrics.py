@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from kvtool.inputs.metrics import Scraped
     from kvtool.metrics.compare import Gap
     from kvtool.metrics.engines import Reading
-    from kvtool.plan.deployment import ContextPlans
+    from kvtool.metrics.layout import Chosen
 
 
 class Report(NamedTuple):
@@ -22,16 +22,17 @@ class Report(NamedTuple):
     plan_title: str | None
 
 
-def report(scraped: list[Scraped], planned: ContextPlans | None) -> Report:
+def report(scraped: list[Scraped], chosen: Chosen | None) -> Report:
     from kvtool.metrics.compare import against_plan
 
     gaps: dict[tuple[int, int], list[Gap]] = {}
     title = None
-    if planned is not None:
+    if chosen is not None:
+        planned = chosen.planned
         size, plan = planned.sizes[0], planned.plans[0]
         title = (f"{size.model} on {plan.hardware.node.name}, tp {plan.serving.tp},"
                  f" {plan.serving.instances} engine(s) a node,"
-                 f" {size.ctx_tokens:,}-token sessions")  # fmt: skip
+                 f" {size.ctx_tokens:,}-token sessions ({chosen.why})")  # fmt: skip
         for i, one in enumerate(scraped):
             for j, reading in enumerate(one.readings):
                 if reading.capacity_tokens is not None or reading.block_size is not None:
