@@ -62,7 +62,9 @@ def test_the_test_setup_installs_what_the_skippable_tests_need() -> None:
     """A newcomer's run is CI's run: .ci/setup installs fio (the fio-marked tests) and the
     LMCache release whose loader checks the emitted config (its recorded key list)."""
     setup = (ROOT / ".ci" / "setup").read_text()
-    assert "apt-get install -y -qq fio" in setup
+    assert "apt-get install -y -qq $missing" in setup
+    assert 'missing="$missing fio"' in setup
+    assert 'missing="$missing prometheus"' in setup
     recorded = sorted((ROOT / "tests" / "fixtures" / "engines").glob("lmcache-*.json"))
     assert [p.stem for p in recorded] == ["lmcache-0.5.6"]
     assert "pip install -q --no-deps lmcache==0.5.6" in setup

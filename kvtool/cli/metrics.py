@@ -37,6 +37,31 @@ def metrics(
             help="Scrape twice this far apart and report what the counters added (rates).",
         ),
     ] = None,
+    prometheus: Annotated[
+        str | None,
+        typer.Option(
+            "--prometheus",
+            metavar="URL",
+            help="Read every engine's series from this Prometheus server's HTTP API instead of"
+            " scraping them (credentials: KVTOOL_PROMETHEUS_TOKEN, or _USER and _PASSWORD).",
+        ),
+    ] = None,
+    window: Annotated[
+        str,
+        typer.Option(
+            "--window",
+            metavar="DURATION",
+            help="With --prometheus: what the counters added over this (default 15m).",
+        ),
+    ] = "15m",
+    selector: Annotated[
+        str | None,
+        typer.Option(
+            "--selector",
+            metavar="MATCHERS",
+            help="With --prometheus: only these series, e.g. '{namespace=\"prod\"}'.",
+        ),
+    ] = None,
     timeout: Annotated[
         str,
         typer.Option(
@@ -68,6 +93,8 @@ def metrics(
 
       kvtool metrics --from hosts.txt --interval 60 --json
 
+      kvtool metrics --prometheus http://prometheus:9090 --window 15m
+
       kvtool metrics scrape.txt --model llama-3.1-8b --hardware p5 --ctx 128K
     """
     from kvtool.cli import status
@@ -80,7 +107,14 @@ def metrics(
                          "give both, or neither to read the engines alone")  # fmt: skip
     seconds = _seconds(timeout, "--timeout")
     every = None if interval is None else _seconds(interval, "--interval")
-    listed = source_list(sources or [], from_file)
+    if prometheus is not None and (sources or from_file or interval is not None):
+        raise InputError(
+            "--prometheus reads the fleet's series from one server",
+            "drop the sources, --from and --interval (--window sets the span)",
+        )
+    if prometheus is None and (selector is not None or window != "15m"):
+        raise InputError("--window and --selector go with --prometheus", "add --prometheus URL")
+    listed = [] if prometheus is not None else source_list(sources or [], from_file)
     plan_at = None
     if model is not None and hardware is not None:
         from kvtool.inputs.hardware import resolve_hardware
@@ -96,7 +130,14 @@ def metrics(
             return plan_contexts(chosen, contexts=[tokens], sessions=1, hardware=node,
                                  verdicts=False)  # fmt: skip
 
-    scraped = scrape_all(listed, timeout=seconds, interval=every)
+    if prometheus is not None:
+        from kvtool.inputs.prometheus import scrape_prometheus
+        from kvtool.units import parse_duration
+
+        span = parse_duration(window, what="--window")
+        scraped = scrape_prometheus(prometheus, window_s=span, selector=selector, timeout=seconds)
+    else:
+        scraped = scrape_all(listed, timeout=seconds, interval=every)
     chosen = None
     if plan_at is not None:
         from kvtool.metrics.layout import choose_layout

@@ -61,13 +61,19 @@ class _SameOrigin(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-def get_text(url: str, *, deadline_s: float, accept: str = "text/plain") -> str:
+def get_text(
+    url: str,
+    *,
+    deadline_s: float,
+    accept: str = "text/plain",
+    headers: dict[str, str] | None = None,
+) -> str:
     """The body of ``GET url`` as text, read within ``deadline_s`` from the call's start
     (connecting, redirects and every read included: a server that drips bytes is cut off at
     the deadline); FetchError otherwise. At most ``MAX_BODY`` bytes are read."""
     end = time.monotonic() + deadline_s
     opener = urllib.request.build_opener(_SameOrigin(_origin(url)))
-    request = urllib.request.Request(url, headers={"Accept": accept})
+    request = urllib.request.Request(url, headers={"Accept": accept, **(headers or {})})
 
     def left() -> float:
         remaining = end - time.monotonic()
