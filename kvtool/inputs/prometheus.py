@@ -8,7 +8,9 @@ gauges are the end's, its counters what they added between the two samples Prome
 (their own timestamps), so the figures are what two direct scrapes that far apart give. Two
 HTTP requests whatever the fleet's size. Credentials come from the environment, never the
 URL: ``KVTOOL_PROMETHEUS_TOKEN`` (a bearer token) or ``KVTOOL_PROMETHEUS_USER`` and
-``KVTOOL_PROMETHEUS_PASSWORD`` (basic). Side effects: the network.
+``KVTOOL_PROMETHEUS_PASSWORD`` (basic); an Amazon Managed Service for Prometheus workspace
+(``https://aps-workspaces.<region>.amazonaws.com/workspaces/<id>``) is signed with SigV4 from
+boto3's credential chain (``probe.host.sigv4_headers``). Side effects: the network.
 """
 
 from __future__ import annotations
@@ -56,11 +58,29 @@ def query_for(selector: str | None) -> str:
     return "{" + SERIES + (", " + inner if inner else "") + "}"
 
 
+AMP_HOST = re.compile(r"^aps-workspaces\.([a-z0-9-]+)\.amazonaws\.com$")
+
+
+def sigv4_region(base: str) -> str | None:
+    """The region to sign for: an Amazon Managed Service for Prometheus workspace URL's
+    (``aps-workspaces.<region>.amazonaws.com``), or ``KVTOOL_PROMETHEUS_SIGV4_REGION``; None:
+    no signing."""
+    host = (urllib.parse.urlsplit(base).hostname or "").lower()
+    match = AMP_HOST.match(host)
+    return match[1] if match else os.environ.get("KVTOOL_PROMETHEUS_SIGV4_REGION") or None
+
+
 def _instant(base: str, query: str, at: float, deadline_s: float) -> list[dict[str, Any]]:
     url = f"{base.rstrip('/')}/api/v1/query?" + urllib.parse.urlencode(
         {"query": query, "time": f"{at:.3f}"}
     )
-    text = get_text(url, deadline_s=deadline_s, accept="application/json", headers=_headers())
+    headers = {"Accept": "application/json", **_headers()}
+    region = sigv4_region(base)
+    if region is not None:  # Amazon Managed Service for Prometheus: SigV4, boto3's chain
+        from kvtool.probe.host import sigv4_headers
+
+        headers = sigv4_headers(url, region=region, service="aps", headers=headers)
+    text = get_text(url, deadline_s=deadline_s, accept="application/json", headers=headers)
     try:
         answer = json.loads(text)
     except ValueError:

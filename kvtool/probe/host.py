@@ -482,6 +482,29 @@ def s3_client(
     return boto3.session.Session().client("s3", region_name=region, config=config)
 
 
+def sigv4_headers(
+    url: str, *, region: str, service: str, headers: dict[str, str]
+) -> dict[str, str]:
+    """``headers`` with a SigV4 signature for ``GET url``, from boto3's credential chain
+    (Amazon Managed Service for Prometheus: service ``aps``); InputError when boto3 or
+    credentials are missing."""
+    from kvtool.errors import InputError
+
+    try:
+        import boto3
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+    except ImportError:
+        raise InputError("signing needs boto3", "pip install 'kvtool[aws]'") from None
+    credentials = boto3.session.Session().get_credentials()
+    if credentials is None:
+        raise InputError(f"{service} needs AWS credentials",
+                         "set them as for the AWS CLI (environment, profile or role)")  # fmt: skip
+    request = AWSRequest(method="GET", url=url, headers=dict(headers))
+    SigV4Auth(credentials.get_frozen_credentials(), service, region).add_auth(request)
+    return dict(request.headers.items())
+
+
 def pricing_client() -> Any:
     """A boto3 client of AWS's Price List API (its endpoint is in us-east-1), short timeouts,
     one retry; InputError when boto3 is missing."""

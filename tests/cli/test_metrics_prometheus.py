@@ -25,7 +25,7 @@ Run = Callable[..., CliResult]
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "metrics"
 STEMS = ("vllm-0.33.0-llama-3.1-8b", "lmcache-0.5.6")
 
-pytestmark = pytest.mark.skipif(
+needs_prometheus = pytest.mark.skipif(
     shutil.which("prometheus") is None,
     reason="no prometheus binary: .ci/setup installs Debian's prometheus package",
 )
@@ -116,6 +116,7 @@ def _wait_for(base: str, query: str, value: float, seconds: float = 30) -> None:
     raise AssertionError(f"Prometheus never saw {query} = {value}")
 
 
+@needs_prometheus
 def test_prometheus_gives_what_the_engines_own_scrapes_give(kvtool: Run, fleet) -> None:  # type: ignore[no-untyped-def]
     engines, base = fleet
     queries = 'sum(vllm:prefix_cache_queries_total{job="engines"})'
@@ -155,3 +156,55 @@ def test_a_prometheus_that_does_not_answer_is_a_problem_not_a_traceback(kvtool: 
     bad = kvtool("metrics", "--prometheus", "http://127.0.0.1:9", "--selector", "namespace=prod")
     assert bad.exit_code == 2
     assert "is not a PromQL label matcher list" in bad.stderr
+
+
+def test_an_amp_workspace_is_signed_with_sigv4_that_botocore_verifies(
+    kvtool: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server on 127.0.0.1 that answers only requests whose SigV4 signature (service aps)
+    botocore computes again from the same credentials; kvtool signs because it is told the
+    region (an ``aps-workspaces.<region>.amazonaws.com`` URL would say it)."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    credentials = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", credentials.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", credentials.secret_key)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.setenv("KVTOOL_PROMETHEUS_SIGV4_REGION", "us-west-2")
+    seen: list[bool] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            url = f"http://{self.headers['Host']}{self.path}"
+            auth = self.headers.get("Authorization", "")
+            signed = auth.split("SignedHeaders=")[-1].split(",")[0].split(";")  # as AWS reads it
+            received = {k: v for k, v in self.headers.items() if k.lower() in signed}
+            request = AWSRequest(method="GET", url=url, headers=received)
+            request.context["timestamp"] = self.headers.get("X-Amz-Date", "")
+            signer = SigV4Auth(credentials, "aps", "us-west-2")
+            signer._modify_request_before_signing(request)
+            canonical = signer.canonical_request(request)
+            expected = signer.signature(signer.string_to_sign(request, canonical), request)
+            valid = auth.endswith(f"Signature={expected}") and "us-west-2/aps/aws4_request" in auth
+            seen.append(valid)
+            body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}})
+            self.send_response(200 if valid else 403)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/workspaces/ws-1"
+        result = kvtool("metrics", "--prometheus", base, "--json")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == [True, True]  # both instant queries, each signed as botocore signs
+    assert "Prometheus holds no vLLM, SGLang, LMCache or KVBM series" in result.stdout
