@@ -58,6 +58,9 @@ class EngineRules(NamedTuple):
     sparse_mla_layouts: frozenset[str] = frozenset()
     mla_quantized_scales: frozenset[str] | None = None
     query_heads_divide_tp: bool = False
+    # recurrent states the engine keeps in fp32 whatever the model's dtype (transformers 5.24's
+    # Gated DeltaNet: modeling_qwen3_next.py:414 casts to fp32, :482 and :503-509 keep it)
+    fp32_state_kinds: frozenset[str] = frozenset()
     offload_stack: str = "vllm"
     fp32_runs_as: str | None = None  # the dtype a float32 checkpoint runs in (vLLM: bf16)
     # batches in flight that admission reserves room for (vLLM: 2 with async scheduling);
@@ -159,6 +162,7 @@ ENGINES: dict[str, EngineRules] = {
             conv_state_steps="kernel",
             quantized_kv=False,
             kv_heads_cached="hf_broadcast",
+            fp32_state_kinds=frozenset({"gated_deltanet"}),
         ),
         EngineRules(
             name="hf-legacy",

@@ -508,7 +508,11 @@ def _mla_bytes_per_layer(
 def _state_bytes_per_layer(group: StateLayers, spec: ModelSpec, rules: EngineRules, tp: int) -> int:
     """Per-rank bytes of one linear-attention / Mamba layer's state for one sequence."""
     conv_dtype = _DTYPE_BYTES[spec.dtype]
-    state_dtype = group.state_dtype or ("fp32" if rules.ssm_state_default == "fp32" else spec.dtype)
+    state_dtype = group.state_dtype or (
+        "fp32"
+        if rules.ssm_state_default == "fp32" or group.kind in rules.fp32_state_kinds
+        else spec.dtype
+    )
     steps = group.conv_kernel if rules.conv_state_steps == "kernel" else group.conv_kernel - 1
     channels = group.conv_channels
     heads = group.state_heads

@@ -135,17 +135,22 @@ def cached_bytes(cache: Any) -> int:
 
 
 @pytest.mark.hf
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("model_type", CASES)
-def test_hf_convention_matches_dynamic_cache(model_type: str) -> None:
+def test_hf_convention_matches_dynamic_cache(model_type: str, dtype: str) -> None:
+    """In float32 and in bfloat16: a state transformers keeps in fp32 whatever the model's
+    dtype (Qwen3-Next's Gated DeltaNet recurrent state) only shows in the second."""
     torch.manual_seed(0)
-    config = transformers.CONFIG_MAPPING[model_type](**SMALL, **CASES[model_type])
-    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    config = transformers.CONFIG_MAPPING[model_type](**{**SMALL, "dtype": dtype},
+                                                     **CASES[model_type])  # fmt: skip
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
+    model = model.eval()
     with torch.no_grad():
         out = model(torch.randint(0, 128, (1, TOKENS)), use_cache=True)
     measured = cached_bytes(out.past_key_values)
 
     spec = spec_from_config(config.to_dict(), name=model_type)
-    assert spec.dtype == "fp32"
+    assert spec.dtype == {"float32": "fp32", "bfloat16": "bf16"}[dtype]
     predicted = size_kv(
         spec,
         rules=ENGINES["hf"],
