@@ -314,3 +314,16 @@ def test_emit_sglang_plans_with_sglangs_rules_unless_another_engine_was_asked(kv
     assert "--emit sglang configures sglang, but the plan is sized by --engine vllm's" in (
         asked.stderr
     )
+
+
+def test_the_same_reload_section_is_printed_once(kvtool: Run) -> None:
+    """At 10K and 50K the paths, table and notes are the same: printed at the first context,
+    referred to at the second; the fan-in (a session's size) is each context's own."""
+    out = kvtool("plan", "llama-3.1-70b", "--ctx", "10k,50k", "--hardware", "p5en").stdout
+    assert out.count("Reload vs recompute (16 sessions at once per node") == 1
+    assert out.count("(* reload beats recompute)") == 1
+    assert "Reload vs recompute: as at 10,000 tokens above" in out
+    assert out.count("departs from the AWS article's \"below 10K") == 1
+    assert out.count("Fan-in from T3 at") == 2
+    other = kvtool("plan", "llama-3.1-70b", "--ctx", "10k,2m", "--hardware", "p5en").stdout
+    assert "as at 10,000 tokens above" not in other  # 2M adds a row: a table of its own

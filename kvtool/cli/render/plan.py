@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvtool.cli.render.text import Table, echo, plural, print_notes, seconds
+from kvtool.cli.render.text import QUIET, Table, echo, plural, print_notes, seconds
 from kvtool.units import format_bytes, format_bytes_decimal
 
 if TYPE_CHECKING:
@@ -160,8 +160,42 @@ def _crossover(tokens: int | None) -> str:
     return f"from {tokens:,} tokens"
 
 
+def _reload_block(plan: DeploymentPlan) -> list[str]:
+    """The reload-vs-recompute section's lines: the paths, the table and the plan's notes
+    (the same for every context whose paths and rows are the same: printed once)."""
+    a = plan.assumptions
+    lines = [
+        f"Reload vs recompute ({a.concurrent_loads} sessions at once per node: restores"
+        f" share its links, prefills its compute at {a.mfu:.0%} MFU of the"
+        f" {plan.compute.precision} peak)"
+    ]
+    for path in plan.paths:
+        lines.append(
+            f"  {path.tier}: {path.description}; latency {seconds(path.latency_s)};"
+            f" reload wins {_crossover(plan.crossovers[path.tier])}"
+        )
+    tiers_in_use = [p.tier for p in plan.paths]
+    table = Table("context", "session KV", "recompute", *(f"{t} reload" for t in tiers_in_use))
+    for row in plan.break_even:
+        cells = [
+            f"{row.ctx_tokens:,}",
+            format_bytes_decimal(row.session_bytes),
+            seconds(row.recompute_s),
+        ]
+        for tier in tiers_in_use:
+            mark = " *" if row.reload_s[tier] < row.recompute_s else ""
+            cells.append(seconds(row.reload_s[tier]) + mark)
+        table.add_row(*cells)
+    lines += [table.render(), "(* reload beats recompute)"]
+    if not QUIET[0]:  # (--quiet: no notes, as print_notes)
+        lines += [f"note: {note}" for note in dict.fromkeys(plan.notes)]
+    return lines
+
+
 def print_plans(plans: tuple[DeploymentPlan, ...]) -> None:
-    """The tier plan, reload-vs-recompute and fan-in sections of ``kvtool plan``."""
+    """The tier plan, reload-vs-recompute and fan-in sections of ``kvtool plan``; a
+    reload-vs-recompute section the same as the one before is not printed again."""
+    shown: tuple[int, list[str]] | None = None
     for plan in plans:
         tiers = plan.tiers
         echo()
@@ -211,33 +245,14 @@ def print_plans(plans: tuple[DeploymentPlan, ...]) -> None:
                 " (estimate: ring all-reduces and stage hand-offs in bf16)"
             )
         print_notes([*serving.notes, *tiers.notes], blank_line=False)
-        a = plan.assumptions
+        block = _reload_block(plan)
         echo()
-        echo(
-            f"Reload vs recompute ({a.concurrent_loads} sessions at once per node: restores"
-            f" share its links, prefills its compute at {a.mfu:.0%} MFU of the"
-            f" {plan.compute.precision} peak)"
-        )
-        for path in plan.paths:
-            echo(
-                f"  {path.tier}: {path.description}; latency {seconds(path.latency_s)};"
-                f" reload wins {_crossover(plan.crossovers[path.tier])}"
-            )
-        tiers_in_use = [p.tier for p in plan.paths]
-        table = Table("context", "session KV", "recompute", *(f"{t} reload" for t in tiers_in_use))
-        for row in plan.break_even:
-            cells = [
-                f"{row.ctx_tokens:,}",
-                format_bytes_decimal(row.session_bytes),
-                seconds(row.recompute_s),
-            ]
-            for tier in tiers_in_use:
-                mark = " *" if row.reload_s[tier] < row.recompute_s else ""
-                cells.append(seconds(row.reload_s[tier]) + mark)
-            table.add_row(*cells)
-        echo(table.render())
-        echo("(* reload beats recompute)")
-        print_notes(plan.notes, blank_line=False)
+        if shown is not None and block == shown[1]:  # the same paths, table and notes
+            echo(f"Reload vs recompute: as at {shown[0]:,} tokens above")
+        else:
+            for line in block:
+                echo(line)
+            shown = (plan.ctx_tokens, block)
         echo()
         echo(f"Fan-in from T3 at {plan.ctx_tokens:,} tokens (one node, all its link)")
         table = Table("path", "link", "GB/s", "sessions/s", "per session")
