@@ -191,3 +191,16 @@ def test_a_scenario_bigger_than_memory_is_refused_up_front(kvtool: Kvtool) -> No
     assert "of host memory" in done.stderr
     assert "give fewer --sessions" in done.stderr
     assert time.monotonic() - start < 10
+
+
+def test_counters_and_faults_are_small_tables_with_words(kvtool: Kvtool) -> None:
+    done = kvtool("engine", "smoke", *SMALL)
+    assert done.exit_code == 0, done.stdout
+    lines = done.stdout.splitlines()
+    assert not any(line.startswith("counters:") for line in lines)  # no 700-character line
+    assert max(len(line) for line in lines if not line.startswith(("T1:", "T2:", "T3:", "T4:"))
+               and "|" not in line) < 300  # fmt: skip
+    assert "corrupt chunks refused and quarantined" in done.stdout
+    assert "faults met (those the scenario injects are expected" in done.stdout
+    assert "corrupt chunk refused and quarantined: 1" in done.stdout
+    assert "fault: corrupt: 1" not in done.stdout

@@ -36,16 +36,67 @@ def print_smoke(report: SmokeReport, *, folder: Path, phase: str, kept: bool) ->
         echo(f"  {step.status}  {step.name}: {step.detail}")
     if report.counters:
         echo()
-        shown = {k: v for k, v in report.counters.items() if v}
-        echo("counters: " + ", ".join(f"{k} {v:,}" for k, v in shown.items()))
+        echo(_counters(report.counters))
     echo()
     for tier, description in report.mediums.items():
         echo(f"{tier}: {description}")
-    for fault in report.faults:
-        echo(f"fault: {fault}")
+    _faults(report.faults)
     passed = sum(s.status == "PASS" for s in report.steps)
     echo()
     echo(
         f"summary: {passed} of {len(report.steps)} steps passed"
         + ("" if report.passed else " (FAILED)")
     )
+
+
+EVENTS = {  # the engine's event counters, in words
+    "lookups": "lookups",
+    "lookup_chunks": "chunks looked up",
+    "misses": "chunks missed",
+    "inserts": "chunks computed into T1",
+    "evictions": "evicted by pressure",
+    "demotions": "demoted by idle time",
+    "promotions": "promoted into T1 on a hit",
+    "recomputes": "hits recomputed (faster than reloading)",
+    "expired": "expired (shared-prefix TTL)",
+    "corrupt": "corrupt chunks refused and quarantined",
+    "faults": "moves that failed and were undone",
+}
+
+
+def _counters(counters: dict[str, int]) -> str:
+    """The engine's counters as two small tables: per tier, then the events that happened."""
+    tiers = Table("tier", "hits", "hit tokens", "read", "written")
+    for tier in ("T1", "T2", "T3", "T4"):
+        row = [counters.get(f"{name}_{tier}", 0) for name in
+               ("hits", "hit_tokens", "bytes_read", "bytes_written")]  # fmt: skip
+        if any(row):
+            tiers.add_row(tier, f"{row[0]:,}", f"{row[1]:,}", format_bytes_binary(row[2]),
+                          format_bytes_binary(row[3]))  # fmt: skip
+    events = Table("event", "count", left=(0,))
+    for key, words in EVENTS.items():
+        if counters.get(key):
+            events.add_row(words, f"{counters[key]:,}")
+    return tiers.render() + "\n\n" + events.render()
+
+
+def _faults(faults: list[str]) -> None:
+    """The faults met: each kind's count in words, then the first messages (the scenario's
+    own, a flipped bit and a T3 that refuses writes, say "injected" or "corrupt")."""
+    counted = [f for f in faults if f.rsplit(": ", 1)[-1].replace(",", "").isdigit()
+               and "/" not in f.rsplit(": ", 1)[0]]  # fmt: skip
+    if not faults:
+        return
+    echo()
+    echo("faults met (those the scenario injects are expected: a flipped bit, a T3 that refuses"
+         " writes):")  # fmt: skip
+    for line in counted:
+        kind, count = line.rsplit(": ", 1)
+        if kind == "corrupt":
+            kind = "corrupt chunk refused and quarantined"
+        elif kind.startswith(("move ", "copy ")):
+            kind = f"{kind.replace('->', ' -> ')} failed, undone (the chunk kept, or sent on down)"
+        echo(f"  {kind}: {count}")
+    for line in faults:
+        if line not in counted:
+            echo(f"  - {line}")
