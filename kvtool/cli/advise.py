@@ -80,7 +80,7 @@ def advise(
         --ctx 8k:0.5,128k:0.5 --shared-prefix 0.4 --idle 2m --peak-to-mean 4 \\
         --disaggregated
 
-      kvtool advise workload.yaml --json
+      kvtool advise examples/workload.yaml --json
     """
     from kvtool.inputs.workload import read_workload
     from kvtool.plan.advise import advise_workload

@@ -140,13 +140,13 @@ def bench(
 
     Examples:
 
-      kvtool bench --tier t3 --t3-dir /fsx/kvcache --model llama-3.1-70b --tp 8
+      kvtool bench --tier t3 --t3-dir /fsx/kvcache --model llama-3.1-70b --tp 8  # on FSx
 
-      kvtool bench --tier t3 --t3-dir /fsx/kvcache --hosts node1,node2 --json > t3.json
+      kvtool bench --tier t3 --t3-dir /fsx/kvcache --hosts node1,node2 --json > t3.json  # on FSx
 
-      kvtool bench --tier t4 --t4-url s3://my-bucket/kv --transfer-size 16MiB
+      kvtool bench --tier t4 --t4-url s3://my-bucket/kv --transfer-size 16MiB  # on AWS
 
-      kvtool bench --tier all --t3-dir /fsx/kvcache --hardware p5en --json > bench.json
+      kvtool bench --tier all --t3-dir /fsx/kvcache --hardware p5en --json > bench.json  # on FSx
     """
     import os
     import socket

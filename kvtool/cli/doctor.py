@@ -110,17 +110,17 @@ def doctor(
 
     Examples:
 
-      kvtool doctor /fsx/kvcache --nodes 16 --model llama-3.1-70b
+      kvtool doctor /fsx/kvcache --nodes 16 --model llama-3.1-70b  # on FSx
 
-      kvtool doctor /fsx/kvcache --gds required --json > node.json
+      kvtool doctor /fsx/kvcache --gds required --json > node.json  # on FSx
 
-      kvtool doctor /fsx/kvcache --model llama-3.1-70b --tp 8 --max-size 20TiB
+      kvtool doctor /fsx/kvcache --model llama-3.1-70b --tp 8 --max-size 20TiB  # on FSx
 
-      kvtool doctor /fsx/kvcache --capture /tmp/doctor-snapshot
+      kvtool doctor /fsx/kvcache --capture /tmp/doctor-snapshot  # on FSx
 
-      kvtool doctor --snapshot /tmp/doctor-snapshot
+      kvtool doctor --snapshot examples/doctor-snapshot
 
-      kvtool doctor --merge node-a.json node-b.json
+      kvtool doctor --merge examples/check/doctor-node-a.json examples/check/doctor-node-b.json
     """
     from kvtool.cli.render import doctor as render
     from kvtool.cli.render.text import Counter, print_json, print_notes

@@ -82,11 +82,11 @@ def gc(
 
     Examples:
 
-      kvtool gc /fsx/kv --max-size 4TiB --dry-run
+      kvtool gc examples/check/kvcache --max-size 1MiB --dry-run
 
-      kvtool gc /fsx/kv --max-age 7d --keep-free 500GiB --log gc.jsonl
+      kvtool gc /fsx/kv --max-age 7d --keep-free 500GiB --log gc.jsonl  # on FSx
 
-      kvtool gc /fsx/kv --layout sglang --model qwen3-32b --max-size 1TiB --list
+      kvtool gc /fsx/kv --layout sglang --model qwen3-32b --max-size 1TiB --list  # on FSx
     """
     from kvtool.cli import status
     from kvtool.cli.render import gc as render

@@ -32,9 +32,9 @@ def inspect(
 
     Examples:
 
-      kvtool inspect /fsx/kv
+      kvtool inspect examples/check/kvcache
 
-      kvtool inspect /fsx/kv --model llama-3.1-70b --tp 8 --json
+      kvtool inspect /fsx/kv --model llama-3.1-70b --tp 8 --json  # on FSx
     """
     from kvtool.cli.render import folders as render
     from kvtool.cli.render.text import Counter

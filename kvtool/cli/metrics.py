@@ -89,13 +89,15 @@ def metrics(
 
     Examples:
 
-      kvtool metrics http://10.0.0.5:8000/metrics
+      kvtool metrics examples/metrics/vllm-scrape.prom
 
-      kvtool metrics --from hosts.txt --interval 60 --json
+      kvtool metrics http://vllm-0:8000/metrics  # an engine's /metrics
 
-      kvtool metrics --prometheus http://prometheus:9090 --window 15m
+      kvtool metrics --from hosts.txt --interval 60 --json  # your engines, one a line
 
-      kvtool metrics scrape.txt --model llama-3.1-8b --hardware p5 --ctx 128K
+      kvtool metrics --prometheus http://prometheus:9090 --window 15m  # your Prometheus
+
+      kvtool metrics examples/metrics/vllm-scrape.prom --model llama-3.1-8b --hardware p5 --ctx 128K
     """
     from kvtool.cli import status
     from kvtool.cli.render import metrics as render

@@ -95,7 +95,7 @@ def size(
 
       kvtool size llama-3.1-70b --ctx 8k,32k,128K --kv-dtype fp8 --tp 8
 
-      kvtool size ./my-model/config.json --ctx 1m --engine formula --json
+      kvtool size examples/my-model/config.json --ctx 1m --engine formula --json
 
       kvtool size llama-3.1-8b,deepseek-r1 --ctx 32k --json
     """

@@ -49,7 +49,7 @@ def gen(
 
       kvtool engine gen --requests 1000 --seed 7
 
-      kvtool engine gen -n 1m --arrival-rate 20 --rag-share 0.5 -o big.jsonl
+      kvtool engine gen -n 20k --arrival-rate 20 --rag-share 0.5 -o big.jsonl
     """
     from kvtool.files import output_file
     from kvtool.replay.gen import Workload, write_lines

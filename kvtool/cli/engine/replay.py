@@ -66,11 +66,11 @@ def replay(
 
     Examples:
 
-      kvtool engine replay conversation_trace.jsonl --t1 3M --t2 10M --t3 inf
+      kvtool engine replay examples/traces/small.jsonl --t1 3M --t2 10M --t3 inf
 
-      kvtool engine replay trace.jsonl --model llama-3.1-70b --kv-dtype fp8 --hardware p5en --json
+      kvtool engine replay examples/traces/small.jsonl --model llama-3.1-70b --hardware p5en
 
-      kvtool engine replay small.jsonl --t1 64K --t2 128K --t3 inf --real /fsx/shared
+      kvtool engine replay examples/traces/small.jsonl --t1 64K --real /fsx/shared  # on FSx
 
     Exit status: 0 replayed, 1 --real found a block that read back wrong, 2 bad input.
     """

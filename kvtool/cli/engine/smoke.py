@@ -95,13 +95,13 @@ def smoke(
 
       kvtool engine smoke --model llama-3.1-70b --tp 8 --posture eager --json
 
-      kvtool engine smoke --t3-dir /fsx/shared --t4-url s3://my-bucket/kv
+      kvtool engine smoke --t3-dir /fsx/shared --t4-url s3://my-bucket/kv  # on FSx and S3
 
     Two nodes: --phase write on the first, then --phase read on the second:
 
-      kvtool engine smoke --t3-dir /fsx/shared --phase write
+      kvtool engine smoke --t3-dir /fsx/shared --phase write  # on FSx, node A
 
-      kvtool engine smoke --t3-dir /fsx/shared --phase read
+      kvtool engine smoke --t3-dir /fsx/shared --phase read  # on FSx, node B
     """
     from kvtool.bench.gpu import torch_and_why
     from kvtool.cli.render import engine as render

@@ -52,9 +52,9 @@ def sweep(
 
     Examples:
 
-      kvtool engine sweep conversation_trace.jsonl --t1 1M,3M,10M,30M,inf
+      kvtool engine sweep examples/traces/small.jsonl --t1 1M,3M,10M,30M,inf
 
-      kvtool engine sweep trace.jsonl --t1 3M --t2 0,10M,30M --t3 0,inf --plot sweep.png
+      kvtool engine sweep examples/traces/small.jsonl --t1 3M --t2 0,10M,30M --plot sweep.png
     """
     from kvtool.cli.render import replay as render
     from kvtool.files import PLOT_SUFFIXES, output_file
