@@ -121,29 +121,47 @@ def _temporary_entries() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).iterdir()}
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
+_PRIVATE_TMP: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's own temporary folder: ``TMPDIR`` for this process and every subprocess it
+    starts, so the check below sees only what the suite made, never what other programs on a
+    busy machine write to the machine-wide one. (Set here, before pytest picks its tmp_path
+    root, which lands inside it too.)"""
     import os
     import tempfile
 
+    if _PRIVATE_TMP or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    private = tempfile.mkdtemp(prefix="kvtool-tests-")
+    _PRIVATE_TMP.append(private)
+    os.environ["TMPDIR"] = private
+    tempfile.tempdir = private
     # torch keeps a compile cache in the temporary folder the first time anything imports its
-    # inductor (LMCache's loader does): on a fresh machine that is a new entry the check below
-    # would count, though it is torch's cache, not a kvtool scratch file
-    os.environ.setdefault(
-        "TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), "pytest-torchinductor")
-    )
+    # inductor (LMCache's loader does): its own, not a kvtool scratch file
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(private, "pytest-torchinductor"))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
     _TMP_BEFORE.update(_temporary_entries())
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """The suite leaves nothing in the temporary folder (pytest's own tmp_path root aside)."""
+    """The suite leaves nothing in its temporary folder (pytest's own tmp_path root aside);
+    the folder goes when nothing is left in it but pytest's."""
+    import shutil
+
     left = sorted(
         name
         for name in _temporary_entries() - _TMP_BEFORE
         if not name.startswith(("pytest-of-", "pytest-"))
     )
     if left:
-        print(f"\nthe test run left these in the temporary folder: {left}")
+        print(f"\nthe test run left these in its temporary folder {_PRIVATE_TMP}: {left}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif _PRIVATE_TMP:
+        shutil.rmtree(_PRIVATE_TMP[0], ignore_errors=True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
