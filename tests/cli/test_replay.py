@@ -354,3 +354,31 @@ def test_a_t1_sweep_prints_the_whole_curve_exact_at_its_points(kvtool: Kvtool) -
         "each point a replay; no whole-curve pass: T2 on (the one-pass curve is for T1 alone)"
         in (with_t2["notes"])
     )
+
+
+def test_gen_to_a_file_shows_its_progress_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from kvtool.cli.engine.gen import gen
+    from kvtool.cli.render import text
+
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(text.Progress, "__init__", _every_time(text.Progress.__init__))
+    out = tmp_path / "t.jsonl"
+    gen(output=out, requests="3000", arrival_rate=5.0, turns=4, think=30.0, system_prompts=4,
+        system_tokens=1024, rag_preambles=8, rag_share=0.3, rag_tokens=2048, user_tokens=256,
+        output_tokens=256, max_context="128k", block_tokens=512, seed=7)  # fmt: skip
+    shown = terminal.getvalue()
+    assert "\r\033[Kkvtool engine gen: 2,048 of 3,000 requests (68%)" in shown
+    assert f"kvtool: wrote 3,000 requests to {out}" in shown
+    assert len(out.read_text().splitlines()) >= 3000
+
+
+def _every_time(init):  # type: ignore[no-untyped-def]
+    """``Progress.__init__`` with no rate limit, so a short run shows every update."""
+
+    def patched(self, enabled, label, what, *, every_s=0.2):  # type: ignore[no-untyped-def]
+        init(self, enabled, label, what, every_s=0.0)
+
+    return patched

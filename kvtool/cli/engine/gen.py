@@ -1,6 +1,7 @@
 """``kvtool engine gen``: a synthetic trace in kvtool's JSONL from a workload description."""
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -76,7 +77,16 @@ def gen(
     if output is None:
         sys.stdout.writelines(write_lines(workload))
         return
+    from kvtool.cli.render.text import Progress
     from kvtool.files import write_text
 
-    write_text(output, write_lines(workload))
+    with Progress(True, "kvtool engine gen", "requests") as progress:  # (a terminal only)
+
+        def counted() -> Iterator[str]:
+            for index, line in enumerate(write_lines(workload), 1):
+                if not index & 1023:
+                    progress(index, workload.requests)
+                yield line
+
+        write_text(output, counted())
     print(f"kvtool: wrote {workload.requests:,} requests to {output}", file=sys.stderr)
