@@ -291,7 +291,7 @@ def _fsx_checklist(
                 "fsx.stripe",
                 "WARN",
                 f"stripe count {fsx.stripe_count} below the {nodes}"
-                " nodes (the brief's checklist: stripe count >= nodes)",
+                " nodes (the AWS article's checklist: stripe count >= nodes)",
                 fix=f"lfs setstripe -c {nodes} (or -1) on the KV folder",
             )
         )

@@ -131,7 +131,7 @@ def sweep(
         progress(len(configs), len(configs))
     how = (
         "the points and the curve: one LRU stack-distance pass over the trace (exact: the same"
-        " ratios as a replay per point, tests/unit/replay/test_curve.py)"
+        " ratios as a replay per point; docs/replay.md says how that is tested)"
     )
     return SweepOutcome(points, curve, how)
 

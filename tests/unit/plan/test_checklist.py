@@ -408,7 +408,7 @@ def test_the_stripe_count_must_cover_the_nodes(stripe: int, status: str) -> None
     if status == "WARN":
         assert finding.message == (
             f"stripe count {stripe} below the 8 nodes"
-            " (the brief's checklist: stripe count >= nodes)"
+            " (the AWS article's checklist: stripe count >= nodes)"
         )
         assert finding.fix == "lfs setstripe -c 8 (or -1) on the KV folder"
     else:
