@@ -209,7 +209,8 @@ def _association(facts: FsxFacts) -> Finding:
         return _f(
             "fsx.s3_association",
             "WARN",
-            "no S3 data repository association: the AWS article's checklist wants one for export to T4",
+            "no S3 data repository association: the AWS article's checklist wants one for export"
+            " to T4",
             facts.source,
             f"aws fsx create-data-repository-association --file-system-id"
             f" {facts.file_system_id} --file-system-path /kvcache"
