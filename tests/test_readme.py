@@ -27,16 +27,32 @@ def run(command: str) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"
 
 
-def test_readme_outputs_are_current(request: pytest.FixtureRequest) -> None:
-    text = README.read_text()
+PAGES = [README, ROOT / "docs" / "commands.md"]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=["README", "commands"])
+def test_readme_outputs_are_current(request: pytest.FixtureRequest, page: Path) -> None:
+    """The README's tour and docs/commands.md: every ``console`` block is kvtool's output."""
+    text = page.read_text()
     blocks = BLOCK.findall(text)
     assert len(blocks) >= 6
     if request.config.getoption("--update-readme"):
         updated = BLOCK.sub(lambda m: f"```console\n$ {m[1]}\n{run(m[1])}```", text)
-        README.write_text(updated)
+        page.write_text(updated)
         return
     for command, shown in blocks:
-        assert run(command) == shown, f"README output of `{command}` is stale"
+        assert run(command) == shown, f"{page.name} output of `{command}` is stale"
+
+
+def test_the_readme_is_short_and_defines_the_tiers_first() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) <= 320
+    first_screen = "\n".join(text.splitlines()[:20])
+    for tier in ("| T1 |", "| T2 |", "| T3 |", "| T4 |"):
+        assert tier in first_screen
+    assert "brief" not in text.lower()
+    for link in re.findall(r"\]\((docs/[^)#]+)", text):
+        assert (ROOT / link).is_file(), link
 
 
 def test_readme_quickstart_commands_match_ci() -> None:
