@@ -325,14 +325,14 @@ def test_charts_name_the_trace_and_model_and_read_in_human_units(
     assert done.exit_code == 0, done.stderr
     text = svg.read_text()
     assert "conversation_trace_head.jsonl, llama-3.1-8b: tier occupancy" in text
-    assert "GiB" in text  # the y ticks
+    assert " GB" in text  # the y ticks, in human units (matplotlib's round numbers: decimal)
     sweep = tmp_path / "sweep.svg"
     done = kvtool("engine", "sweep", str(HEAD), "--t1", "1M", "--t2", "0,1M,4M,inf",
                   "--plot", str(sweep), "-j", "1")  # fmt: skip
     assert done.exit_code == 0, done.stderr
     text = sweep.read_text()
     assert "conversation_trace_head.jsonl: hit ratio by T2 size" in text  # T2 is the swept one
-    assert "T2 capacity (the rightmost point is inf)" in text
+    assert "T2 capacity (tokens, log scale; inf drawn at the right)" in text
 
 
 def test_a_t1_sweep_prints_the_whole_curve_exact_at_its_points(kvtool: Kvtool) -> None:
@@ -382,3 +382,78 @@ def _every_time(init):  # type: ignore[no-untyped-def]
         init(self, enabled, label, what, every_s=0.0)
 
     return patched
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "label"),
+    [
+        (999_936, "tokens", "1m"),  # 1m tokens rounded down to whole 512-token blocks
+        (3 * 2**20, "tokens", "3M"),
+        (10**7, "tokens", "10m"),
+        (9_999_220_736, "bytes", "10 GB"),  # was 9.31 GiB for a point asked at 10 GB
+        (10 * 2**30, "bytes", "10 GiB"),
+        (1.5 * 2**30, "bytes", "1.5 GiB"),
+    ],
+)
+def test_a_tick_is_labelled_as_the_user_typed_it(value: float, unit: str, label: str) -> None:
+    from kvtool.cli.render.replay import tick_label
+
+    assert tick_label(value, unit) == label
+
+
+def _charted(kvtool: Kvtool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str):  # type: ignore[no-untyped-def]
+    """The data the sweep chart drew for ``engine sweep HEAD args --plot``."""
+    pytest.importorskip("matplotlib")
+    from kvtool.cli.render import replay as render
+
+    seen = {}
+    original = render.sweep_chart
+
+    def recording(*a, **k):  # type: ignore[no-untyped-def]
+        seen["data"] = original(*a, **k)
+        return seen["data"]
+
+    monkeypatch.setattr(render, "sweep_chart", recording)
+    png = tmp_path / "s.png"
+    done = kvtool("engine", "sweep", str(HEAD), *args, "--plot", str(png))
+    assert done.exit_code == 0, done.stderr
+    assert png.stat().st_size > 1000
+    return seen["data"]
+
+
+def test_the_sweep_chart_says_its_unit_labels_its_points_and_shows_every_line(
+    kvtool: Kvtool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = _charted(kvtool, tmp_path, monkeypatch, "--t1", "1M,3M,10M,inf", "--t3", "0,inf")
+    assert [label for _, label in data["ticks"]] == ["1m", "3m", "10m", "inf"]
+    assert data["xlabel"] == "T1 capacity (tokens, log scale; inf drawn at the right)"
+    labels = [s[0] for s in data["series"]]
+    assert labels == ["T3 off", "T3 inf"]
+    assert len({(s[2], s[3]) for s in data["series"]}) == 2  # "T3 off" not hidden under "inf"
+    finite = _charted(kvtool, tmp_path, monkeypatch, "--t1", "1M,3M")
+    assert "inf" not in finite["xlabel"]  # no inf swept: none said
+    assert finite["curve"]  # the stack-distance curve the text prints is drawn too
+    assert all(0 <= y <= 1 for _, y in finite["curve"])
+
+
+def test_the_occupancy_chart_draws_capacities_and_names_empty_tiers() -> None:
+    from kvtool.cli.render.replay import occupancy_chart
+    from kvtool.replay.run import ReplayConfig, replay
+    from kvtool.replay.trace import parse_trace
+
+    trace = parse_trace(HEAD.read_text().splitlines(), source=str(HEAD))
+    config = ReplayConfig(
+        capacity={"T1": 100_000, "T2": 300_000, "T3": None, "T4": 0},
+        block_units=trace.block_tokens,
+        unit="tokens",
+        t2_idle_s=1e9,
+    )  # fmt: skip  (T2 overflows into T3; T3 never idles out)
+    data = occupancy_chart(replay(trace.requests, trace.block_tokens, config))
+    drawn = {tier: capacity for tier, _, capacity in data["lines"]}
+    assert drawn["T1"] == 100_000  # bounded tiers carry their capacity line
+    assert drawn["T2"] == 300_000
+    config = config._replace(capacity={"T1": 100_000, "T2": None, "T3": None, "T4": 0})
+    idle = occupancy_chart(replay(trace.requests, trace.block_tokens, config))
+    assert idle["empty"] == ["T3"]  # T2 holds all that leaves T1: T3 is named, not drawn
+    assert "T3" not in [tier for tier, _, _ in idle["lines"]]
+    assert all(any(values) for _, values, _ in data["lines"])  # no line lies on the axis

@@ -82,12 +82,13 @@ def sweep(
         outcome = sweep_trace(loaded, grid(inputs.sweep, base), processes=count, progress=progress)
     points, curve = outcome.points, outcome.curve
     notes.append(outcome.how)
+    from kvtool.replay.sweep import curve_json, sweep_json
+
     if plot is not None:
         title = Path(loaded.source).name + (f", {model}" if model else "")
-        notes.append(
-            render.plot_sweep(points, list(inputs.sweep), plot, unit=base.unit, title=title)
-        )
-    from kvtool.replay.sweep import curve_json, sweep_json
+        whole = None if curve is None else curve_json(curve, base.block_units)
+        notes.append(render.plot_sweep(points, list(inputs.sweep), plot, unit=base.unit,
+                                       title=title, curve=whole))  # fmt: skip
 
     if as_json:
         from kvtool.cli.render.text import print_json

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvtool.cli.render.text import Table, echo, plural, print_notes, seconds
 from kvtool.errors import InputError
@@ -163,34 +163,104 @@ def _pyplot() -> object:
     return plt
 
 
-def _axis_amount(unit: str) -> object:
-    """A tick formatter in human units: 1.5 GiB for bytes, 3M tokens for tokens."""
-    from matplotlib.ticker import FuncFormatter
+def tick_label(value: float, unit: str) -> str:
+    """A size as the user would have typed it: ``10 GiB`` or ``10 GB`` for bytes (whichever
+    divides it), ``3M`` (3 x 2^20) or ``10m`` (10^7) tokens; a capacity rounded down to whole
+    blocks (1m tokens in 512-token blocks is 999,936) is labelled by what it was rounded from
+    (three significant figures)."""
+    exact = _labelled(value, unit)
+    rounded = _labelled(float(f"{value:.3g}"), unit)
+    shortest = min((c for c in (exact, rounded) if c), key=len, default=None)  # exact on a tie
+    return shortest or (format_bytes_binary(value) if unit == "bytes" else f"{value:,.0f}")
 
-    def tokens(value: float) -> str:
-        for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "K")):
-            if abs(value) >= size:
-                return f"{value / size:g}{suffix}"
-        return f"{value:g}"
 
+def _labelled(value: float, unit: str) -> str | None:
+    """The shortest exact spelling of ``value`` in whole or decimal units (None: none)."""
     if unit == "bytes":
-        return FuncFormatter(lambda value, _: format_bytes_binary(value) if value else "0")
-    return FuncFormatter(lambda value, _: tokens(value))
+        units = [(2**40, " TiB"), (2**30, " GiB"), (2**20, " MiB"), (2**10, " KiB"),
+                 (10**12, " TB"), (10**9, " GB"), (10**6, " MB"), (10**3, " kB")]  # fmt: skip
+    else:
+        units = [(2**30, "G"), (2**20, "M"), (2**10, "K"), (10**9, "g"), (10**6, "m"), (10**3, "k")]
+    found = [f"{value / size:g}{suffix}" for size, suffix in units  # (1.5 GiB, 2.25 MiB)
+             if value >= size and round(value / size, 2) == value / size
+             and "e" not in f"{value / size:g}"]  # fmt: skip
+    return min(found, key=len) if found else None
+
+
+LINE_STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
+
+
+def sweep_chart(
+    points: Sequence[SweepPoint], varied: list[str], *, unit: str,
+    curve: list[dict[str, float]] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """What the sweep chart draws, as data (tested without matplotlib): the x tier, its ticks
+    (each swept size, labelled as typed; an unbounded point drawn at twice the largest, as
+    ``inf``), the x label with its unit, one series per setting of the other tiers (each its
+    own line style, so a line drawn over another still shows), and the stack-distance curve."""
+    x_tier = swept_tier(points, varied)
+    others = [t for t in varied if t != x_tier]
+    finite = sorted({c for p in points if (c := p.capacity[x_tier])})
+    has_inf = any(p.capacity[x_tier] is None for p in points)
+    whole = [(float(q[x_tier]), q["token_hit_ratio"]) for q in curve or () if q.get(x_tier)]
+    if x_tier != "T1":
+        whole = []  # the one-pass curve is T1's alone
+    top = max([*finite, *(x for x, _ in whole), 1]) * 4  # inf: clear of every point and label
+    ticks = [(c, tick_label(c, unit)) for c in finite] + ([(top, "inf")] if has_inf else [])
+    series: dict[str, list[tuple[float, float]]] = {}
+    for p in points:
+        key = ", ".join(f"{t} {_capacity(p.capacity[t], unit)}" for t in others) or "hit ratio"
+        x = top if (c := p.capacity[x_tier]) is None else c
+        if x:  # an "off" point has no place on a log axis: the table shows it
+            series.setdefault(key, []).append((x, p.result.token_hit_ratio))
+    what = "bytes" if unit == "bytes" else "tokens"
+    return {
+        "x_tier": x_tier,
+        "ticks": ticks,
+        "xlabel": f"{x_tier} capacity ({what}, log scale" + (
+            "; inf drawn at the right)" if has_inf else ")"),
+        "series": [(label, pts, *LINE_STYLES[i % len(LINE_STYLES)])
+                   for i, (label, pts) in enumerate(series.items())],
+        "curve": whole,
+    }  # fmt: skip
+
+
+def occupancy_chart(result: ReplayResult) -> dict[str, Any]:
+    """What the occupancy chart draws, as data: a line per tier that held anything (a tier
+    empty all along is named, not drawn over the axis), and each bounded tier's capacity as
+    a dashed line of its colour."""
+    times = [t for t, _ in result.occupancy]
+    lines, empty = [], []
+    for tier in result.tiers:
+        values = [used.get(tier.tier, 0) for _, used in result.occupancy]
+        if any(values):
+            lines.append((tier.tier, values, tier.capacity))
+        else:
+            empty.append(tier.tier)
+    return {"times": times, "lines": lines, "empty": empty}
 
 
 def plot_occupancy(result: ReplayResult, path: Path, *, title: str) -> str:
     """Each tier's occupancy over the trace (PNG, SVG or PDF, by the name), in human units,
-    ``title`` naming the trace and model; returns a note naming the file written."""
+    with its capacity, ``title`` naming the trace and model; returns a note naming the file."""
+    from matplotlib.ticker import FuncFormatter
+
     plt = _pyplot()
+    data = occupancy_chart(result)
     figure, axes = plt.subplots(figsize=(8, 4))  # type: ignore[attr-defined]
-    times = [t for t, _ in result.occupancy]
-    for tier in result.tiers:
-        axes.plot(times, [used.get(tier.tier, 0) for _, used in result.occupancy], label=tier.tier)
+    for tier, values, capacity in data["lines"]:
+        (line,) = axes.plot(data["times"], values, label=tier)
+        if capacity:
+            axes.axhline(capacity, color=line.get_color(), linestyle="--", linewidth=0.8,
+                         label=f"{tier} capacity")  # fmt: skip
     axes.set_xlabel("trace time (s)")
-    axes.set_ylabel("occupancy" + ("" if result.unit == "bytes" else " (tokens)"))
-    axes.yaxis.set_major_formatter(_axis_amount(result.unit))
-    axes.set_title(f"{title}: tier occupancy; token hit ratio {result.token_hit_ratio:.1%}")
-    axes.legend()
+    axes.set_ylabel("occupancy" + (" (bytes)" if result.unit == "bytes" else " (tokens)"))
+    axes.yaxis.set_major_formatter(FuncFormatter(
+        lambda value, _: tick_label(value, result.unit) if value else "0"))  # fmt: skip
+    empty = f"; empty all along: {', '.join(data['empty'])}" if data["empty"] else ""
+    axes.set_title(f"{title}: tier occupancy; token hit ratio {result.token_hit_ratio:.1%}{empty}",
+                   fontsize=9)  # fmt: skip
+    axes.legend(fontsize=8)
     figure.tight_layout()
     _save(plt, figure, path)
     return f"occupancy chart written to {path}"
@@ -203,30 +273,32 @@ def swept_tier(points: Sequence[SweepPoint], varied: list[str]) -> str:
 
 
 def plot_sweep(
-    points: Sequence[SweepPoint], varied: list[str], path: Path, *, unit: str, title: str
-) -> str:
-    """Token hit ratio against the swept tier's capacity (``swept_tier``; one line per
-    setting of the others), sizes in human units, ``title`` naming the trace and model."""
+    points: Sequence[SweepPoint], varied: list[str], path: Path, *, unit: str, title: str,
+    curve: list[dict[str, float]] | None = None,
+) -> str:  # fmt: skip
+    """Token hit ratio against the swept tier's capacity (``sweep_chart``: one line per
+    setting of the others, the stack-distance curve behind them), ``title`` naming the trace
+    and model."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
     plt = _pyplot()
+    data = sweep_chart(points, varied, unit=unit, curve=curve)
     figure, axes = plt.subplots(figsize=(8, 4))  # type: ignore[attr-defined]
-    x_tier = swept_tier(points, varied)
-    others = [t for t in varied if t != x_tier]
-    finite = [c for p in points if (c := p.capacity[x_tier])]
-    top = max(finite) * 2 if finite else 1
-    groups: dict[str, list[SweepPoint]] = {}
-    for p in points:
-        key = ", ".join(f"{t} {_capacity(p.capacity[t], unit)}" for t in others) or "hit ratio"
-        groups.setdefault(key, []).append(p)
-    for label, group in groups.items():
-        xs = [top if (c := p.capacity[x_tier]) is None else c for p in group]
-        axes.plot(xs, [p.result.token_hit_ratio for p in group], marker="o", label=label)
+    if data["curve"]:
+        xs, ys = zip(*data["curve"], strict=True)
+        axes.plot(xs, ys, color="0.7", linewidth=1, label="the whole curve (stack distances)")
+    for label, pts, style, marker in data["series"]:
+        xs, ys = zip(*pts, strict=True)
+        axes.plot(xs, ys, linestyle=style, marker=marker, label=label)
     axes.set_xscale("log")
-    axes.xaxis.set_major_formatter(_axis_amount(unit))
-    axes.set_xlabel(f"{x_tier} capacity (the rightmost point is inf)")
+    axes.xaxis.set_major_locator(FixedLocator([x for x, _ in data["ticks"]]))
+    axes.xaxis.set_minor_locator(NullLocator())
+    axes.set_xticklabels([label for _, label in data["ticks"]])
+    axes.set_xlabel(data["xlabel"])
     axes.set_ylabel("token hit ratio")
     axes.set_ylim(0, 1)
-    axes.set_title(f"{title}: hit ratio by {x_tier} size")
-    axes.legend()
+    axes.set_title(f"{title}: hit ratio by {data['x_tier']} size")
+    axes.legend(fontsize=8)
     figure.tight_layout()
     _save(plt, figure, path)
     return f"sweep chart written to {path}"
