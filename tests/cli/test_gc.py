@@ -146,7 +146,15 @@ def test_the_kubernetes_cronjobs_command_runs(kvtool: Kvtool, tmp_path: Path) ->
     kv, log = tmp_path / "kv", tmp_path / "log"
     build(kv, "sglang-0.5.23.json", age_s=9 * 86400)  # older than the job's --max-age
     log.mkdir()
-    args = [a.replace(mounts["log"], str(log)).replace(mounts["kv"], str(kv)) for a in command]
+
+    def local(arg: str) -> str:  # a mount path (or a file under one) -> the test's folder
+        for name, folder in (("log", log), ("kv", kv)):
+            mount = mounts[name]
+            if arg == mount or arg.startswith(mount + "/"):
+                return str(folder) + arg[len(mount) :]
+        return arg
+
+    args = [local(a) for a in command]
     done = kvtool(*args[1:])
     assert done.exit_code == 0, done.stdout + done.stderr
     lines = [json.loads(line) for line in (log / "gc.jsonl").read_text().splitlines()]
