@@ -306,7 +306,7 @@ class Engine:
         chunks, manager = self.manager.chunks, self.manager
         refusing = [t for t in SHARED_TIERS if t in self.mediums and not manager.available(t)]
         seen: set[str] = set()
-        for move in moves:
+        for move in reversed(moves):  # each chunk's last move says where it ended up
             key = move.key
             if key in seen:
                 continue
