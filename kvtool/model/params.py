@@ -188,9 +188,20 @@ def weights_dtype_of(spec: ModelSpec, weights_dtype: str = "auto") -> str:
     return dtype
 
 
+def replica_bytes(spec: ModelSpec, params: ParamCount, weights_dtype: str = "auto") -> int:
+    """One replica's weight bytes: a local checkpoint's exact bytes (``spec.checkpoint_bytes``,
+    from its safetensors headers) when ``weights_dtype`` is ``auto``, its own format; else the
+    parameter arithmetic in ``weights_dtype``."""
+    if weights_dtype.strip().lower() == "auto" and spec.checkpoint_bytes:
+        return spec.checkpoint_bytes
+    dtype = weights_dtype_of(spec, weights_dtype)
+    return weight_bytes(params, dtype, model_dtype=spec.dtype)
+
+
 def model_weights(spec: ModelSpec, weights_dtype: str = "auto") -> Weights:
-    """``spec``'s weights in ``weights_dtype`` (``weights_dtype_of``). ConfigError for a
-    model whose parameters kvtool does not count (``count_params``)."""
+    """``spec``'s weights in ``weights_dtype`` (``weights_dtype_of``; a local checkpoint's
+    exact bytes with ``auto``). ConfigError for a model whose parameters kvtool does not
+    count (``count_params``)."""
     dtype = weights_dtype_of(spec, weights_dtype)
     params = count_params(spec)
-    return Weights(params, dtype, weight_bytes(params, dtype, model_dtype=spec.dtype))
+    return Weights(params, dtype, replica_bytes(spec, params, weights_dtype))

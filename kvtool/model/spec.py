@@ -164,6 +164,10 @@ class ModelSpec(NamedTuple):
     # what --kv-dtype auto means for this model when not its dtype (DeepSeek-V4: fp8, which
     # vLLM keeps as fp8_ds_mla)
     kv_dtype_auto: str = ""
+    # a local checkpoint's exact weight bytes (its safetensors headers), and where they were
+    # read; None: the parameter arithmetic (a bare config, a bundled profile, a Hub id)
+    checkpoint_bytes: int | None = None
+    checkpoint_source: str = ""
 
     @property
     def is_mla(self) -> bool:

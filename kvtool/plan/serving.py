@@ -14,7 +14,7 @@ from kvtool.model.params import (
     ParamCount,
     attention_params,
     count_params,
-    weight_bytes,
+    replica_bytes,
     weights_dtype_of,
 )
 from kvtool.model.shape import KvShape
@@ -78,7 +78,7 @@ def choose_serving(
     than layers, or an unknown dtype.
     """
     dtype = weights_dtype_of(spec, weights_dtype)
-    weights = weight_bytes(params, dtype, model_dtype=spec.dtype)
+    weights = replica_bytes(spec, params, weights_dtype)
     notes: list[str] = []
     if pp < 1 or pp > spec.num_layers:
         raise InputError(f"--pp {pp} must be 1 to the model's {spec.num_layers} layers",
@@ -219,7 +219,7 @@ def best_layout(shape: KvShape, hardware: Hardware, *, weights_dtype: str, ctx_t
     spec, node = shape.spec, hardware.node
     params = count_params(spec)
     dtype = weights_dtype_of(spec, weights_dtype)
-    weights = weight_bytes(params, dtype, model_dtype=spec.dtype)
+    weights = replica_bytes(spec, params, weights_dtype)
     extra_per_rank = int(attention_params(spec) * WEIGHT_BYTES[dtype])  # DP attention's, a rank
     heads = spec.num_attention_heads
     best: tuple[tuple[int, int, int, bool], Layout] | None = None

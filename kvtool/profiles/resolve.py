@@ -51,6 +51,16 @@ def resolve_model(ref: str) -> ResolvedModel:
             (file.resolve().parent.name or file.stem) if file.name == "config.json" else file.stem
         )
         spec = spec_from_config(config, name=name, source=str(file))
+        if file.name == "config.json":  # a checkpoint folder: its weights, exactly
+            from kvtool.profiles.checkpoint import checkpoint_bytes
+
+            exact = checkpoint_bytes(file.parent)
+            if exact is not None:
+                spec = spec._replace(
+                    checkpoint_bytes=exact.nbytes, checkpoint_source=exact.source,
+                    notes=(*spec.notes, f"weights: {exact.nbytes:,} B, read from {exact.source}"
+                           " (not the parameter arithmetic)"),
+                )  # fmt: skip
         return ResolvedModel(spec, "file", str(file), config)
     if ref.endswith(".json") or ref.startswith(("/", "./", "../", "~")):
         raise InputError(f"{ref}: no such file", "pass the path of a config.json, or its folder")
