@@ -158,3 +158,26 @@ def test_a_file_that_is_no_scrape_and_interval_on_a_file_are_refused(
     result = kvtool("metrics", scrape, "--interval", "1")
     assert result.exit_code == 2
     assert "is a saved file" in result.stderr
+
+
+def test_the_new_tiers_figures_are_in_the_json_and_its_schema(kvtool: Run, tmp_path: Path) -> None:
+    """KVBM's disk and object routes and SGLang's storage tier reach --json (which the suite
+    holds to docs/json/metrics.schema.json), a storage cache source included."""
+    kvbm = tmp_path / "kvbm.prom"
+    kvbm.write_text((FIXTURES / "CONSTRUCTED_dynamo-kvbm.prom").read_text()
+                    + "kvbm_offload_blocks_h2d 5\nkvbm_offload_blocks_d2o 3\n")  # fmt: skip
+    sglang = tmp_path / "sglang.prom"
+    extra = (
+        'sglang:prefetched_tokens_total{model_name="m"} 3\n'
+        'sglang:cached_tokens_total{cache_source="storage_file",model_name="m"} 7\n'
+    )
+    sglang.write_text((FIXTURES / "CONSTRUCTED_sglang-0.5.23-t60.prom").read_text() + extra)
+    done = kvtool("metrics", str(kvbm), str(sglang), "--json")
+    assert done.exit_code == 0, done.stdout
+    sources = json.loads(done.stdout)["sources"]
+    (k,) = sources[0]["readings"]
+    (s,) = sources[1]["readings"]
+    assert k["offload"]["offload_blocks_h2disk"] == 5
+    assert k["offload"]["offload_blocks_d2object"] == 3
+    assert s["offload"]["storage_prefetched_tokens"] == 3
+    assert s["hit_tokens"]["storage_file"] == 7
