@@ -129,16 +129,56 @@ def parse_engines(enghelp: str) -> set[str]:
     return names
 
 
+def json_documents(stdout: str) -> list[dict[str, Any]]:
+    """Every whole JSON object in fio's stdout, in order, skipping the lines fio prints
+    between them (errors; in client/server mode each server's job summary). With
+    ``--status-interval`` fio prints one a period, then its final one."""
+    decoder = json.JSONDecoder()
+    docs: list[dict[str, Any]] = []
+    at = 0
+    while True:
+        start = 0 if at == 0 and stdout.startswith("{") else stdout.find("\n{", at) + 1
+        if start <= 0 and not (at == 0 and stdout.startswith("{")):
+            return docs
+        try:
+            data, at = decoder.raw_decode(stdout, start)
+        except ValueError:
+            at = start + 1
+            continue
+        if isinstance(data, dict):
+            docs.append(data)
+
+
 def json_document(stdout: str) -> dict[str, Any]:
-    """The JSON document in fio's stdout, skipping the lines fio prints before it (errors;
-    in client/server mode each server's job summary)."""
-    start = 0 if stdout.startswith("{") else stdout.find("\n{") + 1
-    if start == 0 and not stdout.startswith("{"):
+    """fio's final JSON document (the last: status dumps come before it)."""
+    docs = json_documents(stdout)
+    if not docs:
         raise ValueError("no JSON in fio's output")
-    data = json.loads(stdout[start:])
-    if not isinstance(data, dict):
-        raise ValueError("fio's JSON is not an object")
-    return data
+    return docs[-1]
+
+
+def live_status(stdout: str) -> str | None:
+    """What the newest status dump says: the job running, its seconds so far and the GB/s
+    it has moved on average (fio's running figures), or None before the first dump."""
+    doc = None
+    end = len(stdout)
+    for _ in range(3):  # the newest whole dump: the one at the end may still be coming
+        start = stdout.rfind("\n{", 0, end) + 1
+        if start <= 0 and not stdout.startswith("{"):
+            return None
+        try:
+            doc = json.JSONDecoder().raw_decode(stdout, start)[0]
+            break
+        except ValueError:
+            end = start - 1
+    if not isinstance(doc, dict):
+        return None
+    jobs = [j for j in doc.get("jobs", []) if isinstance(j, dict) and j.get("elapsed")]
+    if not jobs:
+        return None
+    job = jobs[-1]
+    moved = sum((job.get(side) or {}).get("bw_bytes", 0) for side in ("read", "write"))
+    return f"{job.get('jobname', '?')}: {job['elapsed']} s, {moved / 1e9:,.2f} GB/s (fio)"
 
 
 def _side(entry: dict[str, Any], op: str) -> dict[str, Any]:

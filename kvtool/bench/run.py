@@ -145,6 +145,7 @@ def run_bench(
     *,
     s3_client: Callable[[], Any],
     progress: Callable[[str], None] = lambda _: None,
+    live: bool = False,
 ) -> list[BenchResult]:
     """Measure each requested tier in order; a tier that cannot run here is a SKIP result
     with its reason. Raises InputError for bad input (the folder, fio, the S3 endpoint)."""
@@ -161,7 +162,7 @@ def run_bench(
             if options.t3_dir is None:
                 results.append(skipped("t3", "seq_read", "no --t3-dir: name the T3 folder"))
                 continue
-            results += run_t3(host, options.t3_dir, options.t3, progress=progress)
+            results += run_t3(host, options.t3_dir, options.t3, progress=progress, live=live)
         elif tier == "t4":
             if options.s3_url is None:
                 results.append(skipped("t4", "get", "no --t4-url: name an S3 prefix to use"))

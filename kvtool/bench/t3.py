@@ -30,6 +30,7 @@ from kvtool.bench.fio import (
     fresh_writes,
     job_file,
     json_document,
+    live_status,
     result_from_fio,
 )
 from kvtool.bench.gds import run_gds_read
@@ -121,8 +122,11 @@ def run_t3(
     options: T3Options,
     *,
     progress: Callable[[str], None] = lambda _: None,
+    live: bool = False,
 ) -> list[BenchResult]:
     """Measure ``path`` with fio; every scratch file is gone when this returns or raises.
+    ``live``: ``progress`` is shown on a terminal, so fio's running figures (elapsed time,
+    GB/s, each second) are passed to it as they come.
 
     Raises InputError for a folder that is missing, read-only, too small, or refuses O_DIRECT
     (unless ``options.direct`` is False), and for a missing fio.
@@ -142,7 +146,8 @@ def run_t3(
     per_job = plan_files(path, options, info.get("free_bytes"))
     with Scratch() as cleanup:  # removed however this ends: errors, SIGINT, SIGTERM, SIGHUP
         scratch = cleanup.folder(Path(path), SCRATCH_PREFIX)
-        return _measure(host, path, scratch, options, tool, filesystem, per_job, progress)
+        return _measure(host, path, scratch, options, tool, filesystem, per_job, progress,
+                        live=live)  # fmt: skip
 
 
 def _measure(
@@ -154,6 +159,8 @@ def _measure(
     filesystem: str,
     per_job: int,
     progress: Callable[[str], None],
+    *,
+    live: bool = False,
 ) -> list[BenchResult]:
     """The fio runs (and the GDS read) in ``scratch``."""
     if options.direct:
@@ -184,7 +191,8 @@ def _measure(
     if not options.hosts:  # one fio process runs the ops in turn: start-up paid once
         ordered = job._replace(ops=run_order(options.ops))
         progress(f"T3 {', '.join(ordered.ops)}: {about}")
-        done = {r.op: r for r in _run_fio(host, ordered, scratch, (), tool)}
+        shown = progress if live else None
+        done = {r.op: r for r in _run_fio(host, ordered, scratch, (), tool, shown)}
         results = [done[op] for op in options.ops]
         if options.gds:  # the files are there: the first run laid them out
             results += run_gds_read(
@@ -208,10 +216,14 @@ def _measure(
 
 
 def _run_fio(
-    host: Host, job: FioJob, scratch: Path, hosts: Sequence[str], tool: str
-) -> list[BenchResult]:
+    host: Host, job: FioJob, scratch: Path, hosts: Sequence[str], tool: str,
+    progress: Callable[[str], None] | None = None,
+) -> list[BenchResult]:  # fmt: skip
     name = "-".join(job.ops)
     argv = ["fio", "--output-format=json", "--eta=never"]
+    stream = getattr(host, "stream", None) if progress is not None and not hosts else None
+    if stream is not None:  # fio's running figures each second, for the status line
+        argv.append("--status-interval=1")
     if not hosts:
         job_path = scratch / f"kvtool-{name}.fio"
         job_path.write_text(job_file(job))
@@ -226,7 +238,17 @@ def _run_fio(
         argv += [f"--client={server}", str(job_path)]
     # each op twice its time, plus a minute, plus laying the files out at 200 MB/s
     budget = len(job.ops) * job.runtime_s * 2 + 60 + job.numjobs * job.file_bytes / 200e6
-    done = host.run(f"fio_{name}", argv, timeout_s=budget)
+    if stream is not None:
+        assert progress is not None
+
+        def show(stdout: str) -> None:
+            status = live_status(stdout)
+            if status is not None:
+                progress(f"T3 {status}")
+
+        done = stream(f"fio_{name}", argv, show, timeout_s=budget)
+    else:
+        done = host.run(f"fio_{name}", argv, timeout_s=budget)
     try:
         document = json_document(done.stdout)
         return [result_from_fio(document, job, op, tool=tool) for op in job.ops]

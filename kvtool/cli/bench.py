@@ -187,7 +187,8 @@ def bench(
     )
 
     with StatusLine(not as_json, "kvtool bench") as status:
-        results = run_bench(LocalHost(), options, s3_client=s3_client, progress=status.update)
+        results = run_bench(LocalHost(), options, s3_client=s3_client, progress=status.update,
+                            live=status.live)  # fmt: skip
     results = [
         with_spec(r, node=node, t3=t3_profile, t4=t4_profile, t3_path=t3_key) for r in results
     ]

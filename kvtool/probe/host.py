@@ -140,6 +140,57 @@ class LocalHost:
             raise
         return CommandResult(process.returncode, stdout, stderr)
 
+    def stream(
+        self,
+        key: str,
+        argv: Sequence[str],
+        on_stdout: Callable[[str], None],
+        timeout_s: float | None = None,
+    ) -> CommandResult:
+        """``run``, with ``on_stdout`` called with all of stdout so far each time more comes
+        (a live status line reads it), within the same whole-call deadline."""
+        import selectors
+        import time
+
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        try:
+            process = subprocess.Popen(
+                list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        except FileNotFoundError:
+            return CommandResult(NOT_INSTALLED, "", f"{argv[0]}: command not found")
+        except OSError as exc:
+            return CommandResult(126, "", f"{argv[0]}: {exc.strerror or exc}")
+        out: list[str] = []
+        err: list[str] = []
+        assert process.stdout is not None
+        assert process.stderr is not None
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(process.stdout, selectors.EVENT_READ, out)
+                selector.register(process.stderr, selectors.EVENT_READ, err)
+                while selector.get_map():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        _stop(process)
+                        return CommandResult(124, "", f"{argv[0]}: timed out")
+                    for ready, _ in selector.select(timeout=min(left, 1.0)):
+                        chunk = os.read(ready.fd, 65536).decode("utf-8", errors="replace")
+                        if not chunk:
+                            selector.unregister(ready.fileobj)
+                            continue
+                        ready.data.append(chunk)
+                        if ready.data is out:
+                            on_stdout("".join(out))
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _stop(process)
+            return CommandResult(124, "", f"{argv[0]}: timed out")
+        except BaseException:  # Ctrl-C or SIGTERM: stop the child before anything cleans up
+            _stop(process)
+            raise
+        return CommandResult(process.returncode, "".join(out), "".join(err))
+
     def path_info(self, key: str, path: str) -> dict[str, Any]:
         target = Path(path)
         info: dict[str, Any] = {

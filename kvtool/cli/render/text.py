@@ -190,6 +190,11 @@ class StatusLine:
         if self._status is not None:
             self._status.stop()
 
+    @property
+    def live(self) -> bool:
+        """Shown on a terminal (so running figures are worth passing to ``update``)."""
+        return self._status is not None
+
     def update(self, text: str) -> None:
         """Show ``text`` as the current step."""
         if self._status is not None:

@@ -89,3 +89,33 @@ def test_a_run_that_reads_and_writes_needs_room_for_both_sets_of_files() -> None
         plan_files("/fsx", both, free_bytes=2 * 2**30)
     reads = both._replace(ops=("seq_read", "rand_read"))
     assert plan_files("/fsx", reads, free_bytes=2 * 2**30) == 2**28  # one set: 1 of 2 GiB
+
+
+@pytest.mark.fio
+def test_on_a_terminal_fio_s_running_figures_reach_the_status_line(tmp_path: Path) -> None:
+    """``live``: fio runs with --status-interval=1 through ``LocalHost.stream``, each dump
+    becomes a status line (the job, its seconds, its GB/s), and the results are fio's final
+    document's, as without it."""
+    shown: list[str] = []
+    options = T3Options(block_bytes=2**20, threads=1, duration_s=2, size_bytes=8 * 2**20,
+                        gds=False, ops=("seq_read",))  # fmt: skip
+    results = run_t3(LocalHost(), str(tmp_path), options, progress=shown.append, live=True)
+    assert [r.op for r in results] == ["seq_read"]
+    assert results[0].status == "ok"
+    assert results[0].bytes_per_s
+    running = [s for s in shown if s.startswith("T3 seq_read: ") and "GB/s (fio)" in s]
+    assert running, shown  # at least one dump came while fio ran
+    quiet: list[str] = []
+    run_t3(LocalHost(), str(tmp_path), options, progress=quiet.append)  # not a terminal
+    assert not any("(fio)" in s for s in quiet)
+
+
+def test_the_final_document_is_fios_last_and_the_status_its_newest_dump() -> None:
+    from kvtool.bench.fio import json_document, live_status
+
+    dump = '{"jobs": [{"jobname": "seq_read", "elapsed": %d, "read": {"bw_bytes": %d}}]}'
+    stdout = "fio: note\n" + dump % (1, 2e9) + "\n" + dump % (2, 3e9) + "\n" + dump % (3, 4e9)
+    assert json_document(stdout)["jobs"][0]["elapsed"] == 3
+    assert live_status(stdout) == "seq_read: 3 s, 4.00 GB/s (fio)"
+    assert live_status(stdout[:-5]) == "seq_read: 2 s, 3.00 GB/s (fio)"  # the last still coming
+    assert live_status("fio: starting\n") is None

@@ -674,3 +674,28 @@ def test_environment_reads_this_process_variables(monkeypatch: pytest.MonkeyPatc
     assert environment("CUDA_VISIBLE_DEVICES") == ""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert environment("CUDA_VISIBLE_DEVICES") is None
+
+
+def test_stream_passes_stdout_as_it_comes_within_one_deadline() -> None:
+    import sys
+    import time
+
+    from kvtool.probe.host import LocalHost
+
+    seen: list[str] = []
+    code = (
+        "import sys, time\nfor i in range(3):\n    print(i, flush=True); time.sleep(0.1)\n"
+        "print('e', file=sys.stderr)"
+    )
+    done = LocalHost().stream("t", [sys.executable, "-c", code], seen.append, timeout_s=10)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "0\n1\n2\n", "e\n")
+    assert seen[0].startswith("0")  # the first line, as soon as it came
+    assert len(seen) >= 3
+    assert seen[-1] == "0\n1\n2\n"
+    start = time.monotonic()
+    hung = LocalHost().stream("t", [sys.executable, "-c", "import time; time.sleep(30)"],
+                              seen.append, timeout_s=0.5)  # fmt: skip
+    assert hung.returncode == 124
+    assert time.monotonic() - start < 12  # SIGINT, then at most 10 s before a kill
+    missing = LocalHost().stream("t", ["no-such-command-kvtool"], seen.append)
+    assert missing.returncode == 127
