@@ -173,12 +173,18 @@ def live_status(stdout: str) -> str | None:
             end = start - 1
     if not isinstance(doc, dict):
         return None
-    jobs = [j for j in doc.get("jobs", []) if isinstance(j, dict) and j.get("elapsed")]
+
+    def moved(job: dict[str, Any], key: str) -> float:
+        return sum((job.get(side) or {}).get(key, 0) or 0 for side in ("read", "write"))
+
+    # jobs run in turn (stonewall): the running one is the last that has moved anything
+    jobs = [j for j in doc.get("jobs", []) if isinstance(j, dict) and moved(j, "io_bytes")]
     if not jobs:
         return None
     job = jobs[-1]
-    moved = sum((job.get(side) or {}).get("bw_bytes", 0) for side in ("read", "write"))
-    return f"{job.get('jobname', '?')}: {job['elapsed']} s, {moved / 1e9:,.2f} GB/s (fio)"
+    seconds = (job.get("job_runtime") or 0) / 1000
+    rate = moved(job, "bw_bytes")
+    return f"{job.get('jobname', '?')}: {seconds:,.0f} s, {rate / 1e9:,.2f} GB/s (fio)"
 
 
 def _side(entry: dict[str, Any], op: str) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -113,9 +114,20 @@ def test_on_a_terminal_fio_s_running_figures_reach_the_status_line(tmp_path: Pat
 def test_the_final_document_is_fios_last_and_the_status_its_newest_dump() -> None:
     from kvtool.bench.fio import json_document, live_status
 
-    dump = '{"jobs": [{"jobname": "seq_read", "elapsed": %d, "read": {"bw_bytes": %d}}]}'
-    stdout = "fio: note\n" + dump % (1, 2e9) + "\n" + dump % (2, 3e9) + "\n" + dump % (3, 4e9)
-    assert json_document(stdout)["jobs"][0]["elapsed"] == 3
-    assert live_status(stdout) == "seq_read: 3 s, 4.00 GB/s (fio)"
+    def dump(ms: int, rate: float, later: int = 0) -> str:
+        """seq_read running (``ms`` so far), seq_write waiting its turn (unless ``later``)."""
+        return json.dumps({"jobs": [
+            {"jobname": "seq_read", "elapsed": 9, "job_runtime": ms,
+             "read": {"bw_bytes": rate, "io_bytes": 1}, "write": {}},
+            {"jobname": "seq_write", "elapsed": 9, "job_runtime": later,
+             "read": {}, "write": {"bw_bytes": later * 1e6, "io_bytes": later}},
+        ]})  # fmt: skip
+
+    stdout = "fio: note\n" + dump(1000, 2e9) + "\n" + dump(2000, 3e9) + "\n" + dump(3000, 4e9)
+    assert json_document(stdout)["jobs"][0]["job_runtime"] == 3000
+    assert live_status(stdout) == "seq_read: 3 s, 4.00 GB/s (fio)"  # not the waiting write
     assert live_status(stdout[:-5]) == "seq_read: 2 s, 3.00 GB/s (fio)"  # the last still coming
+    assert live_status(stdout + "\n" + dump(3000, 4e9, later=1500)) == (
+        "seq_write: 2 s, 1.50 GB/s (fio)"
+    )
     assert live_status("fio: starting\n") is None
