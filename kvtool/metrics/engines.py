@@ -64,6 +64,7 @@ class _Family:
             self.by_name.setdefault(sample.name, []).append(sample)
         self.found: list[str] = []
         self.missing: list[str] = []
+        self.asked: set[str] = set()  # every name looked up, found or not
 
     def reading(self, engine: str, **figures: Any) -> Reading:
         """The ``Reading`` of ``figures``, with the names found and the families missing."""
@@ -73,6 +74,7 @@ class _Family:
     def get(self, family: str, *names: str, **labels: str) -> list[Sample]:
         """The samples of the first of ``names`` present (labels matching), else []: the
         family is then missing."""
+        self.asked.update(names)
         for name in names:
             rows = [s for s in self.by_name.get(name, ())
                     if all(s.labels.get(k) == v for k, v in labels.items())]  # fmt: skip
@@ -127,8 +129,11 @@ def read(samples: Sequence[Sample]) -> list[Reading]:
     good = [s for s, no in zip(samples, invalid, strict=True) if not no] if bad else samples
     out = []
     for engine in engines_in(samples):
-        reading = readers[engine](_Family(good))
-        ours = sorted({s.name for s in bad if s.name.startswith(_PREFIX[engine])})
+        family = _Family(good)
+        reading = readers[engine](family)
+        # only the series read are flagged: an engine may export NaN on others by design
+        # (SGLang's fwd_occupancy starts as NaN: metrics_collector.py, SchedulerStats)
+        ours = sorted({s.name for s in bad if s.name in family.asked})
         if ours:  # a KV figure is never NaN, infinite or negative: flagged, not used
             reading = reading._replace(notes=(*reading.notes, (
                 f"{sum(s.name in ours for s in bad)} invalid sample(s) ignored (NaN, an infinity"
@@ -244,6 +249,7 @@ def _sglang(raw: _Family) -> Reading:
         )
     rows = [s for name, held in raw.by_name.items() if name.startswith("sglang:") for s in held]
     f = _Family(one_per_instance(rows)[0])
+    f.asked = raw.asked  # what this reader looks up, for the invalid-sample note
     if f.by_name.get("sglang:cache_hit_rate"):
         notes.append("sglang:cache_hit_rate ignored: the gauge is overwritten every batch"
                      " (sglang#26608); the ratio: cached_tokens / prompt_tokens")  # fmt: skip

@@ -100,7 +100,7 @@ def test_two_scrapes_an_interval_apart_give_the_rates(kvtool: Run, engine) -> No
 def test_a_fleet_from_a_file_with_one_dead_host_is_exit_1(  # type: ignore[no-untyped-def]
     kvtool: Run, engine, tmp_path: Path
 ) -> None:
-    live = engine("CONSTRUCTED_sglang-0.5.23")
+    live = engine("sglang-0.5.23")
     hosts = tmp_path / "hosts.txt"
     dead = f"127.0.0.1:{_free_port()}"
     hosts.write_text(f"# the fleet\n{live}\n{dead}  # down for maintenance\n")
@@ -166,12 +166,7 @@ def test_the_new_tiers_figures_are_in_the_json_and_its_schema(kvtool: Run, tmp_p
     kvbm = tmp_path / "kvbm.prom"
     kvbm.write_text((FIXTURES / "CONSTRUCTED_dynamo-kvbm.prom").read_text()
                     + "kvbm_offload_blocks_h2d 5\nkvbm_offload_blocks_d2o 3\n")  # fmt: skip
-    sglang = tmp_path / "sglang.prom"
-    extra = (
-        'sglang:prefetched_tokens_total{model_name="m"} 3\n'
-        'sglang:cached_tokens_total{cache_source="storage_file",model_name="m"} 7\n'
-    )
-    sglang.write_text((FIXTURES / "CONSTRUCTED_sglang-0.5.23-t60.prom").read_text() + extra)
+    sglang = FIXTURES / "sglang-0.5.23-swa-l3.prom"  # recorded with an L3 tier on
     done = kvtool("metrics", str(kvbm), str(sglang), "--json")
     assert done.exit_code == 0, done.stdout
     sources = json.loads(done.stdout)["sources"]
@@ -179,5 +174,5 @@ def test_the_new_tiers_figures_are_in_the_json_and_its_schema(kvtool: Run, tmp_p
     (s,) = sources[1]["readings"]
     assert k["offload"]["offload_blocks_h2disk"] == 5
     assert k["offload"]["offload_blocks_d2object"] == 3
-    assert s["offload"]["storage_prefetched_tokens"] == 3
-    assert s["hit_tokens"]["storage_file"] == 7
+    assert s["offload"]["storage_prefetched_tokens"] == 300_000
+    assert s["hit_tokens"]["storage"] == 250_000

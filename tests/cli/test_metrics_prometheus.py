@@ -23,7 +23,7 @@ from tests.conftest import CliResult
 
 Run = Callable[..., CliResult]
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "metrics"
-STEMS = ("vllm-0.33.0-llama-3.1-8b", "lmcache-0.5.6")
+STEMS = ("vllm-0.33.0-llama-3.1-8b", "lmcache-0.5.6", "sglang-0.5.23")
 
 needs_prometheus = pytest.mark.skipif(
     shutil.which("prometheus") is None,
@@ -38,7 +38,7 @@ def _port() -> int:
 
 
 class Engines:
-    """The two engines' /metrics: the -t0 pages until ``advance()``, the -t60 pages after."""
+    """The engines' /metrics: the -t0 pages until ``advance()``, the -t60 pages after."""
 
     def __init__(self) -> None:
         self.later = False
@@ -122,11 +122,13 @@ def test_prometheus_gives_what_the_engines_own_scrapes_give(kvtool: Run, fleet) 
     queries = 'sum(vllm:prefix_cache_queries_total{job="engines"})'
     _wait_for(base, queries, 4_812_000.0)  # the -t0 pages, scraped
     _wait_for(base, 'sum(lmcache:num_lookup_tokens_total{job="engines"})', 2_662_400.0)
+    _wait_for(base, 'sum(sglang:prompt_tokens_total{job="engines"})', 4_812_000.0)
     seen = time.time()  # a -t0 sample is in by now
     time.sleep(1.2)
     engines.later = True  # from here on the -t60 page
     _wait_for(base, queries, 5_390_000.0)  # the -t60 pages, scraped (each target in its turn)
     _wait_for(base, 'sum(lmcache:num_lookup_tokens_total{job="engines"})', 5_324_800.0)
+    _wait_for(base, 'sum(sglang:prompt_tokens_total{job="engines"})', 5_390_000.0)
     window = time.time() - (seen + 0.6)  # its start: after a -t0 sample, before the switch
     result = kvtool("metrics", "--prometheus", base, "--window", f"{window:.1f}s", "--json")
     assert result.exit_code == 0, result.stdout + result.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -58,12 +59,26 @@ def test_two_vllm_engine_cores_add_up() -> None:
 
 
 def test_sglang_hits_come_from_the_counters_never_the_overwritten_gauge() -> None:
-    r = reading("CONSTRUCTED_sglang-0.5.23-t60.prom")
+    """Recorded from SGLang 0.5.23's own collectors and /metrics route (record_sglang.py)."""
+    r = reading("sglang-0.5.23-t60.prom")
     assert r.capacity_tokens == 441_856
     assert r.hit_tokens == {"device": 2_731_000, "host": 1_322_000}
     assert r.hit_ratio == pytest.approx(0.752, abs=1e-3)  # the gauge in the file says 0.21
     assert any("cache_hit_rate ignored" in n for n in r.notes)
     assert r.tier_used == {"host_tokens": 3_100_000}
+    assert r.usage == pytest.approx(0.61)
+
+
+def test_a_nan_on_a_series_not_read_is_no_note() -> None:
+    """SGLang exports ``fwd_occupancy`` as NaN until it has a value (SchedulerStats's default):
+    not a figure kvtool reads, so nothing is flagged; a NaN on a series read still is."""
+    text = (FIXTURES / "sglang-0.5.23-t60.prom").read_text()
+    assert re.search(r"^sglang:fwd_occupancy\{.*\} NaN$", text, re.M)
+    (r,) = read(parse(text))
+    assert not any("invalid" in n for n in r.notes)
+    broken = re.sub(r"^(sglang:token_usage\{.*\}) \S+$", r"\1 NaN", text, flags=re.M)
+    (b,) = read(parse(broken))
+    assert any("1 invalid sample(s) ignored" in n and "sglang:token_usage" in n for n in b.notes)
 
 
 def test_lmcache_and_kvbm() -> None:
@@ -125,56 +140,38 @@ def test_an_info_label_that_is_no_whole_number_is_no_figure(value: str) -> None:
     assert (r.capacity_tokens, r.num_gpu_blocks) == (None, None)
 
 
-def _ranked(text: str, **labels: str) -> str:
-    """The SGLang scrape as one scheduler rank exports it: the labels SGLang 0.5.23's collector
-    adds (``metrics_collector.py:1381-1393``) on every ``sglang:`` line."""
-    extra = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    lines = text.splitlines()
-    return "".join(
-        (line.replace("{", "{" + extra + ",", 1) if line.startswith("sglang:") else line) + "\n"
-        for line in lines
-    )
-
-
 def test_sglang_pipeline_and_tp_ranks_are_one_pool_and_dp_ranks_add_up() -> None:
-    """PP 2: each stage's scheduler with attention-TP rank 0 exports the same pool and requests
-    under its own pp_rank (454,896-token pools read 909,792 before); with
-    --enable-metrics-for-all-schedulers every TP rank does too. DP-attention ranks are pools."""
-    text = (FIXTURES / "CONSTRUCTED_sglang-0.5.23-t60.prom").read_text()
-    base = {"engine_type": "unified", "moe_ep_rank": "0"}
-    one = read(parse(_ranked(text, **base, tp_rank="0", pp_rank="0")))[0]
-    pp = read(parse("".join(_ranked(text, **base, tp_rank=t, pp_rank=p)
-                            for p in ("0", "1") for t in ("0", "1"))))[0]  # fmt: skip
-    assert one.capacity_tokens == 441_856
-    assert (pp.capacity_tokens, pp.usage, pp.hit_ratio) == (
-        one.capacity_tokens, one.usage, one.hit_ratio,
+    """Recorded: PP 2 x TP 2 with --enable-metrics-for-all-schedulers, four scheduler processes
+    each exporting the one pool under its own tp_rank/pp_rank (they summed to 1,767,424 before);
+    DP attention over two ranks, a pool each. The tokenizer's request counters carry no rank
+    label (``tokenizer_metric_labels``): they are counted once either way."""
+    one = reading("sglang-0.5.23-t0.prom")
+    pp = reading("sglang-0.5.23-pp2-tp2.prom")
+    assert one.capacity_tokens == pp.capacity_tokens == 441_856
+    assert (pp.usage, pp.hit_ratio, pp.queried_tokens) == (
+        one.usage, one.hit_ratio, one.queried_tokens,
     )  # fmt: skip
-    assert pp.queried_tokens == one.queried_tokens == 5_390_000
+    assert pp.queried_tokens == 4_812_000
     assert any("4 scheduler ranks report 1 KV pool(s)" in n for n in pp.notes)
-    dp = read(parse("".join(_ranked(text, **base, tp_rank="0", pp_rank="0", dp_rank=d)
-                            for d in ("0", "1"))))[0]  # fmt: skip
+    dp = reading("sglang-0.5.23-dp2.prom")
     assert dp.capacity_tokens == 2 * 441_856
-    assert dp.queried_tokens == 2 * 5_390_000  # two instances, each its own requests
+    assert dp.queried_tokens == 4_812_000  # one front end, its requests counted once
+    assert dp.tier_used == {"host_tokens": 2 * 3_100_000}
 
 
 def test_sglang_host_capacity_swa_pool_and_storage_tier_are_read() -> None:
-    """The series SGLang 0.5.23 exports with HiCache and an L3 storage tier on
-    (``metrics_collector.py:771-781, 1295-1300, 2213-2232, 2276``), named as it names them."""
-    text = (FIXTURES / "CONSTRUCTED_sglang-0.5.23-t60.prom").read_text()
-    model = 'model_name="meta-llama/Llama-3.1-8B-Instruct"'
-    text += "".join(f"sglang:{name}{{{model}}} {value}\n" for name, value in (
-        ("max_total_num_tokens_swa", 131_072),
-        ("prefetched_tokens_total", 300_000), ("storage_prefetch_hit_tokens_total", 320_000),
-        ("backuped_tokens_total", 900_000), ("hicache_backup_dropped_tokens_total", 1_000),
-    ))  # fmt: skip
-    (r,) = read(parse(text))
+    """Recorded with HiCache, a sliding-window pool and an L3 ``file`` tier on: the storage
+    collector's series carry no model_name (``storage_attachment.py:327-337``) and the storage
+    cache source is "storage" (``output_streamer.py:102-124``)."""
+    r = reading("sglang-0.5.23-swa-l3.prom")
     assert r.offload == {
         "storage_prefetched_tokens": 300_000, "storage_prefetch_hit_tokens": 320_000,
         "storage_backed_up_tokens": 900_000, "storage_backup_dropped_tokens": 1_000,
     }  # fmt: skip
     assert any("host memory holds at most 4,194,304 tokens" in n for n in r.notes)  # as recorded
     assert any("sliding-window pool holds 131,072 tokens" in n for n in r.notes)
-    plain = reading("CONSTRUCTED_sglang-0.5.23-t60.prom")  # none of them: nothing "missing"
+    assert r.hit_tokens["storage"] == 250_000
+    plain = reading("sglang-0.5.23-t60.prom")  # none of them: nothing "missing"
     assert not {"storage_prefetched_tokens", "hicache_host_total_tokens"} & set(plain.missing)
 
 
