@@ -163,16 +163,14 @@ def test_a_file_that_is_no_scrape_and_interval_on_a_file_are_refused(
 def test_the_new_tiers_figures_are_in_the_json_and_its_schema(kvtool: Run, tmp_path: Path) -> None:
     """KVBM's disk and object routes and SGLang's storage tier reach --json (which the suite
     holds to docs/json/metrics.schema.json), a storage cache source included."""
-    kvbm = tmp_path / "kvbm.prom"
-    kvbm.write_text((FIXTURES / "CONSTRUCTED_dynamo-kvbm.prom").read_text()
-                    + "kvbm_offload_blocks_h2d 5\nkvbm_offload_blocks_d2o 3\n")  # fmt: skip
+    kvbm = FIXTURES / "kvbm-1.6.1.prom"
     sglang = FIXTURES / "sglang-0.5.23-swa-l3.prom"  # recorded with an L3 tier on
     done = kvtool("metrics", str(kvbm), str(sglang), "--json")
     assert done.exit_code == 0, done.stdout
     sources = json.loads(done.stdout)["sources"]
     (k,) = sources[0]["readings"]
     (s,) = sources[1]["readings"]
-    assert k["offload"]["offload_blocks_h2disk"] == 5
-    assert k["offload"]["offload_blocks_d2object"] == 3
+    assert k["offload"]["offload_blocks_h2disk"] == 5_000
+    assert k["offload"]["offload_blocks_d2object"] == 40
     assert s["offload"]["storage_prefetched_tokens"] == 300_000
     assert s["hit_tokens"]["storage"] == 250_000

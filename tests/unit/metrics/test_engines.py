@@ -96,7 +96,7 @@ def test_lmcache_and_kvbm() -> None:
     assert fallback.hit_ratio == 1.0
     assert any("overstates" in note for note in fallback.notes)
     assert r.tier_used["disk_bytes"] > r.tier_used["host_bytes"] > 0
-    k = reading("CONSTRUCTED_dynamo-kvbm.prom")
+    k = reading("kvbm-1.6.1.prom")
     assert (k.hit_ratio, k.hit_tokens) == (None, {"kvbm": 1_322_000})
     assert k.offload["onboard_blocks_h2d"] == 82_625
 
@@ -176,20 +176,18 @@ def test_sglang_host_capacity_swa_pool_and_storage_tier_are_read() -> None:
 
 
 def test_kvbm_disk_and_object_tiers_are_read_by_route() -> None:
-    """KVBM's routes (ai-dynamo/dynamo kvbm ``CompatMetrics``): h2d offload is host -> disk,
-    d2d offload device -> disk, d2d onboard disk -> device, d2h onboard disk -> host; the
-    object tier is d2o/o2d (d2r/r2d, "remote", in older releases)."""
-    text = (FIXTURES / "CONSTRUCTED_dynamo-kvbm.prom").read_text()
-    text += "".join(f"kvbm_{name} {value}\n" for name, value in (
-        ("offload_blocks_h2d", 5_000), ("offload_blocks_d2d", 700), ("onboard_blocks_d2d", 300),
-        ("onboard_blocks_d2h", 1_200), ("offload_blocks_d2r", 40), ("onboard_blocks_r2d", 20),
-        ("object_read_failures", 2),
-    ))  # fmt: skip
+    """KVBM 1.6.1's 13 series, names and help texts read out of its released wheel
+    (record_kvbm.py): h2d offload is host -> disk, d2d offload device -> disk, d2d onboard disk
+    -> device; the object tier is d2o/o2d. Every one of them is read."""
+    text = (FIXTURES / "kvbm-1.6.1.prom").read_text()
+    exported = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")}
     (k,) = read(parse(text))
+    assert set(k.found) == exported
+    assert len(exported) == 13
     assert {key: k.offload[key] for key in k.offload if key not in (
         "offload_blocks_d2h", "onboard_blocks_h2d")} == {
         "offload_blocks_h2disk": 5_000, "offload_blocks_d2disk": 700,
-        "onboard_blocks_disk2d": 300, "onboard_blocks_disk2h": 1_200,
-        "offload_blocks_d2object": 40, "onboard_blocks_object2d": 20, "object_read_failures": 2,
+        "onboard_blocks_disk2d": 300, "offload_blocks_d2object": 40,
+        "onboard_blocks_object2d": 20, "object_read_failures": 2, "object_write_failures": 0,
     }  # fmt: skip
     assert k.offload["onboard_blocks_h2d"] == 82_625  # host -> device, as before
