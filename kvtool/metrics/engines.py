@@ -9,8 +9,9 @@ Hit ratios come from counters only: SGLang's ``cache_hit_rate`` gauge is overwri
 never used. Sources: vLLM 0.33.0 ``v1/metrics/loggers.py`` (:620 usage, :662-698 prefix and
 external counters, :782 cached by source, :1114 cache_config_info) and ``offloading/metrics.py``
 (:42-47); SGLang 0.5.23 ``observability/metrics_collector.py`` (:405, :1289, :1307, :1856,
-:1934); LMCache 0.5.6 ``observability.py`` (:954-966, :1080-1094); Dynamo KVBM's names as
-``../shared/reference/engine-kv-folders-and-metrics.md`` lists them.
+:1934, :2092-2134, :2213-2276); LMCache 0.5.6 ``observability.py`` (:954-966, :973-984,
+:1080-1094); Dynamo KVBM 1.6.1 ``lib/llm/src/block_manager/metrics_kvbm.rs`` (the names its
+wheel holds; ``tests/fixtures/metrics/record_kvbm.py``).
 """
 
 from __future__ import annotations
