@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kvtool.bench.fio import (
     FioError,
@@ -116,6 +116,20 @@ def plan_files(path: str, options: T3Options, free_bytes: int | None) -> int:
     return per_job
 
 
+def t3_folder(host: Host, path: str, key: str) -> dict[str, Any]:
+    """``host.path_info`` of the T3 folder; InputError when it is missing, not a folder, or
+    not writable."""
+    info = host.path_info(key, path)
+    if not info.get("is_dir"):
+        raise InputError(
+            f"{path} is not a folder" if info.get("exists") else f"{path} does not exist",
+            "pass the T3 folder with --t3-dir",
+        )
+    if not info.get("writable"):
+        raise InputError(f"{path} is not writable", "pass a folder this user can write")
+    return info
+
+
 def run_t3(
     host: Host,
     path: str,
@@ -131,14 +145,7 @@ def run_t3(
     Raises InputError for a folder that is missing, read-only, too small, or refuses O_DIRECT
     (unless ``options.direct`` is False), and for a missing fio.
     """
-    info = host.path_info("bench_path", path)
-    if not info.get("is_dir"):
-        raise InputError(
-            f"{path} is not a folder" if info.get("exists") else f"{path} does not exist",
-            "pass the T3 folder with --t3-dir",
-        )
-    if not info.get("writable"):
-        raise InputError(f"{path} is not writable", "pass a folder this user can write")
+    info = t3_folder(host, path, "bench_path")
     tool = fio_version(host)
     mounts = parse_proc_mounts(host.read("proc_mounts", "/proc/mounts") or "")
     mount = mount_for(str(info.get("realpath") or path), mounts)

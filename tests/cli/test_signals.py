@@ -154,6 +154,24 @@ def test_bench_t3_leaves_no_fio_files(
     check_clean(code, stderr, SIGNALS[name], t3, Path(env["TMPDIR"]))
 
 
+@pytest.mark.parametrize(("name", "point"), CASES, ids=IDS)
+def test_capacity_leaves_no_chunk_files(
+    tmp_path: Path, env: dict[str, str], name: str, point: str
+) -> None:
+    """At once: while the sessions' contexts are written; mid-run: while they restore."""
+    t3 = tmp_path / "t3"
+    t3.mkdir()
+    code, stderr = interrupt(
+        ["capacity", "--t3-dir", str(t3), "--model", "llama-3.2-1b", "--ctx", "2k",
+         "--sessions", "2", "--duration", "30", "--no-fio-check"],
+        ready=lambda: any(t3.glob("kvtool-capacity-*")),
+        signum=SIGNALS[name],
+        delay_s=POINTS[point],
+        env=env,
+    )  # fmt: skip
+    check_clean(code, stderr, SIGNALS[name], t3, Path(env["TMPDIR"]))
+
+
 @pytest.mark.parametrize("name", list(SIGNALS))
 def test_doctor_leaves_no_probe_file(tmp_path: Path, env: dict[str, str], name: str) -> None:
     folder = tmp_path / "kv"

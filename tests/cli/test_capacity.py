@@ -1,0 +1,96 @@
+"""``kvtool capacity`` as a user runs it, on real folders: the verdict first, the levels, the
+harness beside raw fio, the plan beside the run (exit 1 when it does not hold), --json in the
+envelope (held to docs/json/capacity.schema.json), --plot, and bad input as one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliResult
+
+Run = Callable[..., CliResult]
+TINY = ("--model", "llama-3.2-1b", "--ctx", "1k", "--duration", "1")
+
+
+def test_fixed_levels_in_text(kvtool: Run, tmp_path: Path) -> None:
+    result = kvtool("capacity", "--t3-dir", str(tmp_path), *TINY, "--sessions", "1,2",
+                    "--restore-slo", "60s", "--no-fio-check")  # fmt: skip
+    assert result.exit_code == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "T3 holds 2 concurrent restores within 60,000 ms at p95"
+    assert "llama-3.2-1b (bf16, tp 1): a 256-token chunk is 8,388,608 bytes a rank" in (
+        result.stdout
+    )
+    assert "sessions  restores" in result.stdout
+    assert "closed loop" in result.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed (.ci/setup)")
+def test_json_with_the_fio_check_and_the_plan_beside_it(kvtool: Run, tmp_path: Path) -> None:
+    """A 1 ms target holds no level: the plan's 16 concurrent restores miss it, exit 1."""
+    result = kvtool("capacity", "--t3-dir", str(tmp_path), *TINY, "--restore-slo", "1ms",
+                    "--hardware", "p5en", "--json")  # fmt: skip
+    assert result.exit_code == 1, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert (data["schema_version"], data["command"]) == (1, "capacity")
+    capacity = data["capacity"]
+    assert capacity["max_sessions"] == 0
+    assert (capacity["slo_s"], capacity["percentile"]) == (0.001, "p95")
+    assert [level["sessions"] for level in capacity["levels"]] == [1, 16]  # 16: the plan's
+    assert data["fio_check"]["fio_bytes_per_s"] > 0
+    assert data["fio_check"]["ratio"] > 0
+    assert data["plan"]["concurrent_restores"] == 16
+    assert data["plan"]["measured_sessions"] == 16
+    assert data["verdict_text"].startswith("T3 does not hold the plan")
+    assert data["workload"]["files_per_restore"] == 4
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plot(kvtool: Run, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    t3 = tmp_path / "t3"
+    t3.mkdir()
+    chart = tmp_path / "capacity.png"
+    result = kvtool("capacity", "--t3-dir", str(t3), *TINY, "--sessions", "1,2",
+                    "--restore-slo", "60s", "--no-fio-check", "--plot", str(chart))  # fmt: skip
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert chart.read_bytes().startswith(b"\x89PNG")
+    assert f"capacity chart written to {chart}" in result.stdout
+
+
+def test_the_chart_draws_what_was_measured() -> None:
+    from kvtool.bench.capacity import CapacityOptions, CapacityResult
+    from kvtool.bench.sessions import Level, PlanSide, Search, Workload
+    from kvtool.cli.render.capacity import capacity_chart
+
+    levels = tuple(Level(n, 10, 0.1, 0.02 * n, 0.03 * n, 1e9, 1.0, 1.0, 1.0) for n in (8, 1, 4))
+    result = CapacityResult("/fsx", Workload(1000, 256, 4096), CapacityOptions(slo_s=0.1),
+                            Search(levels, 4, ""), 4096, None, ())  # fmt: skip
+    data = capacity_chart(result, PlanSide(16, 0.3, ""))
+    assert data["points"] == [(1, pytest.approx(20.0)), (4, pytest.approx(80.0)),
+                              (8, pytest.approx(160.0))]  # fmt: skip
+    assert (data["slo_ms"], data["plan_sessions"], data["max_sessions"]) == (100.0, 16, 4)
+    assert data["plan_point"] == (16, pytest.approx(300.0))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--ctx", "1k"), "needs --t3-dir"),
+        (("--t3-dir", "/nonexistent-kvtool"), "needs --model"),
+        (("--t3-dir", "/nonexistent-kvtool", *TINY), "does not exist"),
+        (("--t3-dir", ".", *TINY, "--percentile", "p42"), "is not one kvtool reports"),
+        (("--t3-dir", ".", *TINY, "--plot", "chart.gif"), "--plot"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(kvtool: Run, args: tuple[str, ...], message: str) -> None:
+    result = kvtool("capacity", *args)
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
