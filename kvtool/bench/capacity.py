@@ -402,7 +402,7 @@ def _fio_check(
     fio_dir.mkdir()
     job = T3Options(block_bytes=block, threads=concurrency, iodepth=1, duration_s=seconds,
                     size_bytes=max(size, concurrency * block), direct=options.direct,
-                    ops=("seq_read",), gds=False)  # fmt: skip
+                    ops=("seq_read",), gds=False, small_blocks=(), file_ops=False)  # fmt: skip
     fio_rates, harness_rates = [], []
     for round_ in (1, 2):  # A B A B: the machine's drift falls on both
         progress(f"raw fio ({round_}/2): {concurrency:,} jobs of {block / 2**20:,.2f} MiB"

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from kvtool.bench.result import BenchResult, Latency
 from kvtool.errors import InputError, has_control_character
+from kvtool.units import plural
 
 OPS = {"seq_write": "write", "seq_read": "read", "rand_read": "randread"}
 ALIGN = 4096  # O_DIRECT needs block sizes and offsets aligned to the logical block (4 KiB)
@@ -247,7 +248,8 @@ def result_from_fio(document: dict[str, Any], job: FioJob, op: str, *, tool: str
     clients = len(hosts) if "client_stats" in document else 1
     note = (
         f"fio {job.ioengine}, {'O_DIRECT' if job.direct else 'buffered'},"
-        f" {job.numjobs} jobs x iodepth {job.iodepth}, {job.file_bytes // 2**20:,} MiB per job"
+        f" {plural(job.numjobs, 'job')} x iodepth {job.iodepth},"
+        f" {job.file_bytes // 2**20:,} MiB per job"
     )
     if "client_stats" in document:
         note += f", {clients} fio client(s): aggregate bandwidth, worst client's latency"

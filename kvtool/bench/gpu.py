@@ -517,13 +517,12 @@ def run_t2(
     """Pinned host-to-device, device-to-host and both at once on each GPU, pageable copies of
     written memory, then pinned copies on all GPUs at once; host-only copies (torch beside
     numpy) without a usable CUDA device."""
-    torch = torch_or_none()
-    if torch is None:
-        return host_copy(repeats=repeats, progress=progress, torch=None, why=NO_TORCH)
-    reason = cuda_reason(torch, host)
-    if reason is not None:
-        return host_copy(repeats=repeats, progress=progress, torch=torch, why=reason)
     sizes = tuple(dict.fromkeys(sizes))
+    torch = torch_or_none()
+    reason = NO_TORCH if torch is None else cuda_reason(torch, host)
+    if reason is not None:  # each size announced (a KV chunk's, then 256 MiB), host-only
+        return [r for size in sizes for r in host_copy(
+            repeats=repeats, progress=progress, torch=torch, why=reason, size=size)]  # fmt: skip
     results: list[BenchResult] = []
     rigs: list[_Rig] = []
     for index in range(torch.cuda.device_count()):

@@ -39,7 +39,16 @@ def first_byte(rows: Sequence[BenchResult]) -> tuple[float | None, str]:
     """The first-byte latency the rows imply, and how: of those with latencies, the smallest
     block's median completion latency less its transfer at the per-thread rate (fio's
     latency includes moving the block; each thread has one request in flight). None when no
-    row measured one, or the transfer accounts for all of it."""
+    row measured one, or the transfer accounts for all of it. Reads made one at a time
+    (``qd1``, 4 KiB in every ``bench --tier t3``) are the latency itself: the smallest one's
+    median is taken as it is."""
+    single = [r for r in rows if r.variant == "qd1" and r.latency_us is not None]
+    if single:
+        row = min(single, key=lambda r: r.block_bytes)
+        assert row.latency_us is not None
+        return row.latency_us.p50 * 1e-6, (
+            f"{row.tool} {row.op} one at a time, median at {row.block_bytes // 1024:,} KiB"
+        )
     timed = [r for r in rows if r.latency_us is not None and r.bytes_per_s]
     if not timed:
         return None, ""

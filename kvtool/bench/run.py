@@ -50,6 +50,13 @@ def with_spec(
             " to the aggregate row (gds), and how it divides over GPUs depends on which NICs"
             " each GPU reaches"
         )
+    if result.tier == "t3" and result.variant in ("qd1", "metadata") and t3 is not None:
+        measured = result.latency_us.p50 if result.latency_us else None
+        top = t3.latency_us_max or t3.latency_us
+        verdict = "" if measured is None else (
+            f"; p50 {measured:,.0f} us, {'within' if measured <= top else 'above'} it")  # fmt: skip
+        return result._replace(limit=f"{t3.name}: 100-{top:,.0f} us a request (the AWS"
+                               f" article's T3 latency){verdict}")  # fmt: skip
     if result.tier == "t3" and t3 is not None:
         path, gbps = t3_client_gbps(node, t3, "efa_gds" if result.variant == "gds" else t3_path)
         limit = f"{node.name} over {PATH_NAMES[path]}: {gbps:,.0f} Gbps client ceiling"

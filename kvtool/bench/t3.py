@@ -34,9 +34,9 @@ from kvtool.bench.fio import (
     result_from_fio,
 )
 from kvtool.bench.gds import run_gds_read
-from kvtool.bench.result import BenchResult
+from kvtool.bench.result import BenchResult, Latency
 from kvtool.errors import InputError
-from kvtool.probe.host import NOT_INSTALLED, Host, odirect_probe
+from kvtool.probe.host import NOT_INSTALLED, Host, file_ops_probe, odirect_probe
 from kvtool.probe.parse import mount_for, parse_proc_mounts
 from kvtool.scratch import Scratch
 
@@ -58,6 +58,10 @@ class T3Options(NamedTuple):
     ops: tuple[str, ...] = ("seq_write", "seq_read", "rand_read")
     gds: bool = True  # also read the files into the GPUs with GPUDirect Storage where possible
     gds_gpus: int | None = None  # GPUs to spread the GDS read over (None: all torch sees)
+    # queue-depth-1 random reads of these sizes, and open + stat + close of the files: the
+    # latency an engine meets per chunk (the AWS article's 100-500 us for FSx), in every run
+    small_blocks: tuple[int, ...] = (4096, 65536)
+    file_ops: bool = True
 
 
 def parse_hosts(text: str) -> tuple[str, ...]:
@@ -201,6 +205,7 @@ def _measure(
         shown = progress if live else None
         done = {r.op: r for r in _run_fio(host, ordered, scratch, (), tool, shown)}
         results = [done[op] for op in options.ops]
+        results += _latency_rows(host, job, scratch, options, tool, progress)
         if options.gds:  # the files are there: the first run laid them out
             results += run_gds_read(
                 host,
@@ -220,6 +225,39 @@ def _measure(
     order = {op: index for index, op in enumerate(options.ops)}
     results.sort(key=lambda r: order[r.op])
     return [r._replace(filesystem=filesystem) for r in results]
+
+
+def _latency_rows(
+    host: Host, job: FioJob, scratch: Path, options: T3Options, tool: str,
+    progress: Callable[[str], None],
+) -> list[BenchResult]:  # fmt: skip
+    """Queue-depth-1 random reads of ``options.small_blocks`` (one fio job on the first file
+    the big reads laid out) and the per-file open + stat + close, where the reads laid files
+    out (not for a write alone)."""
+    if not any(op != "seq_write" for op in options.ops):
+        return []
+    rows = []
+    seconds = max(1.0, min(3.0, options.duration_s))
+    for block in options.small_blocks:
+        # psync: each read's whole time is its completion latency (libaio's io_submit may
+        # finish a fast read itself, leaving a completion time of a microsecond)
+        small = job._replace(ops=("rand_read",), block_bytes=block, numjobs=1, iodepth=1,
+                             runtime_s=seconds, ioengine="psync")  # fmt: skip
+        progress(f"T3 rand_read qd1: {block // 1024} KiB blocks, {seconds:g} s")
+        (row,) = _run_fio(host, small, scratch, (), tool)
+        rows.append(row._replace(variant="qd1"))
+    if options.file_ops:
+        progress("T3 open + stat + close of each file")
+        facts = host.computed("t3_file_ops", lambda: file_ops_probe(str(scratch)))
+        if facts and facts.get("ok"):
+            rows.append(BenchResult(
+                tier="t3", op="open_stat_close", status="ok", tool="kvtool (os.open, os.fstat,"
+                " os.close)", threads=1, variant="metadata", iops=facts["ops_per_s"],
+                latency_us=Latency(facts["p50_us"], facts["p99_us"], facts["p999_us"]),
+                note=f"{facts['count']:,} times over {facts['files']:,} files, one at a time: what"
+                " an engine pays per chunk file before its bytes move",
+            ))  # fmt: skip
+    return rows
 
 
 def _run_fio(

@@ -322,6 +322,54 @@ class LocalHost:
         return produce()
 
 
+def file_ops_probe(directory: str, *, count: int = 2000) -> dict[str, Any]:
+    """What an engine pays per chunk file before any byte moves: ``open`` + ``fstat`` +
+    ``close`` of the regular files directly in ``directory`` (round robin, at most 1,024 of
+    them, ``*.fio`` job files left out), each timed alone, ``count`` times, relative to the
+    folder's handle and never through a link. ``ok``, ``files``, ``count``, ``p50_us``,
+    ``p99_us``, ``p999_us``, ``ops_per_s``; ``ok`` False with ``error`` when there are none or
+    an operation fails."""
+    result: dict[str, Any] = {"ok": False, "error": ""}
+    try:
+        folder = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        result["error"] = exc.strerror or str(exc)
+        return result
+    try:
+        with os.scandir(folder) as entries:
+            names = sorted(
+                e.name
+                for e in entries
+                if e.is_file(follow_symlinks=False) and not e.name.endswith(".fio")
+            )
+        names = names[:1024]  # fmt: skip
+        if not names:
+            result["error"] = "no files to open"
+            return result
+        took = []
+        began = time.perf_counter()
+        for index in range(count):
+            start = time.perf_counter_ns()
+            fd = os.open(names[index % len(names)], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=folder)
+            os.fstat(fd)
+            os.close(fd)
+            took.append(time.perf_counter_ns() - start)
+        elapsed = time.perf_counter() - began
+    except OSError as exc:
+        result["error"] = exc.strerror or str(exc)
+        return result
+    finally:
+        os.close(folder)
+    took.sort()
+
+    def at(q: float) -> float:
+        return took[min(len(took) - 1, int(q * len(took)))] / 1e3
+
+    result.update(ok=True, files=len(names), count=count, p50_us=at(0.50), p99_us=at(0.99),
+                  p999_us=at(0.999), ops_per_s=count / max(elapsed, 1e-9))  # fmt: skip
+    return result
+
+
 def odirect_probe(directory: str, size_mib: int, *, keep: bool = False) -> dict[str, Any]:
     """Write and read back ``size_mib`` MiB with O_DIRECT through a page-aligned buffer, in a
     scratch file that is removed whatever happens (even when ``open`` creates the file and then

@@ -86,7 +86,7 @@ def print_bench(results: Sequence[BenchResult], *, notes: Sequence[str], header:
             continue
         table.add_row(
             _what(r),
-            format_bytes_binary(r.block_bytes),
+            format_bytes_binary(r.block_bytes) if r.block_bytes else "-",
             f"{r.threads:,}",
             _gbytes(r.bytes_per_s),
             "-" if r.iops is None else f"{r.iops:,.0f}",

@@ -225,6 +225,23 @@ def test_t1_without_cuda_says_why_and_allocates_nothing(monkeypatch: pytest.Monk
     assert fake.copies == []
 
 
+def test_t2_without_cuda_copies_each_size_it_announces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bench --tier t2 --model llama-3.1-70b --tp 8`` announces a 10 MiB chunk: the
+    host-only copy copies 10 MiB, then the 256 MiB buffer, not 256 MiB alone."""
+    monkeypatch.setattr(gpu, "torch_or_none", lambda: None)
+    calls: list[int] = []
+    real = gpu.host_copy
+
+    def recorded(**kwargs: Any) -> list[BenchResult]:
+        calls.append(kwargs["size"])
+        return real(**{**kwargs, "size": kwargs["size"] // 64})  # the real copy, smaller
+
+    monkeypatch.setattr(gpu, "host_copy", recorded)
+    rows = gpu.run_t2(SysfsHost(), sizes=(10 * MiB, gpu.T2_LARGE, 10 * MiB), repeats=2)
+    assert calls == [10 * MiB, gpu.T2_LARGE]
+    assert [r.block_bytes for r in rows] == [10 * MiB // 64, gpu.T2_LARGE // 64]
+
+
 def test_t2_without_cuda_is_host_only_and_its_note_says_why(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

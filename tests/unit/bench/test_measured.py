@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kvtool.bench.measured import measured_tiers
 from kvtool.bench.result import BenchResult, skipped
 from kvtool.plan.measured import MeasuredTier, apply_measured
@@ -124,3 +126,20 @@ def test_the_first_byte_is_the_smallest_blocks_median_less_its_transfer() -> Non
     data = json.loads((Path(__file__).parents[3] / "examples/check/bench-t3.json").read_text())
     (real,) = measured_tiers(results_from_json(data), chips=8)
     assert real.latency_s is None
+
+
+def test_reads_made_one_at_a_time_are_the_first_byte_as_measured() -> None:
+    """``bench --tier t3`` reads 4 KiB and 64 KiB one at a time in every run: the smaller's
+    median is the first-byte latency (subtracting a transfer at its own rate would leave
+    nothing), and its bandwidth never stands for T3's."""
+    from kvtool.bench.result import Latency
+
+    big = _ok("t3", "seq_read", 5.6e9, block_bytes=2**20, threads=32,
+              latency_us=Latency(5_800, 9_000, 12_000))  # fmt: skip
+    four = _ok("t3", "rand_read", 70e6, block_bytes=4096, threads=1, variant="qd1",
+               latency_us=Latency(240, 600, 900))  # fmt: skip
+    sixty_four = four._replace(block_bytes=65_536, latency_us=Latency(400, 800, 990))
+    (t3,) = measured_tiers([big, sixty_four, four], chips=8)
+    assert t3.bytes_per_s == 5.6e9
+    assert t3.latency_s == pytest.approx(240e-6)
+    assert t3.latency_source.endswith("one at a time, median at 4 KiB")

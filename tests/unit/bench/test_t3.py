@@ -72,15 +72,67 @@ def test_fio_reads_before_it_writes_and_kvtool_reports_in_the_order_asked(tmp_pa
     host = JobFiles()
     options = T3Options(block_bytes=2**20, threads=2, duration_s=1, size_bytes=8 * 2**20, gds=False)
     results = run_t3(host, str(tmp_path), options)
-    assert [r.op for r in results] == ["seq_write", "seq_read", "rand_read"]
-    assert all(r.status == "ok" and r.bytes_per_s for r in results)
-    (job,) = host.jobs
+    assert [r.op for r in results][:3] == ["seq_write", "seq_read", "rand_read"]
+    assert all(r.status == "ok" and r.bytes_per_s for r in results[:3])
+    job, *small = host.jobs  # then the queue-depth-1 reads, one fio run each
+    assert len(small) == 2
     sections = [line for line in job.splitlines() if line.startswith("[") and line != "[global]"]
     assert sections == ["[seq_read]", "[rand_read]", "[seq_write]"]
     # the write makes new files of its own; the reads share the ones fio laid out
     write = job.split("[seq_write]")[1]
     assert "filename_format=kvtool-write.$jobnum.$filenum" in write
     assert job.count("filename_format=") == 2
+
+
+@pytest.mark.fio
+def test_every_t3_run_measures_small_reads_at_queue_depth_1_and_per_file_operations(
+    tmp_path: Path,
+) -> None:
+    """The AWS article's 100-500 us T3 latency is checked in every run: 4 KiB and 64 KiB
+    random reads one at a time (psync: the read's whole time) on the files the big reads laid
+    out, and open + stat + close of each file, as an engine does per chunk."""
+    host = JobFiles()
+    options = T3Options(block_bytes=2**20, threads=2, duration_s=1, size_bytes=8 * 2**20,
+                        gds=False, ops=("seq_read",))  # fmt: skip
+    results = run_t3(host, str(tmp_path), options)
+    seq, four, sixty_four, files = results
+    assert (seq.op, seq.variant) == ("seq_read", "")
+    for row, block in ((four, 4096), (sixty_four, 65536)):
+        assert (row.op, row.variant, row.block_bytes, row.threads) == ("rand_read", "qd1", block, 1)
+        assert row.latency_us is not None
+        assert 0 < row.latency_us.p50 <= row.latency_us.p99 <= row.latency_us.p999
+        assert "fio psync" in row.note
+    for job, block in zip(host.jobs[1:], (4096, 65536), strict=True):
+        assert f"bs={block}" in job
+        assert "ioengine=psync" in job
+        assert "numjobs=1" in job
+        assert "iodepth=1" in job
+        assert "filename_format=kvtool.$jobnum.$filenum" in job  # the laid-out files
+    assert (files.op, files.variant, files.block_bytes) == ("open_stat_close", "metadata", 0)
+    assert files.latency_us is not None
+    assert files.iops
+    assert "2,000 times over" in files.note
+    assert list(tmp_path.iterdir()) == []
+    writes = run_t3(JobFiles(), str(tmp_path), options._replace(ops=("seq_write",)))
+    assert [r.op for r in writes] == ["seq_write"]  # nothing laid out to read one at a time
+
+
+def test_a_small_read_is_set_beside_the_article_s_t3_latency() -> None:
+    from kvtool.bench.result import BenchResult, Latency
+    from kvtool.bench.run import with_spec
+    from kvtool.profiles.load import load_node_profile as load_node
+    from kvtool.profiles.load import load_storage_profile as load_storage
+
+    row = BenchResult("t3", "rand_read", "ok", variant="qd1", filesystem="lustre",
+                      latency_us=Latency(240.0, 900.0, 2000.0))  # fmt: skip
+    t3 = load_storage("fsx-lustre-persistent2")
+    spec = with_spec(row, node=load_node("p5en"), t3=t3, t4=None)
+    assert spec.limit.endswith("100-500 us a request (the AWS article's T3 latency); p50 240 us,"
+                               " within it")  # fmt: skip
+    assert spec.spec_bytes_per_s is None  # no bandwidth spec for a latency row
+    slow = with_spec(row._replace(latency_us=Latency(800.0, 900.0, 2000.0)), node=load_node(
+        "p5en"), t3=t3, t4=None)  # fmt: skip
+    assert slow.limit.endswith("p50 800 us, above it")
 
 
 def test_a_run_that_reads_and_writes_needs_room_for_both_sets_of_files() -> None:
@@ -99,7 +151,7 @@ def test_on_a_terminal_fio_s_running_figures_reach_the_status_line(tmp_path: Pat
     document's, as without it."""
     shown: list[str] = []
     options = T3Options(block_bytes=2**20, threads=1, duration_s=2, size_bytes=8 * 2**20,
-                        gds=False, ops=("seq_read",))  # fmt: skip
+                        gds=False, ops=("seq_read",), small_blocks=(), file_ops=False)  # fmt: skip
     results = run_t3(LocalHost(), str(tmp_path), options, progress=shown.append, live=True)
     assert [r.op for r in results] == ["seq_read"]
     assert results[0].status == "ok"
