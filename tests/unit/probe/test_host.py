@@ -699,3 +699,24 @@ def test_stream_passes_stdout_as_it_comes_within_one_deadline() -> None:
     assert time.monotonic() - start < 12  # SIGINT, then at most 10 s before a kill
     missing = LocalHost().stream("t", ["no-such-command-kvtool"], seen.append)
     assert missing.returncode == 127
+
+
+def test_file_ops_probe_opens_the_folder_s_own_files_and_never_a_link(tmp_path: Path) -> None:
+    from kvtool.probe.host import file_ops_probe
+
+    for name in ("a", "b"):
+        (tmp_path / name).write_bytes(b"x" * 4096)
+    (tmp_path / "kvtool-seq_read.fio").write_text("[global]\n")  # a job file: left out
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.write_bytes(b"secret")
+    (tmp_path / "link").symlink_to(outside)  # a link: never opened
+    (tmp_path / "sub").mkdir()
+    done = file_ops_probe(str(tmp_path), count=50)
+    assert done["ok"], done
+    assert (done["files"], done["count"]) == (2, 50)
+    assert 0 < done["p50_us"] <= done["p99_us"] <= done["p999_us"]
+    assert done["ops_per_s"] > 0
+    empty = tmp_path / "sub"
+    assert file_ops_probe(str(empty)) == {"ok": False, "error": "no files to open"}
+    assert file_ops_probe(str(tmp_path / "link"))["ok"] is False  # the folder itself: no link
+    outside.unlink()
