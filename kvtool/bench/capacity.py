@@ -25,16 +25,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
-from kvtool.bench.fio import aligned
+from kvtool.bench.fio import FLEET_FILES, FioError, aligned, fleet_job, json_document
 from kvtool.bench.sessions import Level, Search, Workload, fixed, level_of, search
-from kvtool.bench.t3 import T3Options, run_t3, t3_folder
+from kvtool.bench.t3 import T3Options, run_t3, servers_unreachable, t3_folder
 from kvtool.errors import InputError
-from kvtool.probe.host import Host, odirect_probe
+from kvtool.probe.host import CommandResult, Host, odirect_probe
 from kvtool.scratch import Scratch
 
 SCRATCH_PREFIX = "kvtool-capacity-"
 IO_BLOCK = 1 << 20  # bytes per read or write call (a chunk file is read in these)
 MAX_THREADS = 2048  # sessions x restore_parallel readers, at most
+FLEET_FILE_BYTES = 64 * 2**20  # each of a fleet node's FLEET_FILES
 
 
 class CapacityOptions(NamedTuple):
@@ -51,6 +52,7 @@ class CapacityOptions(NamedTuple):
     fio_check: bool = True
     seed: int = 0
     also: tuple[int, ...] = ()  # levels measured besides (the plan's concurrent restores)
+    hosts: tuple[str, ...] = ()  # fio servers (t3.parse_hosts) loading T3 alike at each level
 
 
 class FioCheck(NamedTuple):
@@ -95,7 +97,10 @@ def run_capacity(
     info = t3_folder(host, path, "capacity_path")
     # every session's readers are threads of this process: at most MAX_THREADS of them
     limit = min(options.limit, MAX_THREADS // max(1, workload.restore_parallel))
-    room = room_for(workload, info.get("free_bytes"), limit)
+    free = info.get("free_bytes")
+    if free is not None and options.hosts:  # the fleet's files live in the same folder
+        free = max(0, free - len(options.hosts) * FLEET_FILES * FLEET_FILE_BYTES)
+    room = room_for(workload, free, limit)
     if room < 1:
         raise InputError(
             f"{path} has no room for one session's context"
@@ -126,11 +131,16 @@ def run_capacity(
                     " include caching)",
                 )
         files = _Files(scratch / "sessions", workload, file_bytes, options.direct)
+        fleet = _Fleet(host, scratch, options, progress) if options.hosts else None
 
         def measure(n: int) -> Level:
             files.ensure(n, progress)
             progress(f"{n:,} sessions: restoring for {options.duration_s:g} s")
-            level = _level(files, n, workload, options)
+            if fleet is None:
+                level = _level(files, n, workload, options)
+            else:
+                level = fleet.around(n * workload.restore_parallel,
+                                     lambda: _level(files, n, workload, options))  # fmt: skip
             shown = level.at(options.at)
             progress(
                 f"{n:,} sessions: {level.restores:,} restores,"
@@ -161,6 +171,14 @@ def run_capacity(
 
 def _notes(found: Search, workload: Workload, options: CapacityOptions, room: int) -> list[str]:
     out = []
+    if options.hosts:
+        out.append(
+            f"at each level each of the {len(options.hosts)} --hosts read as many chunks at once"
+            f" as the sessions here ({workload.restore_parallel} a session, 1 MiB reads over"
+            f" {FLEET_FILES} files of {FLEET_FILE_BYTES // 2**20} MiB, fio client/server): the"
+            " restores were measured on this node while the fleet loaded T3 alike; fleet GB/s is"
+            " what they read meanwhile"
+        )
     few = [lv.sessions for lv in found.levels if 0 < lv.restores < 20]
     if few:
         out.append(
@@ -247,6 +265,78 @@ class _Files:
     def context(self, session: int) -> list[str]:
         with self.locks[session]:
             return [self.path(session, c) for c in self.chunks[session]]
+
+
+class _Fleet:
+    """The other nodes (``--hosts``, each running ``fio --server``), loading T3 while a level
+    runs here: their files laid out once, then per level ``readers`` fio jobs on each,
+    started before the level and finished after it."""
+
+    def __init__(self, host: Host, scratch: Path, options: CapacityOptions,
+                 progress: Callable[[str], None]) -> None:  # fmt: skip
+        spawn = getattr(host, "spawn", None)
+        if spawn is None:
+            raise InputError("--hosts needs a live machine to run fio's client from")
+        self.host, self.spawn, self.options = host, spawn, options
+        self.folders = []
+        for index in range(len(options.hosts)):
+            folder = scratch / f"client{index}"  # each node its own: no two write one file
+            folder.mkdir()
+            self.folders.append(folder)
+        total = len(options.hosts) * FLEET_FILES * FLEET_FILE_BYTES
+        progress(f"laying out the fleet's files ({total / 2**30:,.1f} GiB over"
+                 f" {len(options.hosts)} nodes)")  # fmt: skip
+        done = self.host.run("fio_fleet_layout", self._argv("layout", 1, 0.0, layout=True),
+                             timeout_s=60 + total / 100e6)  # fmt: skip
+        self._read(done)
+
+    def _argv(self, name: str, readers: int, seconds: float, *, layout: bool = False) -> list[str]:
+        argv = ["fio", "--output-format=json", "--eta=never"]
+        for index, (server, folder) in enumerate(zip(self.options.hosts, self.folders,
+                                                     strict=True)):  # fmt: skip
+            job = folder.parent / f"kvtool-fleet-{name}-{index}.fio"
+            job.write_text(fleet_job(
+                str(folder), file_bytes=FLEET_FILE_BYTES, numjobs=readers, block_bytes=IO_BLOCK,
+                runtime_s=seconds, direct=self.options.direct, layout=layout,
+            ))  # fmt: skip
+            argv += [f"--client={server}", str(job)]
+        return argv
+
+    def _read(self, done: CommandResult) -> float:
+        """The fleet's read bandwidth from fio's document; InputError for a run that failed."""
+        try:
+            document = json_document(done.stdout)
+            entries = document.get("client_stats") or document.get("jobs") or []
+            for entry in entries:
+                if isinstance(entry, dict) and entry.get("error"):
+                    raise FioError(int(entry["error"]), f"fio job failed with error"
+                                   f" {entry['error']}")  # fmt: skip
+        except (ValueError, FioError) as exc:
+            servers_unreachable(done)
+            last = (done.stderr or done.stdout).strip().splitlines()
+            raise InputError(
+                f"the fleet's fio did not run ({exc})",
+                (last[-1] if last else "")
+                or "start fio --server on every host in --hosts (port 8765 unless given)",
+            ) from None
+        total = next((e for e in entries if e.get("jobname") == "All clients"), None)
+        hosts = [e for e in entries if isinstance(e, dict) and e.get("jobname") == "seq_read"]
+        if total is not None:
+            return float(total.get("read", {}).get("bw_bytes", 0))
+        return float(sum(e.get("read", {}).get("bw_bytes", 0) for e in hosts))
+
+    def around(self, readers: int, run: Callable[[], Level]) -> Level:
+        """``run()`` (a level here) while every node reads with ``readers`` jobs."""
+        seconds = self.options.duration_s + 3  # under way before the level, past its end
+        load = self.spawn("fio_fleet", self._argv(str(readers), readers, seconds))
+        try:
+            time.sleep(1.0)  # the clients reach their servers and start
+            level = run()
+            done = load.finish(timeout_s=seconds + 60)
+        except BaseException:
+            load.stop()
+            raise
+        return level._replace(fleet_bytes_per_s=self._read(done))
 
 
 def _aligned_buffer(size: int) -> mmap.mmap:
@@ -427,6 +517,7 @@ def level_rows(levels: Sequence[Level]) -> list[dict[str, float | int | None]]:
             "files_per_s": lv.files_per_s,
             "write_bytes_per_s": lv.write_bytes_per_s,
             "seconds": lv.seconds,
+            "fleet_bytes_per_s": lv.fleet_bytes_per_s,
         }
         for lv in sorted(levels, key=lambda lv: lv.sessions)
     ]

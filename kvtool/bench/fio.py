@@ -130,6 +130,38 @@ def parse_engines(enghelp: str) -> set[str]:
     return names
 
 
+FLEET_FILES = 16  # files each fleet node reads (kvtool capacity --hosts), shared by its jobs
+
+
+def fleet_job(
+    directory: str, *, file_bytes: int, numjobs: int, block_bytes: int, runtime_s: float,
+    direct: bool, layout: bool = False,
+) -> str:  # fmt: skip
+    """A fio job file for one node of ``kvtool capacity --hosts``: ``numjobs`` jobs reading,
+    time-based, the same ``FLEET_FILES`` files (``filename`` lists them: laid out once, by the
+    ``layout`` run, which writes them whole with one job; a later run finds them the right
+    size and reads them as they are)."""
+    names = ":".join(f"kvtool-fleet.{i}" for i in range(FLEET_FILES))
+    op = "seq_write" if layout else "seq_read"
+    return "\n".join([
+        "[global]",
+        f"directory={fio_path(directory)}",
+        "ioengine=libaio",
+        f"direct={1 if direct else 0}",
+        f"bs={block_bytes}",
+        f"filename={names}",
+        f"size={file_bytes * FLEET_FILES}",
+        f"numjobs={1 if layout else numjobs}",
+        "iodepth=1",
+        "group_reporting=1",
+        *([] if layout else [f"runtime={max(1, round(runtime_s))}", "time_based=1"]),
+        "",
+        f"[{op}]",
+        f"rw={OPS[op]}",
+        "",
+    ])  # fmt: skip
+
+
 def json_documents(stdout: str) -> list[dict[str, Any]]:
     """Every whole JSON object in fio's stdout, in order, skipping the lines fio prints
     between them (errors; in client/server mode each server's job summary). With

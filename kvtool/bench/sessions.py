@@ -113,6 +113,7 @@ class Level(NamedTuple):
     files_per_s: float  # chunk files read by restores, over the level
     write_bytes_per_s: float  # written by turns
     seconds: float
+    fleet_bytes_per_s: float | None = None  # what the other nodes (--hosts) read meanwhile
 
     def at(self, name: str) -> float | None:
         return {"p50": self.restore_p50_s, "p95": self.restore_p95_s,
@@ -213,19 +214,26 @@ class PlanSide(NamedTuple):
 
 
 def verdict(
-    found: Search, *, slo_s: float, at: str, plan: PlanSide | None, closed: bool = True
+    found: Search,
+    *,
+    slo_s: float,
+    at: str,
+    plan: PlanSide | None,
+    closed: bool = True,
+    fleet: int = 0,
 ) -> str:
     """One line: the most sessions that held, beside what the plan needs. ``closed``: the
     sessions restored back to back (N sessions are N restores at once); else with a trace's
     pauses."""
     ms = f"{slo_s * 1e3:,.0f} ms"
     what = "concurrent restores" if closed else "sessions (with the trace's pauses), restoring"
+    where = f" per node, {fleet} more node(s) loading T3 alike" if fleet else ""
     if found.max_sessions is None or found.max_sessions == 0:
         got = f"no level restored within {ms} at {at}"
         if plan is None:
             return f"T3 misses the target: {got}"
         return f"T3 does not hold the plan: {got}; the plan needs {plan.concurrent_restores}"
-    got = f"{found.max_sessions:,} {what} within {ms} at {at}"
+    got = f"{found.max_sessions:,} {what} within {ms} at {at}{where}"
     if plan is None:
         return f"T3 holds {got}"
     if found.max_sessions >= plan.concurrent_restores:

@@ -36,7 +36,7 @@ from kvtool.bench.fio import (
 from kvtool.bench.gds import run_gds_read
 from kvtool.bench.result import BenchResult, Latency
 from kvtool.errors import InputError
-from kvtool.probe.host import NOT_INSTALLED, Host, file_ops_probe, odirect_probe
+from kvtool.probe.host import NOT_INSTALLED, CommandResult, Host, file_ops_probe, odirect_probe
 from kvtool.probe.parse import mount_for, parse_proc_mounts
 from kvtool.scratch import Scratch
 
@@ -260,6 +260,22 @@ def _latency_rows(
     return rows
 
 
+def servers_unreachable(done: CommandResult) -> None:
+    """InputError naming the first line where fio's client could not reach a server, if any
+    (a run with ``--client`` that printed no JSON)."""
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    unreachable = [
+        line
+        for line in lines
+        if any(m in line for m in ("failed to connect", "failed to resolve", "adding client"))
+    ]
+    if unreachable:
+        raise InputError(
+            f"fio could not reach its servers ({unreachable[0].removeprefix('fio: ')})",
+            "start fio --server on every host in --hosts (port 8765 unless given)",
+        )
+
+
 def _run_fio(
     host: Host, job: FioJob, scratch: Path, hosts: Sequence[str], tool: str,
     progress: Callable[[str], None] | None = None,
@@ -309,16 +325,8 @@ def _run_fio(
         ) from None
     except ValueError:
         last = (done.stderr or done.stdout).strip().splitlines()
-        unreachable = [
-            line
-            for line in last
-            if any(m in line for m in ("failed to connect", "failed to resolve", "adding client"))
-        ]
-        if hosts and unreachable:
-            raise InputError(
-                f"fio could not reach its servers ({unreachable[0].removeprefix('fio: ')})",
-                "start fio --server on every host in --hosts (port 8765 unless given)",
-            ) from None
+        if hosts:
+            servers_unreachable(done)
         raise InputError(
             f"fio exited with status {done.returncode} and no JSON",
             last[-1] if last else "run the job file by hand to see why",

@@ -68,6 +68,15 @@ def capacity(
             rich_help_panel="Cluster",
         ),
     ] = None,
+    hosts: Annotated[
+        str | None,
+        _run_option(
+            "--hosts",
+            "H1,H2[:PORT]",
+            "Other nodes (each running fio --server) that load"
+            " T3 alike at each level while this one measures.",
+        ),
+    ] = None,
     direct: Annotated[
         bool,
         typer.Option(
@@ -108,6 +117,8 @@ def capacity(
 
       kvtool capacity --t3-dir /fsx/kvcache --model llama-3.1-70b --tp 8 --ctx 32k  # on FSx
 
+      kvtool capacity --t3-dir /fsx/kvcache --model llama-3.1-8b --hosts node2,node3  # on FSx
+
       kvtool capacity --t3-dir /tmp --model llama-3.2-1b --ctx 4k --duration 3
 
       kvtool capacity --t3-dir /tmp --model llama-3.2-1b --ctx 4k --sessions 1,4 --duration 2 --json
@@ -131,7 +142,7 @@ def capacity(
         t3_dir=t3_dir, model=model, ctx=ctx, restore_slo=restore_slo, at=at, sessions=sessions,
         trace=trace, duration=duration, restore_parallel=restore_parallel,
         chunk_tokens=chunk_tokens, kv_dtype=kv_dtype, engine=engine, tp=tp, hardware=hardware,
-        nodes=nodes, direct=direct, fio_check=fio_check,
+        nodes=nodes, direct=direct, fio_check=fio_check, hosts=hosts,
     )  # fmt: skip
     with StatusLine(not as_json, "kvtool capacity") as status:
         result = run_capacity(LocalHost(), request.path, request.workload, request.options,

@@ -29,7 +29,7 @@ def resolve_capacity(
     *, t3_dir: str | None, model: str | None, ctx: str, restore_slo: str, at: str,
     sessions: str | None, trace: str | None, duration: str, restore_parallel: str,
     chunk_tokens: str, kv_dtype: str, engine: str, tp: str | None, hardware: str | None,
-    nodes: str | None, direct: bool, fio_check: bool,
+    nodes: str | None, direct: bool, fio_check: bool, hosts: str | None = None,
 ) -> CapacityRequest:  # fmt: skip
     """Every option checked and resolved, or one InputError naming the first that is wrong."""
     from kvtool.inputs.shape import parse_chunk_tokens, resolve_shape
@@ -102,8 +102,11 @@ def resolve_capacity(
     elif nodes is not None:
         raise InputError("--nodes has no effect without --hardware",
                          "add --hardware NODE to set the plan beside the run")  # fmt: skip
+    from kvtool.bench.t3 import parse_hosts
+
     options = CapacityOptions(
         slo_s=slo, at=at, duration_s=seconds, direct=direct, levels=levels, fio_check=fio_check,
+        hosts=() if hosts is None else parse_hosts(hosts),
         also=() if plan is None else (plan.concurrent_restores,),  # measured as the plan has it
     )  # fmt: skip
     return CapacityRequest(t3_dir, workload, options, plan, about, tuple(notes))

@@ -105,6 +105,43 @@ def _stop(process: subprocess.Popen[str]) -> None:
         process.communicate()
 
 
+class Spawned:
+    """A command running beside the caller's own work (``LocalHost.spawn``): ``finish`` waits
+    for it within a deadline, ``stop`` ends it (SIGINT, then a kill after 10 s)."""
+
+    def __init__(self, argv: Sequence[str]) -> None:
+        self.argv = list(argv)
+        self.process: subprocess.Popen[str] | None = None
+        self.failed: CommandResult | None = None
+        try:
+            self.process = subprocess.Popen(
+                self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        except FileNotFoundError:
+            self.failed = CommandResult(NOT_INSTALLED, "", f"{argv[0]}: command not found")
+        except OSError as exc:
+            self.failed = CommandResult(126, "", f"{argv[0]}: {exc.strerror or exc}")
+
+    def finish(self, timeout_s: float) -> CommandResult:
+        """Its output once it ends; 124 (and stopped) when it runs past ``timeout_s``."""
+        if self.process is None:
+            assert self.failed is not None
+            return self.failed
+        try:
+            out, err = self.process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _stop(self.process)
+            return CommandResult(124, "", f"{self.argv[0]}: timed out after {timeout_s:g} s")
+        except BaseException:  # Ctrl-C or SIGTERM: stop the child before anything cleans up
+            _stop(self.process)
+            raise
+        return CommandResult(self.process.returncode, out, err)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            _stop(self.process)
+
+
 class LocalHost:
     """This machine. ``timeout_s`` bounds each command; ``aws_timeout_s`` each AWS or IMDS
     call, so a node without network answers SKIP in seconds."""
@@ -139,6 +176,10 @@ class LocalHost:
             _stop(process)
             raise
         return CommandResult(process.returncode, stdout, stderr)
+
+    def spawn(self, key: str, argv: Sequence[str]) -> Spawned:
+        """Start ``argv`` (no shell) and return at once; the caller finishes or stops it."""
+        return Spawned(argv)
 
     def stream(
         self,

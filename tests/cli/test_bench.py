@@ -95,38 +95,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def fio_servers(tmp_path: Path) -> Iterator[list[int]]:
-    """Two ``fio --server`` processes on 127.0.0.1, stopped afterwards."""
-    ports = [_free_port(), _free_port()]
-    servers = [
-        subprocess.Popen(
-            ["fio", f"--server=ip:127.0.0.1,{port}"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            cwd=tmp_path,
-        )
-        for port in ports
-    ]
-    try:
-        for port in ports:  # wait until each listens
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                with socket.socket() as s:
-                    if s.connect_ex(("127.0.0.1", port)) == 0:
-                        break
-                time.sleep(0.05)
-        yield ports
-    finally:
-        for server in servers:
-            server.terminate()
-        for server in servers:
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-
-
 @needs_fio
 @pytest.mark.fio
 def test_hosts_drive_two_fio_servers_for_the_aggregate(

@@ -94,3 +94,41 @@ def test_bad_input_is_one_line_exit_2(kvtool: Run, args: tuple[str, ...], messag
     assert result.exit_code == 2, result.stdout + result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+
+
+@needs_fio
+def test_hosts_load_t3_alike_while_this_node_measures(  # type: ignore[no-untyped-def]
+    kvtool: Run, tmp_path: Path, fio_servers
+) -> None:
+    """Two ``fio --server``s on 127.0.0.1 stand for two more nodes: their files laid out
+    once, then at each level as many reader jobs each as the sessions here read chunks at
+    once, started before the level and finished after it."""
+    hosts = ",".join(f"127.0.0.1:{port}" for port in fio_servers)
+    result = kvtool("capacity", "--t3-dir", str(tmp_path), *TINY, "--sessions", "1,2",
+                    "--restore-slo", "60s", "--no-fio-check", "--hosts", hosts,
+                    "--json")  # fmt: skip
+    assert result.exit_code == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert data["workload"]["fleet_nodes"] == 2
+    levels = data["capacity"]["levels"]
+    assert [level["sessions"] for level in levels] == [1, 2]
+    assert all(level["fleet_bytes_per_s"] > 0 for level in levels)
+    assert "per node, 2 more node(s) loading T3 alike" in data["verdict_text"]
+    assert list(tmp_path.iterdir()) == []  # the fleet's files too
+
+
+@needs_fio
+def test_hosts_that_do_not_answer_are_one_clear_error(kvtool: Run, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = kvtool("capacity", "--t3-dir", str(tmp_path), *TINY, "--sessions", "1",
+                    "--no-fio-check", "--hosts", f"127.0.0.1:{port}")  # fmt: skip
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert "fio could not reach its servers" in result.stderr
+    assert list(tmp_path.iterdir()) == []

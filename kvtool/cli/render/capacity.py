@@ -13,8 +13,18 @@ if TYPE_CHECKING:
     from kvtool.bench.capacity import CapacityResult
 
 
+def _gb(value: float | None) -> str:
+    return "-" if value is None else f"{value / 1e9:,.2f}"
+
+
 def _s(value: float | None) -> str:
     return "-" if value is None else seconds(value)
+
+
+def _verdict(result: CapacityResult, plan: PlanSide | None) -> str:
+    o = result.options
+    return verdict(result.found, slo_s=o.slo_s, at=o.at, plan=plan,
+                   closed=not result.workload.turns, fleet=len(o.hosts))  # fmt: skip
 
 
 def misses_plan(result: CapacityResult, plan: PlanSide | None) -> bool:
@@ -28,19 +38,25 @@ def print_capacity(
     result: CapacityResult, plan: PlanSide | None, about: str, notes: list[str]
 ) -> None:
     o = result.options
-    echo(verdict(result.found, slo_s=o.slo_s, at=o.at, plan=plan, closed=not result.workload.turns))
+    echo(_verdict(result, plan))
     echo(f"  {result.found.stopped}")
     echo()
     echo(f"T3 folder {result.path}; {about}")
     echo(f"each level {o.duration_s:g} s, {result.workload.restore_parallel} chunk reads at once"
-         f" per restore, {'O_DIRECT' if o.direct else 'page cache'}")  # fmt: skip
+         f" per restore, {'O_DIRECT' if o.direct else 'page cache'}"
+         + (f"; sessions per node, {len(o.hosts)} more nodes loading T3 alike" if o.hosts
+            else ""))  # fmt: skip
+    fleet = bool(o.hosts)
     table = Table("sessions", "restores", "p50", "p95", "p99", "read GB/s", "files/s",
-                  "write GB/s", f"{o.at} <= {seconds(o.slo_s)}")  # fmt: skip
+                  "write GB/s", *(["fleet GB/s"] if fleet else []),
+                  f"{o.at} <= {seconds(o.slo_s)}")  # fmt: skip
     for lv in sorted(result.found.levels, key=lambda lv: lv.sessions):
         table.add_row(
             f"{lv.sessions:,}", f"{lv.restores:,}", _s(lv.restore_p50_s), _s(lv.restore_p95_s),
             _s(lv.restore_p99_s), f"{lv.bytes_per_s / 1e9:,.2f}", f"{lv.files_per_s:,.0f}",
-            f"{lv.write_bytes_per_s / 1e9:,.2f}", "yes" if holds(lv, o.slo_s, o.at) else "no",
+            f"{lv.write_bytes_per_s / 1e9:,.2f}",
+            *([_gb(lv.fleet_bytes_per_s)] if fleet else []),
+            "yes" if holds(lv, o.slo_s, o.at) else "no",
         )  # fmt: skip
     echo(table.render())
     if result.fio is not None:
@@ -70,9 +86,7 @@ def capacity_json(
     o, w = result.options, result.workload
     near = None if plan is None else level_near(result.found, plan.concurrent_restores)
     return {
-        "verdict_text": verdict(
-            result.found, slo_s=o.slo_s, at=o.at, plan=plan, closed=not result.workload.turns
-        ),
+        "verdict_text": _verdict(result, plan),
         "path": result.path,
         "about_text": about,
         "capacity": {
@@ -92,6 +106,7 @@ def capacity_json(
             "turns_from_trace": len(w.turns),
             "level_s": o.duration_s,
             "direct": o.direct,
+            "fleet_nodes": len(o.hosts),
         },
         "fio_check": None
         if result.fio is None

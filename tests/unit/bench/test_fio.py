@@ -230,3 +230,40 @@ def test_threads_and_per_job_reports_only_when_asked() -> None:
     both = job_file(_job(thread=True, per_job=True)).splitlines()
     assert "thread" in both
     assert "group_reporting=1" not in both
+
+
+def test_fleet_jobs_lay_out_once_then_read_the_same_files_time_based(tmp_path: Path) -> None:
+    """The real fio: the layout run writes FLEET_FILES files whole, the read run reads them as
+    they are (no file grows or is rewritten) with numjobs readers for its runtime."""
+    import shutil
+    import subprocess
+
+    from kvtool.bench.fio import FLEET_FILES, fleet_job
+
+    if shutil.which("fio") is None:
+        pytest.skip("fio is not installed: apt-get install -y fio")
+    size = 256 * 1024
+    layout = tmp_path / "layout.fio"
+    layout.write_text(fleet_job(str(tmp_path / "d"), file_bytes=size, numjobs=4, layout=True,
+                                block_bytes=65536, runtime_s=1, direct=False))  # fmt: skip
+    (tmp_path / "d").mkdir()
+    ran = subprocess.run(["fio", "--output-format=json", str(layout)], capture_output=True,
+                         text=True, timeout=60, check=False)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    files = sorted((tmp_path / "d").iterdir())
+    assert [f.name for f in files] == sorted(f"kvtool-fleet.{i}" for i in range(FLEET_FILES))
+    assert {f.stat().st_size for f in files} == {size}
+    written = {f.name: f.stat().st_mtime_ns for f in files}
+    text = fleet_job(str(tmp_path / "d"), file_bytes=size, numjobs=3, block_bytes=65536,
+                     runtime_s=1, direct=False)  # fmt: skip
+    assert {"numjobs=3", "time_based=1", "rw=read"} <= set(text.splitlines())
+    read = tmp_path / "read.fio"
+    read.write_text(text)
+    ran = subprocess.run(["fio", "--output-format=json", str(read)], capture_output=True,
+                         text=True, timeout=60, check=False)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    job = json_document(ran.stdout)["jobs"][0]
+    assert job["jobname"] == "seq_read"
+    assert job["read"]["bw_bytes"] > 0
+    assert job["write"]["io_bytes"] == 0
+    assert {f.name: f.stat().st_mtime_ns for f in (tmp_path / "d").iterdir()} == written

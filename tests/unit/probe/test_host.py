@@ -720,3 +720,41 @@ def test_file_ops_probe_opens_the_folder_s_own_files_and_never_a_link(tmp_path: 
     assert file_ops_probe(str(empty)) == {"ok": False, "error": "no files to open"}
     assert file_ops_probe(str(tmp_path / "link"))["ok"] is False  # the folder itself: no link
     outside.unlink()
+
+
+# --- LocalHost.spawn --------------------------------------------------------------------------
+
+
+def test_a_spawned_command_runs_beside_the_caller_and_finishes_with_its_output() -> None:
+    code = "import sys, time; time.sleep(0.3); print('done'); print('e', file=sys.stderr)"
+    start = time.monotonic()
+    spawned = LocalHost().spawn("k", python(code))
+    assert time.monotonic() - start < 0.25  # returned at once: the child still sleeps
+    assert spawned.finish(timeout_s=30) == CommandResult(0, "done\n", "e\n")
+
+
+def test_a_spawned_command_past_its_deadline_is_stopped_and_124(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    code = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
+    spawned = LocalHost().spawn("k", [*python(code), str(pid_file)])
+    assert spawned.finish(timeout_s=0.5) == CommandResult(124, "", f"{PY}: timed out after 0.5 s")
+    with pytest.raises(ProcessLookupError):  # stopped and reaped
+        os.kill(int(pid_file.read_text()), 0)
+
+
+def test_stop_ends_a_spawned_command_and_a_missing_program_is_127(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    code = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
+    spawned = LocalHost().spawn("k", [*python(code), str(pid_file)])
+    deadline = time.monotonic() + 10
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    spawned.stop()
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+    missing = LocalHost().spawn("k", ["kvtool-no-such-tool"])
+    missing.stop()  # nothing to stop
+    assert missing.finish(timeout_s=1) == CommandResult(
+        NOT_INSTALLED, "", "kvtool-no-such-tool: command not found"
+    )
