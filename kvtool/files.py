@@ -137,10 +137,10 @@ def read_json_object(
     return data
 
 
-def read_report(path: Path, *, command: str) -> dict[str, Any]:
-    """A report ``kvtool COMMAND --json`` wrote (one from before the envelope, without
-    ``schema_version``, is read as version 1). InputError for another command's report, or
-    one a newer kvtool wrote in a shape this one does not know."""
+def read_report(path: Path, *, command: str, also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A report ``kvtool COMMAND --json`` (or one of ``also``'s) wrote (one from before the
+    envelope, without ``schema_version``, is read as version 1). InputError for another
+    command's report, or one a newer kvtool wrote in a shape this one does not know."""
     data = read_json_object(path, what=f"kvtool {command} --json report")
     version = data.get("schema_version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
@@ -152,7 +152,7 @@ def read_report(path: Path, *, command: str) -> dict[str, Any]:
             "upgrade kvtool, or write the report again with this one",
         )
     written_by = data.get("command", command)
-    if written_by != command:
+    if written_by != command and written_by not in also:
         raise InputError(
             f"{path} is kvtool {str(written_by)[:40]}'s report, not kvtool {command}'s",
             f"pass the file kvtool {command} --json wrote",

@@ -12,11 +12,17 @@
   GPU at a time only, give their mean times the chips, marked an estimate. A host-only copy is
   not the link and is never used.
 * T4: the S3 ``get`` figure, at the concurrency it ran with.
+* T3 from ``kvtool capacity --json``: the read rate of the level whose restores read fastest
+  (each restore reads a session's real chunk files to the last byte, several at once, while the
+  other sessions restore and write their turns, and with ``--hosts`` while other nodes load the
+  same file system). The first-byte latency stays the spec's: a restore's time includes its
+  transfer, and capacity measures no read alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeGuard
 
 from kvtool.bench.result import BenchResult
 from kvtool.plan.measured import MeasuredTier
@@ -140,3 +146,42 @@ def _t2(rows: Sequence[BenchResult], chips: int) -> MeasuredTier:
         f"kvtool bench: pinned h2d {mean / 1e9:,.1f} GB/s mean over {len(rows)} GPU(s)"
         f" x {chips} chips (estimate: measured one GPU at a time)",
     )
+
+
+def capacity_t3(report: Mapping[str, Any]) -> MeasuredTier:
+    """T3 from a ``kvtool capacity --json`` report (the module docstring); ValueError naming
+    what is missing or malformed."""
+    capacity, workload = report.get("capacity"), report.get("workload")
+    if not isinstance(capacity, Mapping) or not isinstance(workload, Mapping):
+        raise ValueError("it has no capacity and workload objects")
+    levels = capacity.get("levels")
+    if not isinstance(levels, list):
+        raise ValueError("capacity.levels is not a list")
+    ran = []
+    for index, level in enumerate(levels):
+        rate, sessions = (level.get(k) if isinstance(level, Mapping) else None
+                          for k in ("bytes_per_s", "sessions"))  # fmt: skip
+        if not _number(rate) or not _number(sessions):
+            raise ValueError(f"capacity.levels[{index}] has no bytes_per_s and sessions numbers")
+        if rate > 0 and level.get("restores", 0):
+            ran.append(level)
+    if not ran:
+        raise ValueError("no level restored anything")
+    best = max(ran, key=lambda level: level["bytes_per_s"])
+    chunk, parallel = workload.get("file_bytes"), workload.get("restore_parallel")
+    fleet = workload.get("fleet_nodes") or 0
+    if not _number(chunk) or not _number(parallel) or not _number(fleet):
+        raise ValueError("workload has no file_bytes and restore_parallel numbers")
+    p95 = best.get("restore_p95_s")
+    source = (
+        f"kvtool capacity: {best['sessions']:,} sessions restoring at once, {parallel:,} chunk"
+        f" files of {chunk / 2**20:,.2f} MiB at a time each,"
+        f" {'O_DIRECT' if workload.get('direct', True) else 'buffered'}"
+        + (f", while {fleet:,} more node(s) loaded T3 alike" if fleet else "")
+        + (f"; p95 restore {p95 * 1e3:,.0f} ms" if _number(p95) else "")
+    )
+    return MeasuredTier("T3", float(best["bytes_per_s"]), source)
+
+
+def _number(value: object) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0

@@ -237,8 +237,8 @@ PLAN_OPTIONS: dict[str, tuple[str, str]] = {
     "--emit": ("ENGINE", "Print a configuration for the plan instead: lmcache, vllm, sglang,"
                " dynamo."),
     "--t3-dir": ("PATH", "KV directory on the FSx mount (--emit; default /fsx/kvcache)."),
-    "--bench": ("FILE", "Plan with the bandwidths in a kvtool bench --json FILE instead of the"
-                " spec."),
+    "--bench": ("FILE", "Plan with the bandwidths in a kvtool bench (or capacity) --json FILE"
+                " instead of the spec."),
     "--max-num-batched-tokens": ("N", "vLLM's tokens per batch, for its admission charge"
                                  " (default: vllm serve's for the GPU, else 8192)."),
     "--pp": ("N", "Pipeline-parallel stages per engine (vLLM --pipeline-parallel-size): the"

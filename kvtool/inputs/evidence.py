@@ -17,29 +17,39 @@ if TYPE_CHECKING:
 
 
 class BenchReport(NamedTuple):
-    """A ``kvtool bench --json`` file's measurements."""
+    """A ``kvtool bench --json`` file's measurements, or a ``kvtool capacity --json`` file's
+    T3 restores (``restores``)."""
 
     source: str
     results: tuple[BenchResult, ...]
+    restores: MeasuredTier | None = None
 
     def measured(self, *, chips: int) -> tuple[MeasuredTier, ...]:
         """The T2, T3 and T4 figures a plan can use in place of the spec, for a node of
         ``chips`` accelerators (``bench.measured``)."""
         from kvtool.bench.measured import measured_tiers
 
+        if self.restores is not None:
+            return (self.restores,)
         return measured_tiers(self.results, chips=chips)
 
 
 def read_bench(path: Path) -> BenchReport:
-    """A ``kvtool bench --json`` report; InputError for a file that is not one."""
+    """A ``kvtool bench --json`` or ``kvtool capacity --json`` report; InputError for a file
+    that is neither."""
+    from kvtool.bench.measured import capacity_t3
     from kvtool.bench.result import results_from_json
 
-    data = read_report(path, command="bench")
+    data = read_report(path, command="bench", also=("capacity",))
+    command = data.get("command", "bench")
     try:
+        if command == "capacity":
+            return BenchReport(str(path), (), capacity_t3(data))
         return BenchReport(str(path), tuple(results_from_json(data)))
     except ValueError as exc:
         raise InputError(
-            f"{path}: not a kvtool bench --json report: {exc}", "pass the file bench wrote"
+            f"{path}: not a kvtool {command} --json report: {exc}",
+            f"pass the file kvtool {command} --json wrote",
         ) from None
 
 

@@ -238,7 +238,8 @@ def plan_deployment(
     measured_tiers = [p.tier for p in paths if p.bandwidth_source == "measured"]
     if measured_tiers:
         notes.append(
-            f"{', '.join(measured_tiers)} reload times use the bandwidth kvtool bench measured,"
+            f"{', '.join(measured_tiers)} reload times use the bandwidth measured (kvtool bench or"
+            " capacity),"
             " not the spec, and its first-byte latency where it measured one (each path says)"
         )
     notes += _offload_notes(offload, divisors, serving, gds)

@@ -52,6 +52,29 @@ def test_json_with_the_fio_check_and_the_plan_beside_it(kvtool: Run, tmp_path: P
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_plan_takes_a_capacity_report_as_its_t3_bandwidth(kvtool: Run, tmp_path: Path) -> None:
+    """``kvtool plan --bench`` reads a capacity --json file: the fastest level's read rate
+    stands for T3, and the path says it came from capacity's restores."""
+    t3 = tmp_path / "t3"
+    t3.mkdir()
+    result = kvtool("capacity", "--t3-dir", str(t3), *TINY, "--sessions", "1,2",
+                    "--restore-slo", "60s", "--no-fio-check", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.stdout + result.stderr
+    report = tmp_path / "capacity.json"
+    report.write_text(result.stdout)
+    levels = json.loads(result.stdout)["capacity"]["levels"]
+    fastest = max(level["bytes_per_s"] for level in levels)
+    plan = kvtool("plan", "llama-3.2-1b", "--hardware", "p5en", "--ctx", "4k", "--bench",
+                  str(report), "--json")  # fmt: skip
+    assert plan.exit_code == 0, plan.stdout + plan.stderr
+    (planned,) = json.loads(plan.stdout)["results"]
+    (path,) = (p for p in planned["reload"]["paths"] if p["tier"] == "T3")
+    assert path["bandwidth_source"] == "measured"
+    assert path["node_bytes_per_s"] == pytest.approx(fastest)
+    assert "kvtool capacity: " in path["description"]
+    assert "sessions restoring at once" in path["description"]
+
+
 def test_plot(kvtool: Run, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     t3 = tmp_path / "t3"

@@ -200,7 +200,7 @@ def test_bench_file_replaces_the_t3_spec_and_says_so(kvtool: Run, tmp_path: Path
     assert later is None or later > spec_paths["T3"]["reload_wins_from_tokens"]
     text = kvtool(*args, "--bench", str(bench)).stdout
     assert "measured 4.00 GB/s (kvtool bench: fio-3.33 seq_read" in text
-    assert "T3 reload times use the bandwidth kvtool bench measured" in text
+    assert "T3 reload times use the bandwidth measured (kvtool bench or capacity)" in text
 
 
 def test_bench_file_without_usable_figures_is_exit_2(kvtool: Run, tmp_path: Path) -> None:

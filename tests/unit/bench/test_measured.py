@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvtool.bench.measured import measured_tiers
+from kvtool.bench.measured import capacity_t3, measured_tiers
 from kvtool.bench.result import BenchResult, skipped
 from kvtool.plan.measured import MeasuredTier, apply_measured
 from kvtool.plan.reload import TierPath
@@ -143,3 +143,43 @@ def test_reads_made_one_at_a_time_are_the_first_byte_as_measured() -> None:
     assert t3.bytes_per_s == 5.6e9
     assert t3.latency_s == pytest.approx(240e-6)
     assert t3.latency_source.endswith("one at a time, median at 4 KiB")
+
+
+def _capacity(*levels: tuple[int, float, int], fleet: int = 0) -> dict[str, object]:
+    """A capacity --json report's fields that the plan reads: (sessions, bytes/s, restores)."""
+    return {
+        "capacity": {"levels": [{"sessions": n, "bytes_per_s": bps, "restores": r,
+                                 "restore_p95_s": 0.25 * n} for n, bps, r in levels]},
+        "workload": {"file_bytes": 8 << 20, "restore_parallel": 8, "direct": True,
+                     "fleet_nodes": fleet},
+    }  # fmt: skip
+
+
+def test_capacity_takes_the_level_that_read_fastest() -> None:
+    t3 = capacity_t3(_capacity((1, 0.8e9, 30), (4, 1.1e9, 30), (16, 0.9e9, 40)))
+    assert (t3.tier, t3.bytes_per_s, t3.latency_s) == ("T3", 1.1e9, None)
+    assert t3.source == (
+        "kvtool capacity: 4 sessions restoring at once, 8 chunk files of 8.00 MiB at a time"
+        " each, O_DIRECT; p95 restore 1,000 ms"
+    )
+    fleet = capacity_t3(_capacity((2, 0.5e9, 9), fleet=3))
+    assert "while 3 more node(s) loaded T3 alike" in fleet.source
+
+
+@pytest.mark.parametrize(
+    ("report", "why"),
+    [
+        ({}, "no capacity and workload"),
+        ({"capacity": {"levels": "x"}, "workload": {}}, "levels is not a list"),
+        (_capacity((1, 0.0, 0)), "no level restored"),
+        ({"capacity": {"levels": [{"sessions": 1, "bytes_per_s": "9e9"}]}, "workload": {}},
+         r"levels\[0\] has no bytes_per_s"),
+        ({"capacity": {"levels": [{"sessions": 1, "bytes_per_s": 1e9, "restores": 3}]},
+          "workload": {"file_bytes": None}}, "no file_bytes"),
+    ],
+)  # fmt: skip
+def test_a_capacity_report_the_plan_cannot_use_is_a_value_error(
+    report: dict[str, object], why: str
+) -> None:
+    with pytest.raises(ValueError, match=why):
+        capacity_t3(report)

@@ -61,3 +61,20 @@ def test_files_that_are_not_reports_are_one_line(tmp_path: Path) -> None:
     listing.write_text("[]")
     with pytest.raises(InputError, match="must be a JSON object"):
         read_bench(listing)
+
+
+def test_a_capacity_report_is_read_as_t3_and_a_broken_one_is_named(tmp_path: Path) -> None:
+    report = {"schema_version": 1, "command": "capacity",
+              "capacity": {"levels": [{"sessions": 2, "bytes_per_s": 2e9, "restores": 5}]},
+              "workload": {"file_bytes": 4096, "restore_parallel": 8, "direct": True}}  # fmt: skip
+    path = tmp_path / "capacity.json"
+    path.write_text(json.dumps(report))
+    (t3,) = read_bench(path).measured(chips=8)
+    assert (t3.tier, t3.bytes_per_s) == ("T3", 2e9)
+    report["capacity"] = {"levels": []}
+    path.write_text(json.dumps(report))
+    with pytest.raises(InputError, match="not a kvtool capacity --json report: no level"):
+        read_bench(path)
+    path.write_text(json.dumps({"schema_version": 1, "command": "replay", "results": []}))
+    with pytest.raises(InputError, match="is kvtool replay's report, not kvtool bench's"):
+        read_bench(path)
