@@ -70,6 +70,11 @@ class EngineRules(NamedTuple):
     # its layout of the hybrid and state-space families (model/families.py VLLM_ONLY) was
     # checked against its code; engines without it are refused for those families
     sizes_hybrids: bool = False
+    # tokens a chunked-attention layer keeps past its chunk: SGLang 0.5.23 slides Llama 4's
+    # chunked layers as a window of attention_chunk_size (model_runner_components/
+    # load_model_utils.py:152) and frees up to seqlen - 1 - window (mem_cache/common.py:98-111,
+    # called with pre_len = seqlen - 1 from managers/schedule_batch.py:4094), keeping window + 1
+    chunked_extra_tokens: int = 0
     # what a --block-tokens must be a multiple of (vLLM 0.33.0's CUDA attention backends:
     # FlashAttention and Triton take MultipleOf(16), v1/attention/backends/flash_attn.py:367,
     # triton_attn.py:340, checked by AttentionBackend.supports_block_size, backend.py:122);
@@ -147,6 +152,7 @@ ENGINES: dict[str, EngineRules] = {
             query_heads_divide_tp=True,
             offload_stack="sglang",
             block_size_multiple=1,  # --page-size: any number of tokens
+            chunked_extra_tokens=1,
         ),
         EngineRules(
             name="hf",

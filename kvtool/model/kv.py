@@ -635,6 +635,14 @@ def _effective_window(
             " (not on its hybrid-SWA list)"
         )
         return None
+    if group.kind == "chunked" and rules.chunked_extra_tokens:
+        notes.append(
+            f"{rules.source} keeps a chunked layer's last {group.window:,} +"
+            f" {rules.chunked_extra_tokens} tokens after each eviction (its sliding window is"
+            " attention_chunk_size); between evictions up to SGLANG_SWA_EVICTION_INTERVAL (128)"
+            f" more, and its pool reserves {group.window + 130:,} a running request"
+            " (compute_swa_request_cap): kvtool counts what stays after an eviction"
+        )
     return group.window
 
 
@@ -649,7 +657,7 @@ def _tokens_held(
     if window is None:
         return bs * cdiv(ctx, bs)
     if rules.window_rule == "exact":
-        return min(ctx, window)
+        return min(ctx, window + (rules.chunked_extra_tokens if chunked else 0))
     if rules.window_rule == "minus_one":
         return min(ctx, window - 1)
     # vLLM frees blocks that lie wholly before the tokens still attended to: the last

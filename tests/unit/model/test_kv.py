@@ -223,6 +223,20 @@ def test_chunked_layers_peak_at_one_chunk() -> None:
     assert result.kv_bytes_per_token == 12 * 8 * 256 * 2  # only the 12 global layers grow
 
 
+def test_sglang_keeps_a_chunk_and_one_token_in_llama4_chunked_layers() -> None:
+    """SGLang slides Llama 4's chunked layers as a window of attention_chunk_size and keeps
+    window + 1 tokens after each eviction (mem_cache/common.py:111 with pre_len = seqlen - 1);
+    gpt-oss's window is sliding_window - 1 there (models/gpt_oss.py:132), so it keeps 128."""
+    result = size("llama-4-scout", engine="sglang", ctx=200_000)
+    chunked = result.groups[0]
+    assert (chunked.kind, chunked.tokens_held) == ("chunked", 8193)
+    assert any("reserves 8,322 a running request" in note for note in result.notes)
+    assert size("llama-4-scout", engine="sglang", ctx=5000).groups[0].tokens_held == 5000
+    gpt_oss = size("gpt-oss-20b", engine="sglang", ctx=100_000)
+    assert gpt_oss.groups[0].tokens_held == 128
+    assert not any("eviction" in note for note in gpt_oss.notes)
+
+
 def test_qwen3_next_state_and_vllm_hybrid_block() -> None:
     """On an H100/H200 the Gated DeltaNet prefill runs on FlashInfer, whose 64-token checkpoint
     alignment vLLM folds into the hybrid block (platforms/interface.py:1090); on an A100 it
