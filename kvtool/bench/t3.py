@@ -35,7 +35,7 @@ from kvtool.bench.fio import (
 )
 from kvtool.bench.gds import run_gds_read
 from kvtool.bench.result import BenchResult, Latency
-from kvtool.errors import InputError
+from kvtool.errors import InputError, escape_name
 from kvtool.probe.host import NOT_INSTALLED, CommandResult, Host, file_ops_probe, odirect_probe
 from kvtool.probe.parse import mount_for, parse_proc_mounts
 from kvtool.scratch import Scratch
@@ -66,13 +66,15 @@ class T3Options(NamedTuple):
 
 def parse_hosts(text: str) -> tuple[str, ...]:
     """``--hosts h1,h2:8766`` -> fio's client addresses ``("h1", "h2,8766")``; InputError
-    for an empty name or a port that is not a number."""
+    for an empty name, one with characters no host name or IPv4 address has, or a port that
+    is not a number."""
     out = []
     for item in (part.strip() for part in text.split(",")):
         name, _, port = item.partition(":")
-        if not name or (port and not port.isdigit()) or (":" in port):
+        bad_name = not name or not all(c.isascii() and (c.isalnum() or c in ".-_") for c in name)
+        if bad_name or (port and not (port.isascii() and port.isdigit())) or (":" in port):
             raise InputError(
-                f"--hosts entry {item!r} is not HOST or HOST:PORT",
+                f"--hosts entry {escape_name(item)} is not HOST or HOST:PORT",
                 "e.g. --hosts node1,node2:8766 (each running fio --server)",
             )
         out.append(f"{name},{port}" if port else name)

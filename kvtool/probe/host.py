@@ -115,7 +115,11 @@ class Spawned:
         self.failed: CommandResult | None = None
         try:
             self.process = subprocess.Popen(
-                self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                self.argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
             )
         except FileNotFoundError:
             self.failed = CommandResult(NOT_INSTALLED, "", f"{argv[0]}: command not found")
@@ -161,7 +165,11 @@ class LocalHost:
         timeout = timeout_s or self.timeout_s
         try:
             process = subprocess.Popen(
-                list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                list(argv),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
             )
         except FileNotFoundError:
             return CommandResult(NOT_INSTALLED, "", f"{argv[0]}: command not found")
@@ -196,7 +204,11 @@ class LocalHost:
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
         try:
             process = subprocess.Popen(
-                list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                list(argv),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
             )
         except FileNotFoundError:
             return CommandResult(NOT_INSTALLED, "", f"{argv[0]}: command not found")

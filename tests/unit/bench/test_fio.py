@@ -190,7 +190,9 @@ def test_hosts_become_fio_client_addresses(hosts: list[tuple[str, int | None]]) 
     assert parse_hosts(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["", "a,,b", "node1:http", ":8765", "h:1:2"])
+@pytest.mark.parametrize(
+    "bad", ["", "a,,b", "node1:http", ":8765", "h:1:2", "n\udcff", "nöde", "a b", "h:８７"]
+)
 def test_bad_hosts_are_one_clear_error(bad: str) -> None:
     with pytest.raises(InputError, match="--hosts"):
         parse_hosts(bad)

@@ -79,6 +79,17 @@ def test_local_run_returns_the_exit_status_and_both_streams() -> None:
     assert LocalHost().run("k", python("print('fine')")) == CommandResult(0, "fine\n", "")
 
 
+def test_output_that_is_not_utf8_is_read_with_replacement_characters() -> None:
+    """fio echoes a host name back as it was given: bytes that are not UTF-8 must not raise."""
+    code = (
+        "import sys; sys.stderr.buffer.write(b'bad <\\xff>\\n');"
+        " sys.stdout.buffer.write(b'\\xfe')"
+    )
+    assert LocalHost().run("k", python(code)) == CommandResult(0, "\ufffd", "bad <\ufffd>\n")
+    spawned = LocalHost().spawn("k", python(code))
+    assert spawned.finish(timeout_s=30) == CommandResult(0, "\ufffd", "bad <\ufffd>\n")
+
+
 def test_local_run_uses_no_shell() -> None:
     result = LocalHost().run("k", [*python("import sys; print(sys.argv[1])"), "$HOME; echo hi"])
     assert result.stdout == "$HOME; echo hi\n"
