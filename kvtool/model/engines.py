@@ -68,8 +68,11 @@ class EngineRules(NamedTuple):
     admission_in_flight: int = 0
     default_max_num_batched_tokens: int = 8192  # vLLM: vllm serve on an H100/H200
     # its layout of the hybrid and state-space families (model/families.py VLLM_ONLY) was
-    # checked against its code; engines without it are refused for those families
+    # checked against its code; engines without it are refused for those families but for
+    # ``checked_hybrids``, checked one by one, and ``hybrids_refused`` says why one is refused
     sizes_hybrids: bool = False
+    checked_hybrids: frozenset[str] = frozenset()
+    hybrids_refused: tuple[tuple[str, str], ...] = ()
     # tokens a chunked-attention layer keeps past its chunk: SGLang 0.5.23 slides Llama 4's
     # chunked layers as a window of attention_chunk_size (model_runner_components/
     # load_model_utils.py:152) and frees up to seqlen - 1 - window (mem_cache/common.py:98-111,
@@ -90,6 +93,12 @@ class EngineRules(NamedTuple):
     # (model/backends.py: vLLM 0.33.0's CUDA backends)
     gpu_backends: bool = False
 
+
+# the hybrid families whose transformers 5.24 cache was weighed after a forward pass, in fp32
+# and bf16 (tests/integration/test_transformers_cache.py)
+HF_CHECKED_HYBRIDS = frozenset(
+    ("mamba", "falcon_mamba", "mamba2", "falcon_h1", "granitemoehybrid", "bamba", "jamba", "zamba2")
+)
 
 ENGINES: dict[str, EngineRules] = {
     rules.name: rules
@@ -168,7 +177,14 @@ ENGINES: dict[str, EngineRules] = {
             conv_state_steps="kernel",
             quantized_kv=False,
             kv_heads_cached="hf_broadcast",
-            fp32_state_kinds=frozenset({"gated_deltanet"}),
+            # transformers 5.24 keeps these recurrent states in fp32 whatever the model's
+            # dtype: Gated DeltaNet casts (models/qwen3_next/modeling_qwen3_next.py:414), the
+            # Mamba scans return fp32 final states (models/mamba/modeling_mamba.py:478,
+            # models/mamba2/modeling_mamba2.py:596, models/jamba/modeling_jamba.py:618,
+            # models/falcon_h1/modeling_falcon_h1.py:811), weighed in
+            # tests/integration/test_transformers_cache.py
+            fp32_state_kinds=frozenset({"gated_deltanet", "mamba1", "mamba2"}),
+            checked_hybrids=HF_CHECKED_HYBRIDS,
         ),
         EngineRules(
             name="hf-legacy",

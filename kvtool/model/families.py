@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kvtool.errors import ConfigError
 
 if TYPE_CHECKING:
+    from kvtool.model.engines import EngineRules
     from kvtool.model.plain import Plain
 
 # model_type -> the vLLM model file its layer layout was checked against
@@ -277,7 +278,7 @@ def coverage_rows() -> list[tuple[str, str, str, str]]:
         if text_type in DROPPED_BY_VLLM:
             status = f"exact, by vLLM {DROPPED_BY_VLLM[text_type]}'s rules (0.33.0 refuses it)"
         if text_type in VLLM_ONLY:
-            status += "; vLLM and formula only"
+            status += "; " + _hybrid_engines(text_type)
         if text_type == "deepseek_v4":
             status += " under vLLM; kvtool size only (parameters and chunks not modelled)"
         rows.append((arch, text_type, status, source))
@@ -287,6 +288,18 @@ def coverage_rows() -> list[tuple[str, str, str, str]]:
         rows.append((arch, "", "as the language model text_config names", source))
     rows += [(arch, "", "refused", source) for arch, source in REFUSED.items()]
     return sorted(rows, key=lambda row: row[0].lower())
+
+
+def _hybrid_engines(model_type: str) -> str:
+    """``vLLM, formula and hf only``: the engines whose layout of a hybrid family was checked."""
+    from kvtool.model.engines import ENGINES
+
+    names = {"vllm": "vLLM"}
+    order = ("vllm", "formula", "sglang", "hf", "hf-legacy")
+    rules = [ENGINES[name] for name in order]
+    checked = [names.get(r.name, r.name) for r in rules
+               if r.sizes_hybrids or model_type in r.checked_hybrids]  # fmt: skip
+    return ", ".join(checked[:-1]) + f" and {checked[-1]} only"
 
 
 def _plain_summary(plain: Plain) -> str:
@@ -327,16 +340,21 @@ def foreign_fields(config: Mapping[str, Any]) -> list[str]:
     return sorted(k for k in config if str(k).lower().startswith(_FOREIGN_PREFIXES))
 
 
-def check_engine(model_type: str, engine: str, *, sizes_hybrids: bool) -> None:
-    """InputError when kvtool has not modelled ``engine``'s layout for this family:
-    ``sizes_hybrids`` is the engine's ``EngineRules.sizes_hybrids`` (its layout of the
-    ``VLLM_ONLY`` families was checked)."""
-    if model_type in VLLM_ONLY and not sizes_hybrids:
-        raise ConfigError(
-            f"kvtool models {model_type} only as vLLM allocates it (and the textbook formula);"
-            f" how {engine} lays it out is not modelled",
-            "use --engine vllm or --engine formula",
-        )
+def check_engine(model_type: str, rules: EngineRules) -> None:
+    """ConfigError when kvtool has not modelled ``rules``' engine's layout for this family:
+    an engine that does not size every ``VLLM_ONLY`` family (``sizes_hybrids``) sizes only
+    those in its ``checked_hybrids``; ``hybrids_refused`` gives the reason for some."""
+    if model_type not in VLLM_ONLY or rules.sizes_hybrids or model_type in rules.checked_hybrids:
+        return
+    why = dict(rules.hybrids_refused).get(model_type)
+    if why is not None:
+        raise ConfigError(f"{rules.source} cannot serve {model_type}: {why}",
+                          "use --engine vllm or --engine formula")  # fmt: skip
+    raise ConfigError(
+        f"kvtool models {model_type} only as vLLM allocates it (and the textbook formula);"
+        f" how {rules.name} lays it out is not modelled",
+        "use --engine vllm or --engine formula",
+    )
 
 
 def check_known(

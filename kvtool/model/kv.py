@@ -393,7 +393,7 @@ def admission_bytes(
 
 
 def _check_engine_supports(spec: ModelSpec, rules: EngineRules, fmt: KvFormat, tp: int) -> None:
-    check_engine(spec.model_type, rules.name, sizes_hybrids=rules.sizes_hybrids)
+    check_engine(spec.model_type, rules)
     if not rules.quantized_kv and fmt.name not in _DTYPE_BYTES:
         raise InputError(
             f"--engine {rules.name} stores K/V in the model dtype; --kv-dtype {fmt.name}"

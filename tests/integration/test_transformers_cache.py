@@ -118,7 +118,40 @@ CASES: dict[str, dict[str, Any]] = {
         "num_experts": 4,
         "num_experts_per_tok": 2,
     },
-}
+    # the Mamba families: transformers' PyTorch paths (no mamba_ssm kernels here) return fp32
+    # recurrent states, which only the bfloat16 run tells apart from the model dtype
+    "mamba": {"num_hidden_layers": 2, "state_size": 8, "expand": 2, "conv_kernel": 4,
+              "intermediate_size": 128},
+    "falcon_mamba": {"num_hidden_layers": 2, "state_size": 8, "expand": 2, "conv_kernel": 4,
+                     "intermediate_size": 128},
+    "mamba2": {"num_hidden_layers": 2, "num_heads": 8, "head_dim": 16, "n_groups": 2,
+               "state_size": 8, "expand": 2, "conv_kernel": 4},
+    "falcon_h1": {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "head_dim": 16, "intermediate_size": 128, "mamba_d_ssm": 128,
+                  "mamba_n_heads": 8, "mamba_d_head": 16, "mamba_n_groups": 2,
+                  "mamba_d_state": 8, "mamba_d_conv": 4},
+    "granitemoehybrid": {"num_hidden_layers": 4, "num_attention_heads": 4,
+                         "num_key_value_heads": 2, "intermediate_size": 128, "mamba_n_heads": 8,
+                         "mamba_d_head": 16, "mamba_n_groups": 2, "mamba_d_state": 8,
+                         "mamba_d_conv": 4, "mamba_expand": 2,
+                         "layer_types": ["mamba", "attention", "mamba", "attention"],
+                         "num_local_experts": 2, "num_experts_per_tok": 1,
+                         "shared_intermediate_size": 64},
+    "bamba": {"num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "intermediate_size": 128, "mamba_n_heads": 8, "mamba_d_head": 16,
+              "mamba_n_groups": 2, "mamba_d_state": 8, "mamba_d_conv": 4, "mamba_expand": 2,
+              "attn_layer_indices": [1, 3]},
+    "jamba": {"num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "intermediate_size": 128, "mamba_d_state": 8, "mamba_d_conv": 4,
+              "mamba_expand": 2, "attn_layer_period": 2, "attn_layer_offset": 1,
+              "expert_layer_period": 2, "expert_layer_offset": 1, "num_experts": 2,
+              "num_experts_per_tok": 1},
+    "zamba2": {"num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4,
+               "intermediate_size": 128, "n_mamba_heads": 8, "mamba_headdim": 16,
+               "mamba_ngroups": 2, "mamba_d_state": 8, "mamba_d_conv": 4, "mamba_expand": 2,
+               "layer_types": ["mamba", "hybrid", "mamba", "hybrid"],
+               "hybrid_layer_ids": [1, 3]},
+}  # fmt: skip
 CACHED = ("keys", "values", "indexer_keys", "conv_states", "recurrent_states")
 
 

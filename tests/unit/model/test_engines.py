@@ -25,15 +25,22 @@ def test_unknown_engine_lists_the_registry() -> None:
     assert get_engine(" VLLM ") is ENGINES["vllm"]
 
 
-def test_hybrid_families_follow_the_sizes_hybrids_field() -> None:
-    family = sorted(VLLM_ONLY)[0]
-    for rules in ENGINES.values():
-        if rules.sizes_hybrids:
-            check_engine(family, rules.name, sizes_hybrids=True)
-        else:
-            with pytest.raises(ConfigError, match=f"how {rules.name} lays it out"):
-                check_engine(family, rules.name, sizes_hybrids=rules.sizes_hybrids)
+def test_hybrid_families_follow_each_engines_checked_set() -> None:
+    """vLLM and the formula size every hybrid family; hf only those weighed in
+    tests/integration/test_transformers_cache.py; a reason given by name wins."""
+    for family in sorted(VLLM_ONLY):
+        for rules in ENGINES.values():
+            if rules.sizes_hybrids or family in rules.checked_hybrids:
+                check_engine(family, rules)
+            else:
+                with pytest.raises(ConfigError, match=f"how {rules.name} lays it out|cannot serve"):
+                    check_engine(family, rules)
     assert {r.name for r in ENGINES.values() if r.sizes_hybrids} == {"vllm", "formula"}
+    assert "jamba" in ENGINES["hf"].checked_hybrids
+    assert "kimi_linear" not in ENGINES["hf"].checked_hybrids
+    refused = ENGINES["hf"]._replace(hybrids_refused=(("kimi_linear", "no class for it"),))
+    with pytest.raises(ConfigError, match=r"DynamicCache cannot serve kimi_linear: no class"):
+        check_engine("kimi_linear", refused)
 
 
 @pytest.mark.parametrize(

@@ -192,11 +192,24 @@ def test_gemma_3n_shared_layers_own_no_cache() -> None:
     assert result.kv_bytes_per_token_unbounded == 20 * 2 * 2 * 256 * 2
 
 
-@pytest.mark.parametrize("engine", ["sglang", "hf"])
-def test_other_engines_are_refused_for_families_only_checked_against_vllm(engine: str) -> None:
-    spec = spec_from_config(_config("jamba-v0.1"), name="jamba")
-    with pytest.raises(ConfigError, match=f"how {engine} lays it out is not modelled"):
+@pytest.mark.parametrize(
+    ("engine", "name"), [("sglang", "jamba-v0.1"), ("hf", "kimi-linear-48b-a3b-instruct")]
+)
+def test_other_engines_are_refused_for_families_not_checked_for_them(
+    engine: str, name: str
+) -> None:
+    spec = spec_from_config(_config(name), name=name)
+    with pytest.raises(ConfigError, match=f"how {engine} lays it out is not modelled|cannot serve"):
         _size(spec, engine=engine)
+
+
+def test_hf_keeps_jambas_mamba_state_in_fp32_and_the_whole_conv_window() -> None:
+    """Jamba-v0.1 (bf16): 28 Mamba layers of 8,192 channels, d_state 16, d_conv 4; transformers
+    keeps all 4 conv steps in bf16 and the scan's final state in fp32."""
+    spec = spec_from_config(_config("jamba-v0.1"), name="jamba")
+    state = next(g for g in _size(spec, engine="hf").groups if g.fixed_bytes_per_session)
+    assert state.num_layers == 28
+    assert state.fixed_bytes_per_session == 28 * (4 * 8192 * 2 + 8192 * 16 * 4)
 
 
 def test_the_formula_engine_still_sizes_them() -> None:
