@@ -82,8 +82,7 @@ def test_local_run_returns_the_exit_status_and_both_streams() -> None:
 def test_output_that_is_not_utf8_is_read_with_replacement_characters() -> None:
     """fio echoes a host name back as it was given: bytes that are not UTF-8 must not raise."""
     code = (
-        "import sys; sys.stderr.buffer.write(b'bad <\\xff>\\n');"
-        " sys.stdout.buffer.write(b'\\xfe')"
+        "import sys; sys.stderr.buffer.write(b'bad <\\xff>\\n'); sys.stdout.buffer.write(b'\\xfe')"
     )
     assert LocalHost().run("k", python(code)) == CommandResult(0, "\ufffd", "bad <\ufffd>\n")
     spawned = LocalHost().spawn("k", python(code))
