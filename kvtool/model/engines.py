@@ -78,6 +78,19 @@ class EngineRules(NamedTuple):
     # load_model_utils.py:152) and frees up to seqlen - 1 - window (mem_cache/common.py:98-111,
     # called with pre_len = seqlen - 1 from managers/schedule_batch.py:4094), keeping window + 1
     chunked_extra_tokens: int = 0
+    # the conv state's dtype when the engine fixes it (SGLang: SGLANG_MAMBA_CONV_DTYPE, bf16
+    # by default, configs/mamba_utils.py:64); None: the model's dtype
+    conv_state_dtype: str | None = None
+    # the config keys a recurrent state's dtype is read from, and the families that read them
+    # (None: all). SGLang 0.5.23 reads mamba_ssm_dtype (mamba_utils.py:47-103) only where a
+    # family's config passes dtype=mamba2_state_dtype(self): Falcon-H1, Nemotron-H,
+    # Qwen3-Next, Qwen3.5 and LFM2; Granite-4.0-H, Mamba, Mamba2, FalconMamba and Kimi-Linear
+    # keep the fp32 default (executed: tests/fixtures/engines/record_sglang_state.py)
+    state_dtype_keys: tuple[str, ...] = ("mamba_ssm_dtype", "mamba_ssm_cache_dtype")
+    state_dtype_config_types: frozenset[str] | None = None
+    # Mamba2 is built from the config's intermediate_size, which it must carry (SGLang 0.5.23
+    # configs/mamba2.py:48 reads it; expand x hidden is not used)
+    mamba2_needs_intermediate: bool = False
     # what a --block-tokens must be a multiple of (vLLM 0.33.0's CUDA attention backends:
     # FlashAttention and Triton take MultipleOf(16), v1/attention/backends/flash_attn.py:367,
     # triton_attn.py:340, checked by AttentionBackend.supports_block_size, backend.py:122);
@@ -99,6 +112,17 @@ class EngineRules(NamedTuple):
 HF_CHECKED_HYBRIDS = frozenset(
     ("mamba", "falcon_mamba", "mamba2", "falcon_h1", "granitemoehybrid", "bamba", "jamba", "zamba2")
 )
+
+# the hybrid families whose per-request state SGLang 0.5.23's own code was run for, at tp 1,
+# 2, 4 and 8 (tests/fixtures/engines/record_sglang_state.py), and those it has no class for
+SGLANG_CHECKED_HYBRIDS = frozenset(
+    ("mamba", "falcon_mamba", "mamba2", "falcon_h1", "granitemoehybrid", "kimi_linear")
+)
+SGLANG_STATE_DTYPE_FROM_CONFIG = frozenset(
+    ("falcon_h1", "nemotron_h", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "lfm2")
+)
+SGLANG_UNSERVED = ("jamba", "bamba", "zamba2", "plamo2", "minimax_text_01", "minimax_m1")
+SGLANG_NO_CLASS = "no model class in sglang/srt/models names it (no EntryClass)"
 
 ENGINES: dict[str, EngineRules] = {
     rules.name: rules
@@ -162,6 +186,12 @@ ENGINES: dict[str, EngineRules] = {
             offload_stack="sglang",
             block_size_multiple=1,  # --page-size: any number of tokens
             chunked_extra_tokens=1,
+            conv_state_dtype="bf16",
+            state_dtype_keys=("mamba_ssm_dtype",),
+            state_dtype_config_types=SGLANG_STATE_DTYPE_FROM_CONFIG,
+            mamba2_needs_intermediate=True,
+            checked_hybrids=SGLANG_CHECKED_HYBRIDS,
+            hybrids_refused=tuple((t, SGLANG_NO_CLASS) for t in SGLANG_UNSERVED),
         ),
         EngineRules(
             name="hf",

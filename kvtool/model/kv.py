@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from kvtool.errors import InputError
+from kvtool.errors import ConfigError, InputError
 from kvtool.model.backends import (
     ASSUMED_GPU,
     Backend,
@@ -394,6 +394,14 @@ def admission_bytes(
 
 def _check_engine_supports(spec: ModelSpec, rules: EngineRules, fmt: KvFormat, tp: int) -> None:
     check_engine(spec.model_type, rules)
+    if rules.mamba2_needs_intermediate and any(
+        isinstance(g, StateLayers) and not g.inner_given for g in spec.groups
+    ):
+        raise ConfigError(
+            f"{rules.source} builds {spec.model_type} from the config's intermediate_size"
+            " (configs/mamba2.py:48), and this config has none: it fails to load there",
+            'add "intermediate_size": expand x hidden_size to a copy of its config.json',
+        )
     if not rules.quantized_kv and fmt.name not in _DTYPE_BYTES:
         raise InputError(
             f"--engine {rules.name} stores K/V in the model dtype; --kv-dtype {fmt.name}"
@@ -507,8 +515,17 @@ def _mla_bytes_per_layer(
 
 def _state_bytes_per_layer(group: StateLayers, spec: ModelSpec, rules: EngineRules, tp: int) -> int:
     """Per-rank bytes of one linear-attention / Mamba layer's state for one sequence."""
-    conv_dtype = _DTYPE_BYTES[spec.dtype]
-    state_dtype = group.state_dtype or (
+    conv_dtype = _DTYPE_BYTES[rules.conv_state_dtype or spec.dtype]
+    configured = group.state_dtype
+    if group.state_dtype_key and (
+        group.state_dtype_key not in rules.state_dtype_keys
+        or (
+            rules.state_dtype_config_types is not None
+            and spec.model_type not in rules.state_dtype_config_types
+        )
+    ):
+        configured = None  # a key this engine does not read for this family
+    state_dtype = configured or (
         "fp32"
         if rules.ssm_state_default == "fp32" or group.kind in rules.fp32_state_kinds
         else spec.dtype

@@ -96,6 +96,11 @@ class StateLayers(NamedTuple):
     # KDA built by Kimi-K3's layer with everything FlashKDA needs but the GPU
     # (model/backends.py): its prefill keeps a checkpoint page
     flashkda: bool = False
+    # the config key that set ``state_dtype`` (mamba_ssm_dtype, mamba_ssm_cache_dtype), or ''
+    # for a family's own default; engines read different keys (EngineRules.state_dtype_keys)
+    state_dtype_key: str = ""
+    # Mamba2: the config gives the inner width (intermediate_size), not only expand x hidden
+    inner_given: bool = True
 
 
 class Dsv4Layers(NamedTuple):

@@ -24,6 +24,12 @@ def state_groups(
     count = sum(1 for kind in layer_types if kind in STATE_KINDS)
     if not count:
         return []
+    groups = _state_groups(fields, count, hidden_size)
+    key = next((k for k in ("mamba_ssm_dtype", "mamba_ssm_cache_dtype") if fields.get(k)), "")
+    return [group._replace(state_dtype_key=key) if key else group for group in groups]
+
+
+def _state_groups(fields: ConfigFields, count: int, hidden_size: int) -> list[StateLayers]:
     state_dtype = normalize_dtype(fields.get("mamba_ssm_dtype", "mamba_ssm_cache_dtype"))
     model_type = fields.model_type
     if model_type in MAMBA2_FIELDS:
@@ -242,4 +248,5 @@ def _mamba2_group(
         inner_dim=inner,
         n_groups=groups,
         group_state=d_state,
+        inner_given=fields.model_type != "mamba2" or fields.get("intermediate_size") is not None,
     )
