@@ -230,6 +230,10 @@ ENGINES: dict[str, EngineRules] = {
             conv_state_steps="kernel",
             quantized_kv=False,
             kv_heads_cached="hf_broadcast",
+            # as 5.24: weighed with 5.14.1 (tests/fixtures/engines/transformers-5.14.1-cache.json);
+            # its pure Mamba models keep a MambaCache of their own, not weighed
+            fp32_state_kinds=frozenset({"gated_deltanet", "mamba1", "mamba2"}),
+            checked_hybrids=frozenset(("falcon_h1", "granitemoehybrid", "bamba", "jamba")),
         ),
     )
 }

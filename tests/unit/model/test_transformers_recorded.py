@@ -1,0 +1,65 @@
+"""``--engine hf`` and ``--engine hf-legacy`` against what transformers' own caches held, row
+by row, without transformers installed.
+
+``tests/fixtures/engines/transformers-<version>-cache.json`` is recorded by
+``record_transformers_cache.py`` beside it: the shrunk configs of
+``tests/integration/test_transformers_cache.py``, one forward pass of 40 tokens in float32 and
+bfloat16, the cached tensors weighed. 5.24.0 is the release ``hf`` names (the integration test
+weighs it live too); 5.14.1, which the default set-up does not install, is ``hf-legacy``'s.
+kvtool must hold the same bytes, or refuse the family by name.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvtool.errors import ConfigError
+from kvtool.model.config import spec_from_config
+from kvtool.model.engines import ENGINES
+from kvtool.model.formats import resolve_format
+from kvtool.model.kv import size_kv
+
+ROOT = Path(__file__).parents[3]
+ENGINE_OF = {"5.24.0": "hf", "5.14.1": "hf-legacy"}
+RECORDED = {
+    version: json.loads((ROOT / f"tests/fixtures/engines/transformers-{version}-cache.json")
+                        .read_text())
+    for version in ENGINE_OF
+}  # fmt: skip
+ROWS = [(version, row) for version, doc in RECORDED.items() for row in doc["rows"]
+        if "cached_bytes" in row]  # fmt: skip
+# 5.14.1 writes layer_types "deepseek_sparse_attention" into DeepSeek-V3.2's config, which
+# published checkpoints do not carry; kvtool refuses the entry by name
+REFUSED = {("5.14.1", "deepseek_v32"): "unknown entry 'deepseek_sparse_attention'"}
+
+
+def test_each_recording_is_its_release_and_what_it_could_not_weigh_is_refused() -> None:
+    for version, doc in RECORDED.items():
+        assert doc["transformers"] == version
+        unweighed = {row["model_type"] for row in doc["rows"] if "error" in row}
+        assert not unweighed & ENGINES[ENGINE_OF[version]].checked_hybrids
+    # 5.14.1's pure Mamba models return a cache_params of their own, not a DynamicCache
+    unweighed = {row["model_type"] for row in RECORDED["5.14.1"]["rows"] if "error" in row}
+    assert unweighed == {"mamba", "falcon_mamba", "mamba2", "zamba2"}
+
+
+@pytest.mark.parametrize(
+    ("version", "row"), ROWS, ids=[f"{v}-{r['model_type']}-{r['dtype']}" for v, r in ROWS]
+)
+def test_kvtool_holds_what_transformers_held(version: str, row: dict[str, Any]) -> None:
+    rules = ENGINES[ENGINE_OF[version]]
+
+    def predicted() -> int:
+        spec = spec_from_config(row["config"], name=row["model_type"])
+        return size_kv(spec, rules=rules, fmt=resolve_format("auto", spec.dtype),
+                       ctx_tokens=row["tokens"], sessions=1).kv_bytes_per_session  # fmt: skip
+
+    if (version, row["model_type"]) in REFUSED:
+        with pytest.raises(ConfigError, match=REFUSED[version, row["model_type"]]):
+            predicted()
+        return
+    assert predicted() == row["cached_bytes"]
