@@ -110,8 +110,9 @@ class EngineRules(NamedTuple):
 # the hybrid families whose transformers 5.24 cache was weighed after a forward pass, in fp32
 # and bf16 (tests/integration/test_transformers_cache.py)
 HF_CHECKED_HYBRIDS = frozenset(
-    ("mamba", "falcon_mamba", "mamba2", "falcon_h1", "granitemoehybrid", "bamba", "jamba", "zamba2")
-)
+    ("mamba", "falcon_mamba", "mamba2", "falcon_h1", "granitemoehybrid", "bamba", "jamba", "zamba2",
+     "gemma3n_text")
+)  # fmt: skip
 
 # the hybrid families whose per-request state SGLang 0.5.23's own code was run for, at tp 1,
 # 2, 4 and 8 (tests/fixtures/engines/record_sglang_state.py), and those it has no class for
@@ -233,7 +234,9 @@ ENGINES: dict[str, EngineRules] = {
             # as 5.24: weighed with 5.14.1 (tests/fixtures/engines/transformers-5.14.1-cache.json);
             # its pure Mamba models keep a MambaCache of their own, not weighed
             fp32_state_kinds=frozenset({"gated_deltanet", "mamba1", "mamba2"}),
-            checked_hybrids=frozenset(("falcon_h1", "granitemoehybrid", "bamba", "jamba")),
+            checked_hybrids=frozenset(
+                ("falcon_h1", "granitemoehybrid", "bamba", "jamba", "gemma3n_text")
+            ),
         ),
     )
 }

@@ -151,6 +151,14 @@ CASES: dict[str, dict[str, Any]] = {
                "mamba_ngroups": 2, "mamba_d_state": 8, "mamba_d_conv": 4, "mamba_expand": 2,
                "layer_types": ["mamba", "hybrid", "mamba", "hybrid"],
                "hybrid_layer_ids": [1, 3]},
+    # Gemma-3n: the last num_kv_shared_layers read an earlier layer's cache and hold none
+    "gemma3n_text": {"num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2,
+                     "head_dim": 16, "intermediate_size": 128, "sliding_window": 8,
+                     "num_kv_shared_layers": 2, "laurel_rank": 8, "altup_num_inputs": 4,
+                     "hidden_size_per_layer_input": 16, "vocab_size_per_layer_input": 128,
+                     "activation_sparsity_pattern": [0.0] * 6,
+                     "layer_types": ["sliding_attention", "sliding_attention", "full_attention",
+                                     "sliding_attention", "sliding_attention", "full_attention"]},
 }  # fmt: skip
 CACHED = ("keys", "values", "indexer_keys", "conv_states", "recurrent_states")
 
