@@ -16,12 +16,15 @@ backend joins it, ``platforms/interface.py:723``). What that gives, without
 | attention, fp8 | FLASHINFER, 16 | FLASH_ATTN, 16 (e5m2: FLASHINFER) | FLASHINFER, 16 |
 | attention, nvfp4 | FLASHINFER (FA2 path), 16 * | FLASHINFER (FA2 path), 16 * | FLASHINFER, 16 |
 | sinks (gpt-oss) | TRITON_ATTN, 16 (fp8 refused < sm89) | FLASH_ATTN, 16 | FLASHINFER, 16 |
+| mixed heads ** | TRITON_ATTN(_DIFFKV), 16 | FA4 / FLASH_ATTN_DIFFKV, 16 | not checked |
+| mixed heads **, fp8 | refused below sm89 (Triton) | Gemma 4: 64; MiMo-V2: 16 | not checked |
 | MLA, bf16 | TRITON_MLA, 16 | FLASH_ATTN_MLA, 16 | FLASHINFER_MLA, 32 |
 | MLA, fp8 | refused below sm89 (Triton MLA) | FLASHMLA, 64 | FLASHINFER_MLA, 32 |
 | sparse MLA (an indexer) | refused: no backend | 64 | 64 |
 
-(*) refused at head_size 64 and with attention sinks. An nvfp4 cache is refused for every MLA
-model (``config/vllm.py:3421``) but a sparse one's
+(*) refused at head_size 64 and with attention sinks. (**) Gemma 4's 256 and 512-dim layers,
+MiMo-V2's K of 192 and V of 128 (``_mixed_heads_backend``); fp8 is e4m3 only. An nvfp4 cache
+is refused for every MLA model (``config/vllm.py:3421``) but a sparse one's
 ``nvfp4_ds_mla``, which only sm100 runs (``flashmla_sparse.py:250``).
 
 State layers (``prefill_checkpoint_pages``, ``prefill_checkpoint_alignment``): with prefix
@@ -212,24 +215,56 @@ def attention_backend(spec: ModelSpec, fmt_name: str, gpu: Gpu) -> Backend:
 
 
 def _mixed_heads_backend(spec: ModelSpec, fmt_name: str, gpu: Gpu) -> Backend:
-    """Layers of different head sizes (Gemma 4) or K and V of different sizes (MiMo-V2): vLLM
-    forces FlashAttention 4 or Triton for the first (``models/config.py:301``) and a DIFFKV
-    backend for the second (``mimo_v2.py:320``); on sm80 and sm90 in bf16 all take multiples
-    of 16 tokens. What they do with a quantized cache, and on Blackwell (FA4's head_dim-256
-    pages are 128 tokens, ``fa_utils.py:224``), kvtool has not checked."""
-    if fmt_name not in ("bf16", "fp16", "fp32"):
-        raise InputError(
-            f"kvtool has not checked which attention backend vLLM 0.33.0 picks for {spec.name}'s"
-            f" mixed head sizes with a {fmt_name} KV cache",
-            "use --kv-dtype auto",
-        )
-    if gpu.capability[0] >= 10:
+    """Layers of different head sizes (Gemma 4: 256 sliding, 512 full) or K and V of different
+    sizes (MiMo-V2: 192 and 128), as vLLM 0.33.0 picks their kernels on sm80 and sm90.
+
+    Gemma 4 (``models/config.py:301-370``): with FA4 available (the wheel ships
+    ``vllm_flash_attn/cute``; sm90 and sm100 only, ``flash_attn_interface.py:72-86``) FA4 for
+    every layer, but with an fp8 cache on sm90 per-layer FA3 (256) and FA4 (512); without FA4,
+    TRITON_ATTN. MiMo-V2 (``models/mimo_v2.py:320-341``): FLASH_ATTN_DIFFKV where FA3 or FA4
+    runs (its sink-bearing layers upgrade to FA4 on sm90, ``fa_utils.py:150-158``), else
+    TRITON_ATTN_DIFFKV. In bf16 all take multiples of 16 tokens. With fp8 (e4m3): FlashAttention
+    on sm90 keeps 16 but for FA4's 512-dim layers, whose SM90 FP8 kernel pages 64 tokens and
+    sets the model's block (``flash_attn.py:300-327, 372-374``: the model's head size is its
+    largest, ``config/model_arch.py:95-133``); Triton's FP8 needs sm89+ (``triton_attn.py:514``).
+    e5m2 is not FlashAttention's (``fa_utils.py:293``) nor the DIFFKV Triton backend's; what vLLM
+    picks for it, and anything on Blackwell, kvtool has not checked."""
+    major = gpu.capability[0]
+    diffkv = any(g.head_dim != g.v_head_dim for g in spec.groups if isinstance(g, AttentionLayers))
+    if major >= 10:
         raise InputError(
             f"kvtool has not checked vLLM 0.33.0's block sizes for {spec.name}'s mixed head"
             f" sizes on {gpu.describe()} (FA4's head_dim-256 kernels take 128-token pages there)",
             "size it for an H100/H200 (no --hardware, or p5en)",
         )
-    return Backend("FLASH_ATTN (FA4/DIFFKV) or TRITON_ATTN", 16, "models/config.py:301, 16s")
+    triton = major < 9  # no FA3/FA4 below sm90: Triton
+    kernels = ("TRITON_ATTN_DIFFKV" if diffkv else "TRITON_ATTN") if triton else (
+        "FLASH_ATTN_DIFFKV (FA3/FA4)" if diffkv else "FLASH_ATTN (FA4, or FA3/FA4 per layer)"
+    )  # fmt: skip
+    why = "models/mimo_v2.py:320" if diffkv else "models/config.py:301"
+    if fmt_name in ("bf16", "fp16", "fp32"):
+        return Backend(kernels, 16, f"{why}: multiples of 16")
+    if fmt_name != "fp8_e4m3":
+        raise InputError(
+            f"kvtool has not checked which attention backend vLLM 0.33.0 picks for {spec.name}'s"
+            f" mixed head sizes with a {fmt_name} KV cache (FlashAttention and the DIFFKV Triton"
+            " backend take fp8_e4m3 only: fa_utils.py:293, triton_attn_diffkv.py:72)",
+            "use --kv-dtype fp8 or auto",
+        )
+    if triton and gpu.capability < (8, 9):
+        raise _refuse(
+            spec, fmt_name, gpu,
+            f"its mixed head sizes run on {kernels} there, whose FP8 needs sm89+"
+            " (triton_attn.py:514)",
+            "use --kv-dtype auto, or an H100/H200 or newer GPU",
+        )  # fmt: skip
+    heads = {g.head_dim for g in spec.groups if isinstance(g, AttentionLayers)}
+    if not triton and not diffkv and 512 in heads:
+        return Backend(
+            "FLASH_ATTN (FA3 for the smaller heads, FA4 for head_dim 512)", 64,
+            "flash_attn.py:318-325: FA4's SM90 FP8 kernel pages 64 tokens",
+        )  # fmt: skip
+    return Backend(kernels, 16, f"{why}: multiples of 16")
 
 
 def _mla_backend(

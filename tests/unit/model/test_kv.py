@@ -406,10 +406,45 @@ def test_mixed_page_sizes_are_unified_as_vllm_does(
 def test_mixed_head_sizes_with_an_unchecked_backend_are_refused() -> None:
     spec = fixture_spec("mimo-v2-flash")
     with pytest.raises(InputError, match="has not checked which attention backend"):
-        size_kv(spec, rules=ENGINES["vllm"], fmt=resolve_format("fp8", spec.dtype),
+        size_kv(spec, rules=ENGINES["vllm"], fmt=resolve_format("fp8_e5m2", spec.dtype),
                 ctx_tokens=1024, sessions=1)  # fmt: skip
     gemma = fixture_spec("gemma-4-26b-a4b")
     with pytest.raises(InputError, match=r"block sizes for .* on NVIDIA B200"):
         size_kv(gemma, rules=ENGINES["vllm"], fmt=resolve_format("auto", gemma.dtype),
                 ctx_tokens=1024, sessions=1, gpu=B200)  # fmt: skip
     assert size("llama-3.1-8b", gpu=B200).block_size == 16  # one head size: checked
+
+
+L40S = Gpu("NVIDIA L40S", (8, 9))
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu", "block", "kernels"),
+    [
+        # sm90: per-layer FA3/FA4; FA4's FP8 kernel for the 512-dim layers pages 64 tokens
+        ("gemma-4-26b-a4b", ASSUMED_GPU, 64, "FA4 for head_dim 512"),
+        ("mimo-v2-flash", ASSUMED_GPU, 16, "FLASH_ATTN_DIFFKV"),
+        # sm89: no FA3/FA4, Triton, whose FP8 runs from sm89
+        ("gemma-4-26b-a4b", L40S, 16, "TRITON_ATTN"),
+        ("mimo-v2-flash", L40S, 16, "TRITON_ATTN_DIFFKV"),
+    ],
+)
+def test_mixed_head_sizes_with_fp8_follow_vllms_kernels(
+    name: str, gpu: Gpu, block: int, kernels: str
+) -> None:
+    spec = fixture_spec(name)
+    result = size_kv(spec, rules=ENGINES["vllm"], fmt=resolve_format("fp8", spec.dtype),
+                     ctx_tokens=1024, sessions=1, gpu=gpu)  # fmt: skip
+    assert result.block_size == block
+    assert any(kernels in note for note in result.notes)
+    bf16 = size_kv(spec, rules=ENGINES["vllm"], fmt=resolve_format("auto", spec.dtype),
+                   ctx_tokens=1024, sessions=1, gpu=gpu)  # fmt: skip
+    assert bf16.block_size == 16
+
+
+@pytest.mark.parametrize("name", ["gemma-4-26b-a4b", "mimo-v2-flash"])
+def test_mixed_head_sizes_with_fp8_below_sm89_are_refused_as_vllm_raises(name: str) -> None:
+    spec = fixture_spec(name)
+    with pytest.raises(InputError, match=r"FP8 needs sm89\+ \(triton_attn.py:514\)"):
+        size_kv(spec, rules=ENGINES["vllm"], fmt=resolve_format("fp8", spec.dtype),
+                ctx_tokens=1024, sessions=1, gpu=A100)  # fmt: skip
