@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kvtool.errors import InputError, redact
-from kvtool.inputs.http import check_url, get_text
+from kvtool.http import check_url, get_text
 from kvtool.metrics.engines import Reading, rates, read
 from kvtool.metrics.prom import parse
 

@@ -24,7 +24,7 @@ import urllib.parse
 from typing import Any
 
 from kvtool.errors import InputError
-from kvtool.inputs.http import FetchError, check_url, get_text
+from kvtool.http import FetchError, check_url, get_text
 from kvtool.inputs.metrics import Scraped
 from kvtool.metrics.engines import rates, read
 from kvtool.metrics.prom import Sample

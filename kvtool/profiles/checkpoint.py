@@ -27,8 +27,16 @@ def _index_total(folder: Path) -> int | None:
     try:
         if not index.is_file() or index.stat().st_size > MAX_HEADER:
             return None
-        total = json.loads(index.read_text()).get("metadata", {}).get("total_size")
-    except (OSError, ValueError, AttributeError):
+        return _total_size(index.read_text())
+    except OSError:
+        return None
+
+
+def _total_size(text: str) -> int | None:
+    """``metadata.total_size`` of an index's text, or None."""
+    try:
+        total = json.loads(text).get("metadata", {}).get("total_size")
+    except (ValueError, AttributeError):
         return None
     return total if isinstance(total, int) and not isinstance(total, bool) and total > 0 else None
 
@@ -40,14 +48,28 @@ def _header_bytes(path: Path) -> int | None:
             head = f.read(8)
             if len(head) != 8:
                 return None
-            (length,) = struct.unpack("<Q", head)
-            if not 2 <= length <= MAX_HEADER:
+            length = _header_length(head)
+            if length is None:
                 return None
             raw = f.read(length)
-            if len(raw) != length:
-                return None  # cut short
-            header = json.loads(raw)
-    except (OSError, ValueError):
+    except OSError:
+        return None
+    if len(raw) != length:
+        return None  # cut short
+    return _tensor_bytes(raw)
+
+
+def _header_length(head: bytes) -> int | None:
+    (length,) = struct.unpack("<Q", head)
+    return length if 2 <= length <= MAX_HEADER else None
+
+
+def _tensor_bytes(raw: bytes) -> int | None:
+    """The bytes the tensors a safetensors header names take (its ``data_offsets``); None
+    for a header that is not one."""
+    try:
+        header = json.loads(raw)
+    except ValueError:
         return None
     if not isinstance(header, dict):
         return None
@@ -83,3 +105,51 @@ def checkpoint_bytes(folder: Path) -> CheckpointBytes | None:
         sum(s for s in sizes if s is not None),
         f"the headers of {count} safetensors file{'s' if count > 1 else ''}",
     )
+
+
+HUB_DEADLINE_S = 10.0  # the whole lookup, every request included
+
+
+def hub_checkpoint_bytes(
+    repo_id: str, *, endpoint: str, token: str | None = None, deadline_s: float = HUB_DEADLINE_S
+) -> tuple[CheckpointBytes | None, str]:
+    """A Hub repository's exact weight bytes, as ``checkpoint_bytes`` reads a folder but over
+    HTTP, headers only: ``model.safetensors.index.json``'s ``metadata.total_size``, else the
+    header of ``model.safetensors`` (two range requests: its length, then its JSON). Same
+    origin only (``http.get_bytes``: the Hub hands LFS files to a CDN on another origin, which
+    is not followed), within one deadline. ``(None, why)`` when neither answers."""
+    import time
+    from urllib.parse import quote
+
+    from kvtool.http import FetchError, get_bytes
+
+    base = f"{endpoint.rstrip('/')}/{quote(repo_id, safe='/')}/resolve/main"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    end = time.monotonic() + deadline_s
+
+    def get(name: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        left = end - time.monotonic()
+        if left <= 0:
+            raise FetchError(f"no whole answer within {deadline_s:g} s")
+        return get_bytes(f"{base}/{name}", deadline_s=left, headers=headers,
+                         max_bytes=MAX_HEADER, byte_range=byte_range)  # fmt: skip
+
+    try:
+        total = _total_size(get("model.safetensors.index.json").decode("utf-8", "replace"))
+        if total is not None:
+            return CheckpointBytes(total, "the Hub's model.safetensors.index.json"
+                                   " metadata.total_size"), ""  # fmt: skip
+        why = "its model.safetensors.index.json has no metadata.total_size"
+    except FetchError as exc:
+        why = f"model.safetensors.index.json: {exc}"
+    try:
+        length = _header_length(get("model.safetensors", (0, 7)).ljust(8, b"\0")[:8])
+        if length is None:
+            return None, f"{why}; model.safetensors: not a safetensors header"
+        raw = get("model.safetensors", (8, 8 + length - 1))
+        nbytes = _tensor_bytes(raw) if len(raw) == length else None
+    except FetchError as exc:
+        return None, f"{why}; model.safetensors: {exc}"
+    if not nbytes:
+        return None, f"{why}; model.safetensors: not a safetensors header"
+    return CheckpointBytes(nbytes, "the header of the Hub's model.safetensors"), ""

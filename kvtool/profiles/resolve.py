@@ -9,13 +9,16 @@ transformers, so bundled names and files stay instant.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvtool.errors import InputError
 from kvtool.model.config import spec_from_config
 from kvtool.model.spec import ModelSpec
 from kvtool.profiles.load import find_model_profile, model_profiles, read_config_json
 from kvtool.profiles.schema import ModelProfile
+
+if TYPE_CHECKING:
+    from kvtool.profiles.checkpoint import CheckpointBytes
 
 
 class ResolvedModel(NamedTuple):
@@ -56,17 +59,14 @@ def resolve_model(ref: str) -> ResolvedModel:
 
             exact = checkpoint_bytes(file.parent)
             if exact is not None:
-                spec = spec._replace(
-                    checkpoint_bytes=exact.nbytes, checkpoint_source=exact.source,
-                    notes=(*spec.notes, f"weights: {exact.nbytes:,} B, read from {exact.source}"
-                           " (not the parameter arithmetic)"),
-                )  # fmt: skip
+                spec = _with_exact_weights(spec, exact)
         return ResolvedModel(spec, "file", str(file), config)
     if ref.endswith(".json") or ref.startswith(("/", "./", "../", "~")):
         raise InputError(f"{ref}: no such file", "pass the path of a config.json, or its folder")
     if _looks_like_repo_id(ref):
-        config = load_hub_config(ref)
-        return ResolvedModel(spec_from_config(config, name=ref, source=ref), "hub", ref, config)
+        config, online = load_hub_config(ref)
+        spec = spec_from_config(config, name=ref, source=ref)
+        return ResolvedModel(_with_hub_weights(spec, ref, online), "hub", ref, config)
     raise InputError(f"unknown model {ref!r}", _closest_hint(ref))
 
 
@@ -120,8 +120,37 @@ def hub_reachable(timeout_s: float = 3.0) -> bool:
     return bool(result and result[0])
 
 
-def load_hub_config(repo_id: str) -> dict[str, Any]:
-    """``AutoConfig.from_pretrained(repo_id).to_dict()``; needs the ``hf`` extra.
+def _with_hub_weights(spec: ModelSpec, repo_id: str, online: bool) -> ModelSpec:
+    """``spec`` with the repository's exact weight bytes where the Hub gives them (its
+    safetensors index or header), and a note saying which source the weights came from."""
+    import os
+
+    from kvtool.profiles.checkpoint import hub_checkpoint_bytes
+
+    if not online:
+        why = "the Hub cannot be reached"
+        exact = None
+    else:
+        endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+        token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+        exact, why = hub_checkpoint_bytes(repo_id, endpoint=endpoint, token=token)
+    if exact is None:
+        note = f"weights from the parameter arithmetic: {why}"
+        return spec._replace(notes=(*spec.notes, note))
+    return _with_exact_weights(spec, exact)
+
+
+def _with_exact_weights(spec: ModelSpec, exact: CheckpointBytes) -> ModelSpec:
+    return spec._replace(
+        checkpoint_bytes=exact.nbytes, checkpoint_source=exact.source,
+        notes=(*spec.notes, f"weights: {exact.nbytes:,} B, read from {exact.source}"
+               " (not the parameter arithmetic)"),
+    )  # fmt: skip
+
+
+def load_hub_config(repo_id: str) -> tuple[dict[str, Any], bool]:
+    """``AutoConfig.from_pretrained(repo_id).to_dict()``, and whether the Hub answered; needs
+    the ``hf`` extra.
 
     When the hub cannot be reached (or ``HF_HUB_OFFLINE`` is set) only the local cache is
     read, so a missing network costs a few seconds, not half a minute of retries.
@@ -164,4 +193,4 @@ def load_hub_config(repo_id: str) -> dict[str, Any]:
             "check the repo id, HF_TOKEN for gated models, or HF_HUB_OFFLINE; or pass a path",
         ) from None
     data: dict[str, Any] = config.to_dict()
-    return data
+    return data, online

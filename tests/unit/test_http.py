@@ -1,4 +1,4 @@
-"""One GET against an endpoint kvtool does not trust (``inputs/http.py``): refused credentials,
+"""One GET against an endpoint kvtool does not trust (``http.py``): refused credentials,
 a same-origin redirect followed, another origin not, the whole call within its deadline."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from kvtool.errors import InputError
-from kvtool.inputs.http import FetchError, check_url, get_text
+from kvtool.http import FetchError, check_url, get_text
 
 
 @pytest.fixture

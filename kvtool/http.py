@@ -71,9 +71,28 @@ def get_text(
     """The body of ``GET url`` as text, read within ``deadline_s`` from the call's start
     (connecting, redirects and every read included: a server that drips bytes is cut off at
     the deadline); FetchError otherwise. At most ``MAX_BODY`` bytes are read."""
+    body = get_bytes(url, deadline_s=deadline_s, headers={"Accept": accept, **(headers or {})})
+    return body.decode("utf-8", errors="replace")
+
+
+def get_bytes(
+    url: str,
+    *,
+    deadline_s: float,
+    headers: dict[str, str] | None = None,
+    max_bytes: int = MAX_BODY,
+    byte_range: tuple[int, int] | None = None,
+) -> bytes:
+    """The body of ``GET url``, as ``get_text`` reads it, at most ``max_bytes`` of it. With
+    ``byte_range`` (first, last; inclusive) a ``Range`` header is sent and a 206 answer is
+    taken as well as a 200 (a server that ignores ranges: its first ``max_bytes``)."""
     end = time.monotonic() + deadline_s
     opener = urllib.request.build_opener(_SameOrigin(_origin(url)))
-    request = urllib.request.Request(url, headers={"Accept": accept, **(headers or {})})
+    sent = dict(headers or {})
+    if byte_range is not None:
+        sent["Range"] = f"bytes={byte_range[0]}-{byte_range[1]}"
+        max_bytes = min(max_bytes, byte_range[1] - byte_range[0] + 1)
+    request = urllib.request.Request(url, headers=sent)
 
     def left() -> float:
         remaining = end - time.monotonic()
@@ -83,15 +102,15 @@ def get_text(
 
     try:
         with opener.open(request, timeout=left()) as response:
-            if response.status != 200:
+            if response.status not in ((200, 206) if byte_range is not None else (200,)):
                 raise FetchError(f"HTTP {response.status}")
             sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)
             chunks: list[bytes] = []
             size = 0
-            while size < MAX_BODY:
+            while size < max_bytes:
                 if isinstance(sock, socket.socket):
                     sock.settimeout(left())
-                chunk = response.read1(min(65536, MAX_BODY - size))
+                chunk = response.read1(min(65536, max_bytes - size))
                 if not chunk:
                     break
                 chunks.append(chunk)
@@ -110,4 +129,4 @@ def get_text(
         raise FetchError(f"no whole answer within {deadline_s:g} s") from None
     except OSError as exc:
         raise FetchError(redact(str(exc.strerror or exc))) from None
-    return b"".join(chunks).decode("utf-8", errors="replace")
+    return b"".join(chunks)
