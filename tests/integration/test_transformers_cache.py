@@ -151,6 +151,16 @@ CASES: dict[str, dict[str, Any]] = {
                "mamba_ngroups": 2, "mamba_d_state": 8, "mamba_d_conv": 4, "mamba_expand": 2,
                "layer_types": ["mamba", "hybrid", "mamba", "hybrid"],
                "hybrid_layer_ids": [1, 3]},
+    # Nemotron-H and Qwen3.5: sized by hf before the Mamba fp32 rule; bf16 checks it for them
+    # (an MoE block, "E", not an MLP one, "-": 5.14.1 cannot build the latter)
+    "nemotron_h": {"num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "head_dim": 16, "intermediate_size": 128, "mamba_num_heads": 8,
+                   "mamba_head_dim": 16, "n_groups": 2, "ssm_state_size": 8, "conv_kernel": 4,
+                   "hybrid_override_pattern": "M*ME", "expand": 2},
+    "qwen3_5_text": {"num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+                     "head_dim": 16, "intermediate_size": 128, "linear_num_key_heads": 2,
+                     "linear_num_value_heads": 4, "linear_key_head_dim": 8,
+                     "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4},
     # Gemma-3n: the last num_kv_shared_layers read an earlier layer's cache and hold none
     "gemma3n_text": {"num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2,
                      "head_dim": 16, "intermediate_size": 128, "sliding_window": 8,
