@@ -122,8 +122,27 @@ SGLANG_CHECKED_HYBRIDS = frozenset(
 SGLANG_STATE_DTYPE_FROM_CONFIG = frozenset(
     ("falcon_h1", "nemotron_h", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "lfm2")
 )
-SGLANG_UNSERVED = ("jamba", "bamba", "zamba2", "plamo2", "minimax_text_01", "minimax_m1")
-SGLANG_NO_CLASS = "no model class in sglang/srt/models names it (no EntryClass)"
+_SGLANG_NO_CLASS = "SGLang 0.5.23 has no model class for it (no EntryClass in sglang/srt/models)"
+_SGLANG_SWA = (
+    "SGLang 0.5.23 keeps it in its hybrid sliding-window pool with {what}, which kvtool has not"
+    " modelled (is_hybrid_swa_model, configs/model_config.py:2651)"
+)
+SGLANG_REFUSED = (
+    *((t, _SGLANG_NO_CLASS) for t in
+      ("jamba", "bamba", "zamba2", "plamo2", "minimax_text_01", "minimax_m1")),
+    ("gemma4_text", _SGLANG_SWA.format(what="256- and 512-dim layers")),
+    ("mimo_v2_flash", _SGLANG_SWA.format(what="K and V of different widths")),
+    ("mimo_v2", _SGLANG_SWA.format(what="K and V of different widths")),
+    ("gemma3n_text", "how its pool treats the layers that read an earlier layer's KV"
+                     " (models/gemma3n_causal.py:374-380) is not modelled"),
+)  # fmt: skip
+_HF_NOT_WEIGHED = "not weighed against transformers' own cache (docs/sizing.md section 4)"
+HF_REFUSED = (
+    ("kimi_linear", "transformers 5.24's KimiLinear reads linear_num_heads and linear_head_dim,"
+     " not the published checkpoints' linear_attn_config (their remote code): not weighed"),
+    *((t, _HF_NOT_WEIGHED) for t in
+      ("gemma4_text", "mimo_v2_flash", "mimo_v2", "minimax_text_01", "minimax_m1", "plamo2")),
+)  # fmt: skip
 
 ENGINES: dict[str, EngineRules] = {
     rules.name: rules
@@ -192,7 +211,7 @@ ENGINES: dict[str, EngineRules] = {
             state_dtype_config_types=SGLANG_STATE_DTYPE_FROM_CONFIG,
             mamba2_needs_intermediate=True,
             checked_hybrids=SGLANG_CHECKED_HYBRIDS,
-            hybrids_refused=tuple((t, SGLANG_NO_CLASS) for t in SGLANG_UNSERVED),
+            hybrids_refused=SGLANG_REFUSED,
         ),
         EngineRules(
             name="hf",
@@ -216,6 +235,7 @@ ENGINES: dict[str, EngineRules] = {
             # tests/integration/test_transformers_cache.py
             fp32_state_kinds=frozenset({"gated_deltanet", "mamba1", "mamba2"}),
             checked_hybrids=HF_CHECKED_HYBRIDS,
+            hybrids_refused=HF_REFUSED,
         ),
         EngineRules(
             name="hf-legacy",

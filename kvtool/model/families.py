@@ -348,7 +348,7 @@ def check_engine(model_type: str, rules: EngineRules) -> None:
         return
     why = dict(rules.hybrids_refused).get(model_type)
     if why is not None:
-        raise ConfigError(f"{rules.source} cannot serve {model_type}: {why}",
+        raise ConfigError(f"kvtool does not size {model_type} under {rules.source}: {why}",
                           "use --engine vllm or --engine formula")  # fmt: skip
     raise ConfigError(
         f"kvtool models {model_type} only as vLLM allocates it (and the textbook formula);"

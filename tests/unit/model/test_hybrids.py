@@ -199,7 +199,7 @@ def test_other_engines_are_refused_for_families_not_checked_for_them(
     engine: str, name: str
 ) -> None:
     spec = spec_from_config(_config(name), name=name)
-    with pytest.raises(ConfigError, match=f"how {engine} lays it out is not modelled|cannot serve"):
+    with pytest.raises(ConfigError, match=f"how {engine} lays it out|does not size"):
         _size(spec, engine=engine)
 
 

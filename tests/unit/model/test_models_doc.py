@@ -52,8 +52,8 @@ def _reason(exc: Exception) -> str:
     text = str(exc.args[0]) if exc.args else str(exc)
     if "only as vLLM allocates it" in text or "only as vLLM 0.33.0 allocates them" in text:
         return "refused: this engine's layout of the family is not modelled"
-    if "no model class" in text:
-        return "refused: SGLang 0.5.23 has no class for it"
+    if text.startswith("kvtool does not size "):  # a reason given by name
+        return "refused: " + text.split(": ", 1)[1].split(" (")[0]
     return "refused: " + text.split(" (")[0].removeprefix("kvtool ")[:90]
 
 
