@@ -51,6 +51,16 @@ EngineOpt = Annotated[
         rich_help_panel=PANEL_SHAPE,
     ),
 ]
+StateDtypeOpt = Annotated[
+    str,
+    typer.Option(
+        "--state-dtype",
+        metavar="DTYPE",
+        help="Recurrent-state format of Mamba, GDN and KDA layers: auto, fp32, bf16, fp16"
+        " (vLLM's --mamba-ssm-cache-dtype, SGLang's --mamba-ssm-dtype). auto = the engine's.",
+        rich_help_panel=PANEL_SHAPE,
+    ),
+]
 KvDtypeOpt = Annotated[
     str,
     typer.Option(

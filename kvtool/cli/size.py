@@ -12,6 +12,7 @@ from kvtool.cli.options import (
     EngineOpt,
     KvDtypeOpt,
     SessionsOpt,
+    StateDtypeOpt,
     TpOpt,
     merge,
     note_renamed,
@@ -49,6 +50,7 @@ def size(
     ctx: CtxOpt = "8k",
     sessions: SessionsOpt = "1",
     kv_dtype: KvDtypeOpt = "auto",
+    state_dtype: StateDtypeOpt = "auto",
     engine: EngineOpt = "vllm",
     tp: TpOpt = None,
     block_size: BlockTokensOpt = None,
@@ -113,7 +115,7 @@ def size(
         gpu_memory_utilization=gpu_memory_utilization, emit=emit, t3_dir=t3_dir, bench=bench,
         max_num_batched_tokens=max_num_batched_tokens, pp=pp, dp_attention=dp_attention,
         cost=cost, prices=prices, region=region, calibrate=calibrate, posture=posture,
-        as_json=as_json,
+        as_json=as_json, state_dtype=state_dtype,
     )  # fmt: skip
 
 
@@ -149,6 +151,7 @@ def answer(
     calibrate: str | None,
     posture: str | None,
     as_json: bool,
+    state_dtype: str = "auto",
     command: str = "size",
     restore_slo: str | None = None,
     reload_from: str | None = None,
@@ -265,8 +268,9 @@ def answer(
     for name in names:  # each resolved before anything is printed: one bad name, exit 2
         resolved = resolve_model(name)
         shape = resolve_shape(
-            resolved, engine=engine, kv_dtype=kv_dtype, tp=tp, block_size=block_size
-        )
+            resolved, engine=engine, kv_dtype=kv_dtype, tp=tp, block_size=block_size,
+            state_dtype=state_dtype,
+        )  # fmt: skip
         if plan_hardware is None:
             chosen = batched_tokens(shape.rules, batched)
             results = [

@@ -10,7 +10,9 @@ from kvtool.model.formats import resolve_format
 from kvtool.units import parse_count
 
 if TYPE_CHECKING:
+    from kvtool.model.engines import EngineRules
     from kvtool.model.shape import KvShape
+    from kvtool.model.spec import ModelSpec
     from kvtool.profiles.resolve import ResolvedModel
 
 
@@ -21,10 +23,12 @@ def resolve_shape(
     kv_dtype: str = "auto",
     tp: str | int | None = None,
     block_size: str | int | None = None,
+    state_dtype: str = "auto",
 ) -> KvShape:
     """The shape of ``model``'s KV: a bundled name, a config path or a Hub id (or a model
     already resolved), under ``engine``'s rules, in ``kv_dtype`` (``auto``: the model's own),
-    at ``tp`` (None: 1, marked not given so a planner may choose)."""
+    at ``tp`` (None: 1, marked not given so a planner may choose), its recurrent states in
+    ``state_dtype`` (``auto``: as the engine keeps them)."""
     from kvtool.model.shape import KvShape  # (here: a replay without a model needs none)
     from kvtool.profiles.resolve import resolve_model
 
@@ -34,6 +38,8 @@ def resolve_shape(
     block = _block_tokens(block_size)
     if block is not None:
         check_block_size(rules, block)
+    if state_dtype.strip().lower() != "auto":
+        spec = _with_state_dtype(spec, state_dtype, rules)
     return KvShape(
         spec=spec,
         rules=rules,
@@ -42,6 +48,54 @@ def resolve_shape(
         block_size=block,
         tp_given=tp is not None,
     )
+
+
+_STATE_DTYPES = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16",
+                 "fp16": "fp16", "float16": "fp16"}  # fmt: skip
+
+
+def _with_state_dtype(spec: ModelSpec, text: str, rules: EngineRules) -> ModelSpec:
+    """``spec`` with every recurrent state in the dtype ``--state-dtype`` names, as the engine's
+    own setting does: vLLM 0.33.0's ``--mamba-ssm-cache-dtype`` (Mamba, GDN, KDA;
+    ``mamba_utils.py:98-146``), SGLang 0.5.23's ``--mamba-ssm-dtype`` (every family:
+    ``configs/mamba_utils.py:96``). InputError where the engine has no such setting or refuses
+    the dtype."""
+    from kvtool.model.spec import StateLayers
+
+    dtype = _STATE_DTYPES.get(text.strip().lower())
+    if dtype is None:
+        raise InputError(f"--state-dtype {text!r} is not one of auto, fp32, bf16, fp16",
+                         "e.g. --state-dtype bf16")  # fmt: skip
+    if rules.name not in ("vllm", "sglang", "formula"):
+        raise InputError(
+            f"--state-dtype: {rules.source} has no setting for it (its recurrent states are"
+            " what docs/sizing.md section 4 says)",
+            "drop --state-dtype, or use --engine vllm or sglang",
+        )
+    states = [g for g in spec.groups if isinstance(g, StateLayers)]
+    if not states:
+        raise InputError(f"--state-dtype: {spec.name} has no recurrent-state layers",
+                         "drop --state-dtype")  # fmt: skip
+    if rules.name == "vllm":
+        if any(g.kind == "lightning" for g in states):
+            raise InputError(
+                "--state-dtype: vLLM keeps lightning attention's state in the KV cache dtype"
+                " (linear_attention_state_dtype), not --mamba-ssm-cache-dtype's",
+                "use --kv-dtype instead",
+            )
+        if dtype == "fp16" and any(g.kind == "kda" for g in states):
+            raise InputError(
+                "--state-dtype fp16: vLLM 0.33.0 keeps a KDA state in fp32 or bf16 only"
+                " (kda_state_dtype raises on float16)",
+                "use --state-dtype bf16 or fp32",
+            )
+    groups = tuple(
+        g._replace(state_dtype=dtype, state_dtype_key="") if isinstance(g, StateLayers) else g
+        for g in spec.groups
+    )
+    setting = {"vllm": ": vLLM's --mamba-ssm-cache-dtype", "sglang": ": SGLang's --mamba-ssm-dtype"}
+    note = f"recurrent states in {dtype} (--state-dtype{setting.get(rules.name, '')})"
+    return spec._replace(groups=groups, notes=(*spec.notes, note))
 
 
 def split_models(text: str) -> list[str]:

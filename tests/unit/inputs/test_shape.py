@@ -94,3 +94,41 @@ def test_model_lists_split_on_commas_unless_the_text_is_a_path(tmp_path) -> None
         split_models("a,")
     with pytest.raises(InputError, match="names 'a' twice"):
         split_models("a,b,a")
+
+
+def _state_bytes(shape: object) -> int:
+    result = shape.size(1, 1)  # type: ignore[attr-defined]
+    return sum(g.bytes_per_rank_per_session for g in result.groups if g.fixed_bytes_per_session)
+
+
+def test_state_dtype_sets_every_recurrent_state_as_the_engines_own_setting_does() -> None:
+    """vLLM's --mamba-ssm-cache-dtype: Qwen3-Next's GDN state (32 heads of 128 x 128) in fp32
+    instead of the model's bf16; the conv window stays in the model dtype. SGLang's
+    --mamba-ssm-dtype is checked against SGLang's own code in test_sglang_state.py."""
+    auto = resolve_shape("qwen3-next-80b-a3b", engine="formula")
+    fp32 = resolve_shape("qwen3-next-80b-a3b", engine="formula", state_dtype="float32")
+    assert _state_bytes(fp32) - _state_bytes(auto) == 36 * 32 * 128 * 128 * 2
+    assert fp32.spec.notes[-1] == "recurrent states in fp32 (--state-dtype)"
+    vllm = resolve_shape("qwen3-next-80b-a3b", state_dtype="bf16")
+    assert vllm.spec.notes[-1] == (
+        "recurrent states in bf16 (--state-dtype: vLLM's --mamba-ssm-cache-dtype)"
+    )
+    untouched = resolve_shape("qwen3-next-80b-a3b", state_dtype="AUTO").spec
+    assert not any("--state-dtype" in note for note in untouched.notes)
+
+
+@pytest.mark.parametrize(
+    ("model", "engine", "value", "message"),
+    [
+        ("qwen3-next-80b-a3b", "vllm", "int8", "is not one of auto, fp32, bf16, fp16"),
+        ("qwen3-next-80b-a3b", "hf", "bf16", "transformers 5.24 DynamicCache has no setting"),
+        ("llama-3.1-8b", "vllm", "bf16", "llama-3.1-8b has no recurrent-state layers"),
+        ("kimi-k3", "vllm", "fp16", "KDA state in fp32 or bf16 only"),
+        ("minimax-m1", "vllm", "fp32", "lightning attention's state in the KV cache dtype"),
+    ],
+)
+def test_a_state_dtype_the_engine_has_no_setting_for_is_one_clear_error(
+    model: str, engine: str, value: str, message: str
+) -> None:
+    with pytest.raises(InputError, match=message):
+        resolve_shape(model, engine=engine, state_dtype=value)
