@@ -91,6 +91,9 @@ class EngineRules(NamedTuple):
     # Mamba2 is built from the config's intermediate_size, which it must carry (SGLang 0.5.23
     # configs/mamba2.py:48 reads it; expand x hidden is not used)
     mamba2_needs_intermediate: bool = False
+    # said beside every size of a model with state layers: how the engine's admission differs
+    # from the one slot a session holds
+    state_pool_note: str = ""
     # what a --block-tokens must be a multiple of (vLLM 0.33.0's CUDA attention backends:
     # FlashAttention and Triton take MultipleOf(16), v1/attention/backends/flash_attn.py:367,
     # triton_attn.py:340, checked by AttentionBackend.supports_block_size, backend.py:122);
@@ -210,6 +213,13 @@ ENGINES: dict[str, EngineRules] = {
             state_dtype_keys=("mamba_ssm_dtype",),
             state_dtype_config_types=SGLANG_STATE_DTYPE_FROM_CONFIG,
             mamba2_needs_intermediate=True,
+            state_pool_note=(
+                "SGLang 0.5.23 keeps the state slots in a pool of their own, sized by"
+                " --mamba-full-memory-ratio (0.9: 47% of the memory left after the weights), and"
+                " with its radix cache admits one running request per 3 slots"
+                " (mem_cache/kv_cache_configurator.py:3062, 3229): kvtool counts the one slot a"
+                " session holds, not that admission"
+            ),
             checked_hybrids=SGLANG_CHECKED_HYBRIDS,
             hybrids_refused=SGLANG_REFUSED,
         ),

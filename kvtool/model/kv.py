@@ -154,6 +154,8 @@ def size_kv(
     if rules.gpu_backends and any(not isinstance(g, StateLayers) for g in spec.groups):
         backend = attention_backend(spec, fmt.name, gpu)
     priced = [_price(group, spec, rules, fmt, tp, notes) for group in spec.groups]
+    if rules.state_pool_note and any(isinstance(g, StateLayers) for g in spec.groups):
+        notes.append(rules.state_pool_note)
     bs = _block_size(spec, rules, priced, block_size, notes, gpu, backend)
     replicas = tp if rules.shards_over_tp else 1
     unified = _unified_blocks(priced, bs, rules, notes)

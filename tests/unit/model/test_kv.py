@@ -254,8 +254,12 @@ def test_qwen3_next_state_and_vllm_hybrid_block() -> None:
 
 
 def test_sglang_keeps_gdn_recurrent_state_in_fp32() -> None:
-    state = size("qwen3-next-80b-a3b", engine="sglang", ctx=1).groups[1]
-    assert state.fixed_bytes_per_session == 36 * (3 * 8192 * 2 + 32 * 128 * 128 * 4)
+    result = size("qwen3-next-80b-a3b", engine="sglang", ctx=1)
+    assert result.groups[1].fixed_bytes_per_session == 36 * (3 * 8192 * 2 + 32 * 128 * 128 * 4)
+    # its admission differs from the one slot a session holds, and the output says so
+    assert any("one running request per 3 slots" in note for note in result.notes)
+    assert not any("per 3 slots" in note for note in size("qwen3-next-80b-a3b", ctx=1).notes)
+    assert not any("per 3 slots" in n for n in size("llama-3.1-8b", engine="sglang").notes)
 
 
 def test_user_block_size_overrides_default() -> None:
