@@ -66,7 +66,7 @@ def _with_state_dtype(spec: ModelSpec, text: str, rules: EngineRules) -> ModelSp
     if dtype is None:
         raise InputError(f"--state-dtype {text!r} is not one of auto, fp32, bf16, fp16",
                          "e.g. --state-dtype bf16")  # fmt: skip
-    if rules.name not in ("vllm", "sglang", "formula"):
+    if rules.state_dtype_setting is None:
         raise InputError(
             f"--state-dtype: {rules.source} has no setting for it (its recurrent states are"
             " what docs/sizing.md section 4 says)",
@@ -76,25 +76,16 @@ def _with_state_dtype(spec: ModelSpec, text: str, rules: EngineRules) -> ModelSp
     if not states:
         raise InputError(f"--state-dtype: {spec.name} has no recurrent-state layers",
                          "drop --state-dtype")  # fmt: skip
-    if rules.name == "vllm":
-        if any(g.kind == "lightning" for g in states):
-            raise InputError(
-                "--state-dtype: vLLM keeps lightning attention's state in the KV cache dtype"
-                " (linear_attention_state_dtype), not --mamba-ssm-cache-dtype's",
-                "use --kv-dtype instead",
-            )
-        if dtype == "fp16" and any(g.kind == "kda" for g in states):
-            raise InputError(
-                "--state-dtype fp16: vLLM 0.33.0 keeps a KDA state in fp32 or bf16 only"
-                " (kda_state_dtype raises on float16)",
-                "use --state-dtype bf16 or fp32",
-            )
+    for kind, refused, why in rules.state_dtype_refused:
+        if any(g.kind == kind for g in states) and refused in ("", dtype):
+            hint = "use bf16 or fp32" if refused else "use --kv-dtype instead"
+            raise InputError(f"--state-dtype {dtype}: {why}", hint)
     groups = tuple(
         g._replace(state_dtype=dtype, state_dtype_key="") if isinstance(g, StateLayers) else g
         for g in spec.groups
     )
-    setting = {"vllm": ": vLLM's --mamba-ssm-cache-dtype", "sglang": ": SGLang's --mamba-ssm-dtype"}
-    note = f"recurrent states in {dtype} (--state-dtype{setting.get(rules.name, '')})"
+    setting = f": {rules.state_dtype_setting}" if rules.state_dtype_setting else ""
+    note = f"recurrent states in {dtype} (--state-dtype{setting})"
     return spec._replace(groups=groups, notes=(*spec.notes, note))
 
 

@@ -91,6 +91,11 @@ class EngineRules(NamedTuple):
     # Mamba2 is built from the config's intermediate_size, which it must carry (SGLang 0.5.23
     # configs/mamba2.py:48 reads it; expand x hidden is not used)
     mamba2_needs_intermediate: bool = False
+    # the engine's own setting for the recurrent states' dtype (kvtool's --state-dtype), as
+    # "<engine>'s <flag>"; "" for the formula (no engine); None: the engine has none
+    state_dtype_setting: str | None = None
+    # (state kind, dtype or "" for any, why) the engine refuses for that setting
+    state_dtype_refused: tuple[tuple[str, str, str], ...] = ()
     # said beside every size of a model with state layers: how the engine's admission differs
     # from the one slot a session holds
     state_pool_note: str = ""
@@ -139,6 +144,12 @@ SGLANG_REFUSED = (
     ("gemma3n_text", "how its pool treats the layers that read an earlier layer's KV"
                      " (models/gemma3n_causal.py:374-380) is not modelled"),
 )  # fmt: skip
+VLLM_STATE_DTYPE_REFUSED = (
+    ("lightning", "", "vLLM keeps lightning attention's state in the KV cache dtype"
+     " (linear_attention_state_dtype), not --mamba-ssm-cache-dtype's"),
+    ("kda", "fp16", "vLLM 0.33.0 keeps a KDA state in fp32 or bf16 only"
+     " (kda_state_dtype raises on float16)"),
+)  # fmt: skip
 _HF_NOT_WEIGHED = "not weighed against transformers' own cache (docs/sizing.md section 4)"
 HF_REFUSED = (
     ("kimi_linear", "transformers 5.24's KimiLinear reads linear_num_heads and linear_head_dim,"
@@ -164,6 +175,7 @@ ENGINES: dict[str, EngineRules] = {
             conv_state_steps="kernel_minus_one",
             quantized_kv=True,
             sizes_hybrids=True,
+            state_dtype_setting="",
         ),
         EngineRules(
             name="vllm",
@@ -188,6 +200,9 @@ ENGINES: dict[str, EngineRules] = {
             block_size_multiple=16,
             nvfp4_kv_families=frozenset({100}),
             nvfp4_kv_limited_families=frozenset({80, 90, 120}),
+            # mamba_utils.py:98-146: Mamba, GDN and KDA states; lightning keeps the KV dtype
+            state_dtype_setting="vLLM's --mamba-ssm-cache-dtype",
+            state_dtype_refused=VLLM_STATE_DTYPE_REFUSED,
             gpu_backends=True,
         ),
         EngineRules(
@@ -213,6 +228,7 @@ ENGINES: dict[str, EngineRules] = {
             state_dtype_keys=("mamba_ssm_dtype",),
             state_dtype_config_types=SGLANG_STATE_DTYPE_FROM_CONFIG,
             mamba2_needs_intermediate=True,
+            state_dtype_setting="SGLang's --mamba-ssm-dtype",  # configs/mamba_utils.py:96
             state_pool_note=(
                 "SGLang 0.5.23 keeps the state slots in a pool of their own, sized by"
                 " --mamba-full-memory-ratio (0.9: 47% of the memory left after the weights), and"
