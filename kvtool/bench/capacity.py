@@ -27,9 +27,9 @@ from typing import NamedTuple
 
 from kvtool.bench.fio import FLEET_FILES, FioError, aligned, fleet_job, json_document
 from kvtool.bench.sessions import Level, Search, Workload, fixed, level_of, search
-from kvtool.bench.t3 import T3Options, run_t3, servers_unreachable, t3_folder
+from kvtool.bench.t3 import T3Options, check_odirect, run_t3, servers_unreachable, t3_folder
 from kvtool.errors import InputError
-from kvtool.probe.host import CommandResult, Host, odirect_probe
+from kvtool.probe.host import CommandResult, Host
 from kvtool.scratch import Scratch
 
 SCRATCH_PREFIX = "kvtool-capacity-"
@@ -123,13 +123,8 @@ def run_capacity(
     with Scratch() as cleanup:
         scratch = cleanup.folder(Path(path), SCRATCH_PREFIX)
         if options.direct:
-            probe = odirect_probe(str(scratch), 1)
-            if not probe["ok"]:
-                raise InputError(
-                    f"{path} does not take O_DIRECT ({probe['error']})",
-                    "measure through the page cache with --no-direct (restores then"
-                    " include caching)",
-                )
+            check_odirect(scratch, path, "measure through the page cache with --no-direct"
+                          " (restores then include caching)")  # fmt: skip
         files = _Files(scratch / "sessions", workload, file_bytes, options.direct)
         fleet = _Fleet(host, scratch, options, progress) if options.hosts else None
 

@@ -177,13 +177,8 @@ def _measure(
 ) -> list[BenchResult]:
     """The fio runs (and the GDS read) in ``scratch``."""
     if options.direct:
-        probe = odirect_probe(str(scratch), 1)
-        if not probe["ok"]:
-            raise InputError(
-                f"{path} does not take O_DIRECT ({probe['error']})",
-                "benchmark through the page cache with --no-direct (the figures then"
-                " include caching)",
-            )
+        check_odirect(scratch, path, "benchmark through the page cache with --no-direct (the"
+                      " figures then include caching)")  # fmt: skip
     job = FioJob(
         ops=options.ops,
         directory=str(scratch),
@@ -260,6 +255,13 @@ def _latency_rows(
                 " an engine pays per chunk file before its bytes move",
             ))  # fmt: skip
     return rows
+
+
+def check_odirect(scratch: Path, path: str, instead: str) -> None:
+    """InputError, with ``instead`` as the fix, when ``scratch`` does not take O_DIRECT."""
+    probe = odirect_probe(str(scratch), 1)
+    if not probe["ok"]:
+        raise InputError(f"{path} does not take O_DIRECT ({probe['error']})", instead)
 
 
 def servers_unreachable(done: CommandResult) -> None:

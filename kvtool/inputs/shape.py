@@ -50,19 +50,16 @@ def resolve_shape(
     )
 
 
-_STATE_DTYPES = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16",
-                 "fp16": "fp16", "float16": "fp16"}  # fmt: skip
-
-
 def _with_state_dtype(spec: ModelSpec, text: str, rules: EngineRules) -> ModelSpec:
     """``spec`` with every recurrent state in the dtype ``--state-dtype`` names, as the engine's
     own setting does: vLLM 0.33.0's ``--mamba-ssm-cache-dtype`` (Mamba, GDN, KDA;
     ``mamba_utils.py:98-146``), SGLang 0.5.23's ``--mamba-ssm-dtype`` (every family:
     ``configs/mamba_utils.py:96``). InputError where the engine has no such setting or refuses
     the dtype."""
+    from kvtool.model.fields import normalize_dtype
     from kvtool.model.spec import StateLayers
 
-    dtype = _STATE_DTYPES.get(text.strip().lower())
+    dtype = normalize_dtype(text.strip().lower())
     if dtype is None:
         raise InputError(f"--state-dtype {text!r} is not one of auto, fp32, bf16, fp16",
                          "e.g. --state-dtype bf16")  # fmt: skip

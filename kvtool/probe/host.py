@@ -105,26 +105,30 @@ def _stop(process: subprocess.Popen[str]) -> None:
         process.communicate()
 
 
+def _start(argv: Sequence[str]) -> subprocess.Popen[str] | CommandResult:
+    """``argv`` started (no shell; output read as text, bytes that are not UTF-8 replaced), or
+    why it could not be: 127 when the program is not installed, 126 when it cannot run."""
+    try:
+        return subprocess.Popen(
+            list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            errors="replace",
+        )  # fmt: skip
+    except FileNotFoundError:
+        return CommandResult(NOT_INSTALLED, "", f"{argv[0]}: command not found")
+    except OSError as exc:
+        return CommandResult(126, "", f"{argv[0]}: {exc.strerror or exc}")
+
+
 class Spawned:
-    """A command running beside the caller's own work (``LocalHost.spawn``): ``finish`` waits
-    for it within a deadline, ``stop`` ends it (SIGINT, then a kill after 10 s)."""
+    """A command running beside the caller's own work (``LocalHost.spawn``), or the one
+    ``LocalHost.run`` waits for: ``finish`` waits within a deadline, ``stop`` ends it (SIGINT,
+    then a kill after 10 s)."""
 
     def __init__(self, argv: Sequence[str]) -> None:
         self.argv = list(argv)
-        self.process: subprocess.Popen[str] | None = None
-        self.failed: CommandResult | None = None
-        try:
-            self.process = subprocess.Popen(
-                self.argv,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                errors="replace",
-            )
-        except FileNotFoundError:
-            self.failed = CommandResult(NOT_INSTALLED, "", f"{argv[0]}: command not found")
-        except OSError as exc:
-            self.failed = CommandResult(126, "", f"{argv[0]}: {exc.strerror or exc}")
+        started = _start(self.argv)
+        self.process = None if isinstance(started, CommandResult) else started
+        self.failed = started if isinstance(started, CommandResult) else None
 
     def finish(self, timeout_s: float) -> CommandResult:
         """Its output once it ends; 124 (and stopped) when it runs past ``timeout_s``."""
@@ -162,28 +166,7 @@ class LocalHost:
             return None
 
     def run(self, key: str, argv: Sequence[str], timeout_s: float | None = None) -> CommandResult:
-        timeout = timeout_s or self.timeout_s
-        try:
-            process = subprocess.Popen(
-                list(argv),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                errors="replace",
-            )
-        except FileNotFoundError:
-            return CommandResult(NOT_INSTALLED, "", f"{argv[0]}: command not found")
-        except OSError as exc:
-            return CommandResult(126, "", f"{argv[0]}: {exc.strerror or exc}")
-        try:
-            stdout, stderr = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _stop(process)
-            return CommandResult(124, "", f"{argv[0]}: timed out after {timeout:g} s")
-        except BaseException:  # Ctrl-C or SIGTERM: stop the child before anything cleans up
-            _stop(process)
-            raise
-        return CommandResult(process.returncode, stdout, stderr)
+        return Spawned(argv).finish(timeout_s or self.timeout_s)
 
     def spawn(self, key: str, argv: Sequence[str]) -> Spawned:
         """Start ``argv`` (no shell) and return at once; the caller finishes or stops it."""
@@ -202,18 +185,9 @@ class LocalHost:
         import time
 
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
-        try:
-            process = subprocess.Popen(
-                list(argv),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                errors="replace",
-            )
-        except FileNotFoundError:
-            return CommandResult(NOT_INSTALLED, "", f"{argv[0]}: command not found")
-        except OSError as exc:
-            return CommandResult(126, "", f"{argv[0]}: {exc.strerror or exc}")
+        process = _start(argv)
+        if isinstance(process, CommandResult):
+            return process
         out: list[str] = []
         err: list[str] = []
         assert process.stdout is not None

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A port on 127.0.0.1 nothing listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -20,7 +21,7 @@ def _free_port() -> int:
 @pytest.fixture
 def fio_servers(tmp_path: Path) -> Iterator[list[int]]:
     """Two ``fio --server`` processes on 127.0.0.1, stopped afterwards."""
-    ports = [_free_port(), _free_port()]
+    ports = [free_port(), free_port()]
     servers = [
         subprocess.Popen(
             ["fio", f"--server=ip:127.0.0.1,{port}"],

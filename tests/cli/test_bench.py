@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.conftest import free_port
 from tests.conftest import CliResult
 
 FIO = shutil.which("fio")
@@ -89,12 +89,6 @@ def test_model_sizes_the_transfer_as_one_kv_chunk(kvtool: Kvtool, tmp_path: Path
     assert any("256-token chunk of llama-3.1-70b" in n for n in data["notes"])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @needs_fio
 @pytest.mark.fio
 def test_hosts_drive_two_fio_servers_for_the_aggregate(
@@ -121,7 +115,7 @@ def test_hosts_drive_two_fio_servers_for_the_aggregate(
 @pytest.mark.fio
 def test_hosts_that_do_not_answer_are_one_clear_error(kvtool: Kvtool, tmp_path: Path) -> None:
     done = kvtool("bench", "--tier", "t3", "--t3-dir", str(tmp_path), *QUICK,
-                  "--hosts", f"127.0.0.1:{_free_port()}")  # fmt: skip
+                  "--hosts", f"127.0.0.1:{free_port()}")  # fmt: skip
     assert done.exit_code == 2
     assert "fio could not reach its servers" in done.stderr
     assert "fio --server" in done.stderr
@@ -334,7 +328,7 @@ def test_t4_missing_bucket_is_one_line_and_leaves_nothing(kvtool: Kvtool, s3_end
 
 
 def test_t4_unreachable_endpoint(kvtool: Kvtool, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     done = kvtool("bench", "--tier", "t4", "--t4-url", "s3://kv-bench/kv", "--transfer-size",

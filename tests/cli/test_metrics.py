@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.cli.conftest import free_port
 from tests.conftest import CliResult
 
 Run = Callable[..., CliResult]
@@ -56,12 +56,6 @@ def engine() -> Iterator[Callable[[str], str]]:
         server.server_close()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_a_live_vllm_and_lmcache_pair_read_at_once(kvtool: Run, engine) -> None:  # type: ignore[no-untyped-def]
     vllm, lmcache = engine("vllm-0.33.0-llama-3.1-8b"), engine("lmcache-0.5.6")
     result = kvtool("metrics", vllm, lmcache, "--json")
@@ -102,7 +96,7 @@ def test_a_fleet_from_a_file_with_one_dead_host_is_exit_1(  # type: ignore[no-un
 ) -> None:
     live = engine("sglang-0.5.23")
     hosts = tmp_path / "hosts.txt"
-    dead = f"127.0.0.1:{_free_port()}"
+    dead = f"127.0.0.1:{free_port()}"
     hosts.write_text(f"# the fleet\n{live}\n{dead}  # down for maintenance\n")
     result = kvtool("metrics", "--from", str(hosts), "--timeout", "2")
     assert result.exit_code == 1
