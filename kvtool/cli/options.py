@@ -47,7 +47,8 @@ EngineOpt = Annotated[
         "--engine",
         "-e",
         metavar="ENGINE",
-        help="Whose memory layout to count: " + ", ".join(ENGINES) + ".",
+        help="Whose memory layout to count: " + ", ".join(ENGINES) + " (hf: the transformers"
+        " release installed here; hf==5.24 names one).",
         rich_help_panel=PANEL_SHAPE,
     ),
 ]

@@ -39,7 +39,8 @@ def plan(
             "-e",
             metavar="ENGINE",
             help="Whose memory layout to count: " + ", ".join(ENGINES) + " (default vllm;"
-            " with --emit, the engine that target configures).",
+            " hf: the transformers release installed here, hf==5.24 names one; with --emit,"
+            " the engine that target configures).",
             rich_help_panel=PANEL_SHAPE,
         ),
     ] = None,

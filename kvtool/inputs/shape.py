@@ -34,7 +34,7 @@ def resolve_shape(
 
     resolved = resolve_model(model) if isinstance(model, str) else model
     spec = resolved.spec
-    rules = get_engine(engine)
+    rules = engine_rules(engine)
     block = _block_tokens(block_size)
     if block is not None:
         check_block_size(rules, block)
@@ -48,6 +48,18 @@ def resolve_shape(
         block_size=block,
         tp_given=tp is not None,
     )
+
+
+def engine_rules(engine: str) -> EngineRules:
+    """``--engine``'s rules; for ``hf``, those of the transformers release installed here
+    (``hf==X.Y`` names one whatever is installed; none installed: the newest checked)."""
+    rules = get_engine(engine)
+    if rules.installed_release and not rules.release_note:
+        from kvtool.model.engines import for_installed
+        from kvtool.probe.host import installed_version
+
+        rules = for_installed(rules, installed_version(rules.installed_release))
+    return rules
 
 
 def _with_state_dtype(spec: ModelSpec, text: str, rules: EngineRules) -> ModelSpec:

@@ -15,15 +15,18 @@ and version):
 * ``sglang`` (0.5.23): one-token pages, the same head sharding; sliding windows bound memory
   only for architectures on its hybrid-SWA allow-list (gpt-oss, Llama 4); Mamba/GDN recurrent
   state in fp32 by default.
-* ``hf`` (transformers 5.24 ``DynamicCache``): no paging, no sharding; sliding layers keep
+* ``hf`` (transformers 5.25 ``DynamicCache``): no paging, no sharding; sliding layers keep
   ``window - 1`` tokens; MLA caches the latent (since 5.15.0); the DSA indexer key is cached in
-  the model dtype; Falcon-40B's K/V are broadcast to every query head before caching.
-* ``hf-legacy`` (transformers <= 5.14.1): as ``hf`` but MLA models cache decompressed per-head
+  the model dtype. Which release's rules apply follows the transformers installed
+  (``hf_release``, called by the front door): 5.15 to 5.24 broadcast Falcon-40B's K/V to every
+  query head before caching; ``hf==5.24`` names those rules whatever is installed.
+* ``hf-legacy`` (transformers <= 5.14.1): as 5.24 but MLA models cache decompressed per-head
   K (qk_nope + qk_rope) and V (v_head_dim), about 71x the latent for DeepSeek-V3.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Literal, NamedTuple
 
 from kvtool.errors import InputError
@@ -113,6 +116,12 @@ class EngineRules(NamedTuple):
     # the attention backend the GPU gets decides the block size and refuses some KV dtypes
     # (model/backends.py: vLLM 0.33.0's CUDA backends)
     gpu_backends: bool = False
+    # said beside every size: which release of the engine these rules are, and why that one
+    # (transformers: the one installed, or the newest checked when none is)
+    release_note: str = ""
+    # the Python distribution whose installed release picks these rules ("transformers": its
+    # metadata read by the front door, ``for_installed``); "" where the rules are one release's
+    installed_release: str = ""
 
 
 # the hybrid families whose transformers 5.24 cache was weighed after a forward pass, in fp32
@@ -241,7 +250,7 @@ ENGINES: dict[str, EngineRules] = {
         ),
         EngineRules(
             name="hf",
-            source="transformers 5.24 DynamicCache",
+            source="transformers 5.25 DynamicCache",
             block_size=1,
             mla_block_size=1,
             shards_over_tp=False,
@@ -252,8 +261,12 @@ ENGINES: dict[str, EngineRules] = {
             ssm_state_default="model",
             conv_state_steps="kernel",
             quantized_kv=False,
-            kv_heads_cached="hf_broadcast",
-            # transformers 5.24 keeps these recurrent states in fp32 whatever the model's
+            # 5.25.0 caches Falcon's KV heads as the weights hold them: the fused QKV is split per
+            # KV group (models/falcon/modeling_falcon.py:296-300) and key_states goes to
+            # layer_past.update (:318) before any repeat; 5.24 broadcast them (HF_RELEASES)
+            kv_heads_cached="config",
+            installed_release="transformers",
+            # transformers 5.24 and 5.25 keep these recurrent states in fp32 whatever the model's
             # dtype: Gated DeltaNet casts (models/qwen3_next/modeling_qwen3_next.py:414), the
             # Mamba scans return fp32 final states (models/mamba/modeling_mamba.py:478,
             # models/mamba2/modeling_mamba2.py:596, models/jamba/modeling_jamba.py:618,
@@ -288,9 +301,84 @@ ENGINES: dict[str, EngineRules] = {
 }
 
 
+# The transformers releases kvtool was checked against, newest first: (the first release the
+# rules hold for, its newest release weighed, the rules). 5.25.0 caches Falcon-40B's KV heads
+# as they are; 5.15.0 to 5.24.0 broadcast them to every query head before caching (5.24.0
+# models/falcon/modeling_falcon.py:256-261, cached at :328); 5.14.1 and earlier also cache MLA
+# decompressed. Each is weighed in tests/fixtures/engines/transformers-<release>-cache.json.
+HF_RELEASES: tuple[tuple[tuple[int, ...], str, EngineRules], ...] = (
+    ((5, 25), "5.25.0", ENGINES["hf"]),
+    (
+        (5, 15),
+        "5.24.0",
+        ENGINES["hf"]._replace(
+            source="transformers 5.24 DynamicCache", kv_heads_cached="hf_broadcast"
+        ),
+    ),
+    ((0,), "5.14.1", ENGINES["hf-legacy"]),
+)
+
+
+def _release(text: str) -> tuple[int, ...] | None:
+    """``5.24.0`` (or ``5.24``, ``5.25.0.dev0``, ``4.57.1+cu``) as numbers; None when it does
+    not start with one."""
+    parts = re.match(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?", text.strip())
+    if parts is None:
+        return None
+    return tuple(int(p) for p in parts.groups() if p is not None)
+
+
+def hf_release(installed: str | None, *, asked: str | None = None) -> EngineRules:
+    """``--engine hf``'s rules for a transformers release: ``asked`` (``hf==5.24``) when
+    given, else the one ``installed`` here, else (none installed) the newest kvtool was
+    checked against; ``release_note`` says which and why."""
+    newest = HF_RELEASES[0][1]
+    if asked is not None:
+        wanted = _release(asked)
+        if wanted is None:
+            raise InputError(f"--engine hf=={asked}: not a transformers release",
+                             f"e.g. --engine hf=={newest}")  # fmt: skip
+        rules = next(r for first, _, r in HF_RELEASES if wanted >= first)
+        return rules._replace(release_note=f"sized as transformers {asked} holds it (asked for)")
+    if installed is None:
+        return HF_RELEASES[0][2]._replace(
+            release_note=(
+                f"transformers is not installed here: sized as {newest} holds it, the newest"
+                " release kvtool was checked against (--engine hf==X.Y for another)"
+            )
+        )
+    version = _release(installed) or (0,)
+    _first, weighed, rules = next(item for item in HF_RELEASES if version >= item[0])
+    if version[:2] > HF_RELEASES[0][0]:
+        note = (
+            f"transformers {installed} is installed, newer than {newest}, the newest release"
+            f" kvtool was checked against: sized as {newest} holds it"
+        )
+    elif version < (5, 14):
+        note = (
+            f"sized as transformers {installed} (installed here) holds it, by the rules of"
+            f" {weighed}, the oldest release kvtool was checked against"
+        )
+    else:
+        note = f"sized as transformers {installed} (installed here) holds it"
+    return rules._replace(release_note=note)
+
+
+def for_installed(rules: EngineRules, installed: str | None) -> EngineRules:
+    """``rules`` for the release of ``rules.installed_release`` installed here (``installed``,
+    None where none is); rules already of one release (asked for, or of no distribution) as
+    they are."""
+    if not rules.installed_release or rules.release_note:
+        return rules
+    return hf_release(installed)
+
+
 def get_engine(name: str) -> EngineRules:
-    """Look an engine up by name; unknown names raise InputError listing the valid ones."""
+    """Look an engine up by name (``hf==5.24`` names one transformers release's rules);
+    unknown names raise InputError listing the valid ones."""
     key = name.strip().lower()
+    if key.startswith("hf=="):
+        return hf_release(None, asked=key[4:])
     if key not in ENGINES:
         raise InputError(f"unknown --engine {name!r}", "choose one of " + ", ".join(ENGINES))
     return ENGINES[key]

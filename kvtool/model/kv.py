@@ -143,6 +143,8 @@ def size_kv(
             f"the checkpoint is float32; {rules.source} runs it in {rules.fp32_runs_as}"
             " (--dtype auto), and sizes its cache in that"
         )
+    if rules.release_note:
+        notes.append(rules.release_note)
     _check_engine_supports(spec, rules, fmt, tp)
     dsv4 = next((g for g in spec.groups if isinstance(g, Dsv4Layers)), None)
     if dsv4 is not None:

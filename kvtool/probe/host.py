@@ -675,3 +675,14 @@ def on_cpus(cpus: frozenset[int]) -> Iterator[bool]:
 def environment(name: str) -> str | None:
     """An environment variable of this process (``CUDA_VISIBLE_DEVICES``), or None."""
     return os.environ.get(name)
+
+
+def installed_version(distribution: str) -> str | None:
+    """The version of the Python distribution installed beside kvtool (its metadata only:
+    nothing of it is imported), or None where it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None

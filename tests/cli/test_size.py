@@ -542,3 +542,29 @@ def test_a_comparison_counts_one_copy_and_shows_the_hbm_replicas_beside_it(kvtoo
     )
     plain = kvtool("size", "llama-3.1-70b,deepseek-r1", "--ctx", "128k").stdout
     assert "in HBM/token" not in plain  # tp 1: nothing replicated, no column
+
+
+def test_engine_hf_follows_the_transformers_installed_and_says_so(kvtool: Run) -> None:
+    """5.25.0 caches Falcon-40B's 8 KV heads, 5.24.0 broadcast them to 128: the answer must be
+    the installed release's, named in a note; ``hf==5.24`` asks for the other."""
+    from kvtool.model.engines import _release
+    from kvtool.probe.host import installed_version
+
+    installed = installed_version("transformers")
+    result = kvtool("size", "falcon-40b", "--engine", "hf", "--ctx", "2k", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)["results"][0]
+    notes = " ".join(doc["notes"])
+    if installed is None:
+        assert "transformers is not installed here" in notes
+    else:
+        assert f"sized as transformers {installed} (installed here)" in notes
+    broadcast = installed is not None and (5, 15) <= (_release(installed) or (0,)) < (5, 25)
+    assert doc["kv_bytes_per_token"] == 60 * 8 * 64 * 2 * 2 * (16 if broadcast else 1)
+    older = kvtool("size", "falcon-40b", "--engine", "hf==5.24", "--ctx", "2k")
+    assert older.exit_code == 0, older.stderr
+    assert "1,966,080 B" in older.stdout
+    assert "transformers 5.24 holds it (asked for)" in " ".join(older.stdout.split())
+    bad = kvtool("size", "falcon-40b", "--engine", "hf==abc")
+    assert bad.exit_code == 2
+    assert "not a transformers release" in bad.stderr

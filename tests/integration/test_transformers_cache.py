@@ -10,6 +10,9 @@ dtype, Falcon's K/V broadcast and the Gated DeltaNet state shapes are checked ag
 itself.
 
 Runs on CPU tensors (no GPU here); needs torch and transformers (``.ci/run`` installs both).
+kvtool is asked as a user would ask it, ``--engine hf`` through the front door, which picks the
+rules of the transformers release installed: ``.ci/setup`` installs the newest the test extra
+allows, and ``.ci/newest-transformers`` runs this file against the newest release published.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from kvtool.inputs.shape import engine_rules
 from kvtool.model.config import spec_from_config
-from kvtool.model.engines import ENGINES
 from kvtool.model.formats import resolve_format
 from kvtool.model.kv import size_kv
 
@@ -204,7 +207,7 @@ def test_hf_convention_matches_dynamic_cache(model_type: str, dtype: str) -> Non
     assert spec.dtype == {"float32": "fp32", "bfloat16": "bf16"}[dtype]
     predicted = size_kv(
         spec,
-        rules=ENGINES["hf"],
+        rules=engine_rules("hf"),
         fmt=resolve_format("auto", spec.dtype),
         ctx_tokens=TOKENS,
         sessions=1,

@@ -121,7 +121,7 @@ def test_state_dtype_sets_every_recurrent_state_as_the_engines_own_setting_does(
     ("model", "engine", "value", "message"),
     [
         ("qwen3-next-80b-a3b", "vllm", "int8", "is not one of auto, fp32, bf16, fp16"),
-        ("qwen3-next-80b-a3b", "hf", "bf16", "transformers 5.24 DynamicCache has no setting"),
+        ("qwen3-next-80b-a3b", "hf", "bf16", "transformers 5.25 DynamicCache has no setting"),
         ("llama-3.1-8b", "vllm", "bf16", "llama-3.1-8b has no recurrent-state layers"),
         ("kimi-k3", "vllm", "fp16", "KDA state in fp32 or bf16 only"),
         ("minimax-m1", "vllm", "fp32", "lightning attention's state in the KV cache dtype"),

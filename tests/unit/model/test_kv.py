@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from kvtool.errors import InputError
 from kvtool.model.backends import ASSUMED_GPU, Gpu
 from kvtool.model.config import spec_from_config
-from kvtool.model.engines import ENGINES
+from kvtool.model.engines import ENGINES, get_engine
 from kvtool.model.formats import FORMATS, resolve_format
 from kvtool.model.kv import SizeResult, kv_bytes_per_token, size_kv
 from kvtool.model.spec import AttentionLayers, ModelSpec
@@ -40,7 +40,7 @@ def size(
     spec = bundled_spec(name)
     return size_kv(
         spec,
-        rules=ENGINES[engine],
+        rules=get_engine(engine),
         fmt=resolve_format(kv_dtype, spec.dtype),
         ctx_tokens=ctx,
         sessions=sessions,
@@ -155,11 +155,11 @@ def test_hf_rejects_quantized_kv() -> None:
         size("llama-3.1-8b", engine="hf", kv_dtype="fp8")
 
 
-def test_hf_caches_falcon_40b_kv_broadcast_to_all_heads() -> None:
+def test_hf_5_24_caches_falcon_40b_kv_broadcast_to_all_heads_and_5_25_as_they_are() -> None:
     vllm = size("falcon-40b").kv_bytes_per_token
-    hf = size("falcon-40b", engine="hf").kv_bytes_per_token
     assert vllm == 60 * 8 * 64 * 2 * 2
-    assert hf == vllm * 16  # 128 query heads / 8 KV heads
+    assert size("falcon-40b", engine="hf==5.24").kv_bytes_per_token == vllm * 16  # 128 / 8 heads
+    assert size("falcon-40b", engine="hf==5.25").kv_bytes_per_token == vllm
 
 
 # --- tensor parallelism ---------------------------------------------------------------------

@@ -22,8 +22,9 @@ EVIDENCE = {
     "vllm": "vLLM 0.33.0's model files, allocator and backend selection (docs/sizing.md)",
     "sglang": "SGLang 0.5.23's pool code; its hybrid state rows run from the wheel"
     " (tests/fixtures/engines/sglang-0.5.23-state.json)",
-    "hf": "transformers 5.24.0's caches weighed after a forward pass"
-    " (tests/fixtures/engines/transformers-5.24.0-cache.json)",
+    "hf": "transformers 5.25.0's caches weighed after a forward pass"
+    " (tests/fixtures/engines/transformers-5.25.0-cache.json; 5.24.0's differ in Falcon-40B"
+    " alone, --engine hf==5.24)",
     "hf-legacy": "transformers 5.14.1's caches, weighed the same way"
     " (tests/fixtures/engines/transformers-5.14.1-cache.json)",
 }
