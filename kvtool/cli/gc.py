@@ -34,7 +34,11 @@ def gc(
         ),
     ] = None,
     model: Annotated[
-        str | None, model_option("Only this model's files (alias, served name, Hub id).")
+        str | None,
+        model_option(
+            "Only this model's files (alias, served name, Hub id; for vLLM folders the path or"
+            " Hub id it was started with); files whose model cannot be told stay."
+        ),
     ] = None,
     grace: Annotated[
         str,
@@ -45,7 +49,9 @@ def gc(
     include_unknown: Annotated[
         bool,
         typer.Option(
-            "--include-unknown", help="Also remove files of no known layout (each on its own)."
+            "--include-unknown",
+            help="Also remove files of no known layout (each on its own) that lie in a folder"
+            " beside an engine's files.",
         ),
     ] = False,
     dry_run: Annotated[

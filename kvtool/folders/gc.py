@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kvtool.folders.guard import refuse_system_folder
-from kvtool.folders.layouts import CHUNK, CONFIG, TEMP, Match, classify, model_key
+from kvtool.folders.layouts import CHUNK, CONFIG, TEMP, Match, classify
 from kvtool.folders.lock import REFRESH_S, STALE_S, Busy, Lock, LockProblem, Lost, NotOurs
+from kvtool.folders.scope import FolderModels, Scope, file_model, in_scope
 from kvtool.folders.select import CHOSEN, NOT_NEEDED, PINNED, YOUNG, Choice, Limits, choose
 from kvtool.folders.summary import last_use
 from kvtool.folders.walk import MAX_DEPTH, Handles, Root, Seen, Walk
@@ -59,14 +60,6 @@ KEPT_ORDER = (
 _GONE = "removed by another process first"
 _CHANGED = "replaced just before its removal"
 _REASON_OF_FATE = {NOT_NEEDED: NOT_NEEDED_WHY, YOUNG: YOUNG_WHY, PINNED: WRITING_WHY}
-
-
-class Scope(NamedTuple):
-    """Which files gc may consider."""
-
-    layout: str | None = None  # one engine's file layout (layouts.ENGINES)
-    models: tuple[str, ...] | None = None  # the names a model's files may carry
-    include_unknown: bool = False
 
 
 class Removal(NamedTuple):
@@ -134,14 +127,17 @@ class Groups:
         return sorted(set(self.removed) | set(self.kept))
 
 
-def _chunk_id(seen: Seen, scope: Scope, match: Match | None) -> tuple[int, bool] | None:
+def _chunk_id(
+    seen: Seen, scope: Scope, match: Match | None, model: str | None
+) -> tuple[int, bool] | None:
     """(the chunk id, whether the file is an in-flight temporary) for a file gc may consider,
-    None for one it never touches; ``match`` is what ``classify`` made of it."""
+    None for one it never touches; ``match`` is what ``classify`` made of it, ``model`` the
+    model it belongs to (``scope.file_model``)."""
     if match is None:
         if scope.include_unknown:
             return chunk_id("\0".join(("unknown", *seen.folder, seen.name))), False
         return None
-    if not _in_scope(scope, match):
+    if not in_scope(scope, match, model):
         return None
     if match.kind == TEMP:
         return (chunk_id(match.chunk), True) if match.chunk else None
@@ -159,22 +155,12 @@ def chunk_id(key: str) -> int:
     return int.from_bytes(digest, "little", signed=True)
 
 
-def _group(match: Match | None) -> GroupKey:
+def _group(match: Match | None, model: str | None = None) -> GroupKey:
     """The engine layout and the model a file is summed under: the model as its name says, or
-    for vLLM (whose config.json names it) the folder that config lies in."""
+    for vLLM (whose config.json names it) as that config says, else the folder it lies in."""
     if match is None:
         return ("unknown", "")
-    return (match.engine, match.model or match.base)
-
-
-def _in_scope(scope: Scope, match: Match) -> bool:
-    if scope.layout is not None and match.engine != scope.layout:
-        return False
-    return not (
-        scope.models
-        and match.model
-        and model_key(match.model) not in {model_key(name) for name in scope.models}
-    )
+    return (match.engine, model or match.model or match.base)
 
 
 class Bits:
@@ -305,6 +291,9 @@ def plan(
     known = unknown = unknown_bytes = temps = configs = hard_linked = 0
     folder_bytes = config_bytes = 0
     examples: list[str] = []
+    owners = FolderModels(root)  # the models vLLM's config.json files name
+    known_homes: set[int] = set()  # folders holding a file of a known layout, in scope
+    unknown_rows = array("b")  # 1 where the row is a file of no known layout
     walk = Walk(root, progress=progress, tick=tick, folders=entered)
     for seen in walk:
         folder_bytes += seen.size
@@ -319,15 +308,19 @@ def plan(
             temps += match.kind == TEMP
             configs += match.kind == CONFIG
             config_bytes += seen.size if match.kind == CONFIG else 0
-        chunk = _chunk_id(seen, scope, match)
+        model = None
+        if match is not None:
+            known_homes.add(hash(seen.folder))
+            model = file_model(match, owners)
+        chunk = _chunk_id(seen, scope, match, model)
         if match is not None and match.kind == TEMP:  # never removed, whatever it names
-            found.kept_of(_group(match), TEMPORARY_WHY).add(1, seen.size, seen.mtime)
+            found.kept_of(_group(match, model), TEMPORARY_WHY).add(1, seen.size, seen.mtime)
         if chunk is None:
-            if match is not None and match.kind == CHUNK and not _in_scope(scope, match):
-                key = _group(match)
+            if match is not None and match.kind == CHUNK and not in_scope(scope, match, model):
+                key = _group(match, model)
                 found.kept_of(key, SCOPE_WHY).add(1, seen.size, last_use(seen, mode))
             continue
-        key = _group(match)
+        key = _group(match, model)
         if chunk[1]:
             pinned.append(chunk[0])
             continue
@@ -339,6 +332,7 @@ def plan(
             last_folder = seen.folder
             home = hash(last_folder)
         ids.append(chunk[0])
+        unknown_rows.append(match is None)
         homes.append(home)
         names.append(hash((seen.folder, seen.name)))
         inodes.append(seen.ino)
@@ -351,27 +345,44 @@ def plan(
     def arr(values: array[Any], dtype: Any) -> Any:
         return np.frombuffer(values, dtype=dtype) if len(values) else np.zeros(0, dtype)
 
-    ids_a, used_a, sizes_a = arr(ids, np.int64), arr(used, np.float64), arr(sizes, np.int64)
+    # --include-unknown: a file of no known layout goes only from a folder that also holds an
+    # engine's files (a stray file beside chunks); one among files of no known layout stays
+    alone = arr(unknown_rows, np.int8).astype(bool)
+    homes_a = arr(homes, np.int64)
+    alone &= ~np.isin(homes_a, np.fromiter(known_homes, np.int64, len(known_homes)))
+    keep = ~alone
+    if alone.any():
+        alone_used = arr(used, np.float64)[alone]
+        found.kept_of(_group(None), SCOPE_WHY).merge(
+            Tally(int(alone.sum()), int(alone.sum()), int(arr(sizes, np.int64)[alone].sum()),
+                  float(alone_used.min()), float(alone_used.max()))
+        )  # fmt: skip
+
+    def rows_of(values: array[Any], dtype: Any) -> Any:
+        return arr(values, dtype)[keep]
+
+    ids_a, used_a = rows_of(ids, np.int64), rows_of(used, np.float64)
+    sizes_a = rows_of(sizes, np.int64)
     choice = choose(
         ids_a,
         used_a,
         sizes_a,
-        arr(alloc, np.int64),
+        rows_of(alloc, np.int64),
         np.concatenate([arr(pinned, np.int64), arr(linked, np.int64)]),
         now=clock,
         limits=limits,
         free_bytes=free_bytes,
         other_bytes=folder_bytes - int(sizes_a.sum()),
     )
-    _tally_kept(found, choice, list(group_index), arr(groups, np.int64), used_a, sizes_a,
+    _tally_kept(found, choice, list(group_index), rows_of(groups, np.int64), used_a, sizes_a,
                 ids_a, arr(linked, np.int64))  # fmt: skip
     rows = choice.rows
-    chosen = Chosen(arr(names, np.int64)[rows], arr(inodes, np.int64)[rows])
-    needed = needed_folders(
-        arr(homes, np.int64)[rows], arr(folders, np.int64), arr(parents, np.int64)
-    )
-    # with --include-unknown they are in scope, removable: not what stays whatever the limits
-    unknown_kept = 0 if scope.include_unknown else unknown_bytes
+    chosen = Chosen(rows_of(names, np.int64)[rows], rows_of(inodes, np.int64)[rows])
+    needed = needed_folders(homes_a[keep][rows], arr(folders, np.int64), arr(parents, np.int64))
+    # with --include-unknown they are in scope, removable (but those alone in their folder):
+    # not what stays whatever the limits
+    alone_bytes = int(arr(sizes, np.int64)[alone].sum())
+    unknown_kept = alone_bytes if scope.include_unknown else unknown_bytes
     return Plan(
         choice, clock, known, unknown, examples, temps, chosen, found, walk, configs,
         unknown_bytes, hard_linked, started, needed, folder_bytes, config_bytes, unknown_kept,
@@ -579,6 +590,7 @@ class Sweep:
             self.root, names_only=True, tick=tick,
             folders=None if needed is None else (lambda folder: hash(folder) in needed),
         )  # fmt: skip
+        owners = FolderModels(self.root)  # read again: a config changed since is not trusted
         with Handles(self.root) as handles:
             for seen in walk:
                 name_hash = hash((seen.folder, seen.name))
@@ -587,12 +599,13 @@ class Sweep:
                     if not table[slot >> 3] >> (slot & 7) & 1:
                         continue  # not a file the plan chose (a colliding hash is classified)
                 match = classify(seen.folder, seen.name)
-                found = _chunk_id(seen, self.scope, match)
+                model = None if match is None else file_model(match, owners)
+                found = _chunk_id(seen, self.scope, match, model)
                 if found is None or found[1] or found[0] not in wanted:
                     continue
                 chunk = found[0]
                 members = pending.setdefault(chunk, [])
-                engine, model = _group(match)
+                engine, model = _group(match, model)
                 members.append((seen.folder, seen.name, engine, model, name_hash))
                 if len(members) == wanted[chunk]:
                     del pending[chunk]

@@ -477,6 +477,19 @@ def vllm_description(config: dict[str, object]) -> tuple[str, str, str, int]:
     return str(config.get("model_name", "")), dtype, ", ".join(parts), world
 
 
+def model_matches(written: str, names: tuple[str, ...] | list[str]) -> bool:
+    """Whether a model as an engine wrote it is one of ``names`` (every name the model asked
+    for goes by): compared by ``model_key``; a local path (vLLM's ``model_name`` is the path or
+    Hub id it was started with, never its served name) also by its last part, the name a
+    model folder is given (``/models/Llama-3.1-8B`` is ``Llama-3.1-8B``)."""
+    keys = {model_key(name) for name in names}
+    if model_key(written) in keys:
+        return True
+    if written.startswith(("/", "./", "../")) and not written.endswith("/"):
+        return model_key(written.rsplit("/", 1)[-1]) in keys
+    return False
+
+
 def model_key(name: str) -> str:
     """A model name as every engine's spelling of it compares: "meta-llama/Llama-3.1-8B",
     LMCache's "meta-llama-Llama-3.1-8B" and vLLM's "meta-llama_Llama-3.1-8B" are one."""

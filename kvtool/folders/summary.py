@@ -15,7 +15,7 @@ from kvtool.folders.layouts import (
     TEMP,
     classify,
     folder_config_engine,
-    model_key,
+    model_matches,
     vllm_description,
 )
 from kvtool.folders.walk import Seen
@@ -190,8 +190,8 @@ def orphan(
     world size, is never an orphan by it; LMCache's world-1 files of an MLA model are every
     world's (0.5.6 ``v1/token_database.py:238-243``: ``save_only_first_rank`` keys them with
     world size 1)."""
-    names = (model,) if isinstance(model, str) else model or ()
-    if names and group.model and model_key(group.model) not in {model_key(n) for n in names}:
+    names = (model,) if isinstance(model, str) else tuple(model or ())
+    if names and group.model and not model_matches(group.model, names):
         return "another model"
     if not world or not group.world or group.world == world:
         return ""

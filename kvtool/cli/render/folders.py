@@ -132,6 +132,11 @@ def print_inspection(found: Inspection) -> None:
                 " --max-size 0 removes that model's files (check that no other deployment"
                 " serves it)"
             )
+        if any(g.orphan == "another model" and g.base for g in orphans):
+            notes.append(
+                "a vLLM FS-offload folder's config.json names the path or Hub id its engine was"
+                " started with, never a --served-model-name: give --model that path or Hub id"
+            )
         if any(g.orphan.startswith("another world size") for g in orphans):
             notes.append(
                 "files of another world size share their model with the running deployment:"

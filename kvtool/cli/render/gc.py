@@ -46,7 +46,11 @@ def _why(inputs: GcInputs) -> dict[str, tuple[str, str]]:
             "changed: used, rewritten or replaced since the plan; the chunk stays whole",
         ),
         gc.FAILED_WHY: ("not removed: failed", "failed: the file system would not remove them"),
-        gc.SCOPE_WHY: ("kept: out of scope", "out of scope: another layout or model than asked"),
+        gc.SCOPE_WHY: (
+            "kept: out of scope",
+            "out of scope: another layout or model than asked, a model that cannot be told, or"
+            " an unknown file in a folder of no engine's files",
+        ),
         gc.TEMPORARY_WHY: ("kept: temporaries", "temporaries: in-flight writes, never removed"),
     }
 
