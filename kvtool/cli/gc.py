@@ -79,8 +79,10 @@ def gc(
     Never touched: anything outside DIR (everything is done through open folder handles:
     links are never followed, other mounts never entered), a file replaced or hard-linked
     since it was chosen, in-flight temporaries, engines' config files, chunks used within
-    --grace, and files of no known layout (unless --include-unknown). Refused outright: /,
-    home folders and the folders above them, and a system's root folder. A lock file in DIR
+    --grace, and files of no known layout (unless --include-unknown, and then only beside
+    an engine's files). Refused outright: /, home folders and the folders above them, the
+    system's folders and all below them (/etc, /usr, /var but /var/tmp, /dev, /run, ...),
+    /tmp, /opt and /mnt themselves, pseudo file systems, and a system's root folder. A lock file in DIR
     keeps gc runs on several nodes from fighting; a stale one (10 minutes unrefreshed, or a
     dead process of this machine) is taken over by exactly one run. Exit 1 when the lock is
     another run's (or not a lock), a limit could not be reached, a file could not be

@@ -219,6 +219,33 @@ def test_root_home_and_the_folders_above_home_are_refused(kvtool: Kvtool, tmp_pa
     assert "would remove: 3 chunks" in done.stdout
 
 
+SYSTEM = ("/etc", "/usr/lib", "/var/log", "/var", "/opt", "/tmp", "/var/tmp", "/proc", "/sys",
+          "/dev", "/run", "/boot", "/usr/share/..")  # fmt: skip
+
+
+def test_system_folders_below_them_and_pseudo_file_systems_are_refused(kvtool: Kvtool, monkeypatch):
+    """As root, with every limit at zero and --include-unknown: exit 2, one line, nothing read
+    on stdout, nothing removed (any removal attempt fails the test)."""
+
+    def never(path, *args, **kw):
+        raise AssertionError(f"gc tried to remove {path!r} under a folder it must refuse")
+
+    for name in ("unlink", "remove", "rmdir", "rename", "link"):
+        monkeypatch.setattr(os, name, never)
+    refused = 0
+    for folder in SYSTEM:
+        if not os.path.isdir(folder):
+            continue
+        for extra in (("--dry-run",), ("--include-unknown",), ("--include-unknown", "--dry-run")):
+            done = kvtool("gc", folder, "--max-size", "0B", "--grace", "0s", *extra)
+            assert done.exit_code == 2, (folder, done.stdout, done.stderr)
+            assert "kvtool gc never cleans it" in done.stderr
+            assert len(done.stderr.strip().splitlines()) == 1
+            assert done.stdout == ""
+        refused += 1
+    assert refused >= 10
+
+
 LOCKS: dict[str, Callable[[Path], None]] = {
     "fifo": lambda p: os.mkfifo(p),
     "dangling-link": lambda p: p.symlink_to(p.parent / "gone"),

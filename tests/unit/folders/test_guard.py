@@ -77,3 +77,42 @@ def test_this_users_own_home_is_refused():
     if not os.path.isdir(home) or home == "/":
         pytest.skip("this user has no home folder")
     assert "home folder" in (_refused(Path(home), home_folders()) or "")
+
+
+@pytest.mark.parametrize(
+    "folder",
+    ["/etc", "/usr", "/usr/lib", "/usr/share/doc", "/var/log", "/var", "/boot", "/bin", "/sbin",
+     "/dev", "/run", "/proc", "/proc/self", "/sys", "/sys/kernel", "/tmp", "/var/tmp", "/opt",
+     "/usr/share/..", "/etc/../etc"],
+)  # fmt: skip
+def test_the_systems_own_folders_everything_below_them_and_shared_ones_are_refused(folder):
+    if not os.path.isdir(folder):
+        pytest.skip(f"{folder} is not on this machine")
+    why = _refused(Path(folder).resolve(), [])  # as gc's front door resolves DIR (/bin: a link)
+    assert why is not None, f"{folder} was accepted"
+    assert "kvtool gc never cleans it" in why
+
+
+def test_below_tmp_and_var_tmp_a_kv_folder_is_accepted(tmp_path):
+    assert _refused(tmp_path, []) is None  # the suite's own temporary folder lies below /tmp
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as below:
+        assert _refused(Path(below), []) is None
+
+
+def test_a_pseudo_file_system_is_refused_wherever_it_is_mounted(tmp_path):
+    from kvtool.folders.guard import pseudo_file_system
+
+    with Root(Path("/proc")) as root:
+        assert pseudo_file_system(root.fd) == "proc"
+    with Root(tmp_path) as root:
+        assert pseudo_file_system(root.fd) is None
+    mount = tmp_path / "proc"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "proc", "proc", str(mount)], capture_output=True).returncode:
+        pytest.skip("this user cannot mount (/proc itself was checked)")
+    try:
+        assert "pseudo file system proc" in (_refused(mount, []) or "")
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
