@@ -86,6 +86,23 @@ def kvtool() -> Callable[..., CliResult]:
     return run
 
 
+@pytest.fixture
+def ctime_as_mtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Folder tests that age files with ``os.utime`` (which cannot set a change time back: the
+    kernel stamps ctime with the real clock) read their last use as a file aged in place has
+    it, its ctime no later than its mtime. The ctime rule itself is attacked without this, on
+    files placed with an old mtime (tests/unit/folders/test_gc.py)."""
+    from kvtool.folders import gc, summary
+
+    real = summary.last_use
+
+    def last_use(seen, mode: str) -> float:  # type: ignore[no-untyped-def]
+        return real(seen._replace(ctime=0.0), mode)
+
+    monkeypatch.setattr(gc, "last_use", last_use)
+    monkeypatch.setattr(summary, "last_use", last_use)
+
+
 JSON_SCHEMAS = __import__("pathlib").Path(__file__).parents[1] / "docs" / "json"
 
 

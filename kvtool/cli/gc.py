@@ -82,11 +82,12 @@ def gc(
     --grace, and files of no known layout (unless --include-unknown, and then only beside
     an engine's files). Refused outright: /, home folders and the folders above them, the
     system's folders and all below them (/etc, /usr, /var but /var/tmp, /dev, /run, ...),
-    /tmp, /opt and /mnt themselves, pseudo file systems, and a system's root folder. A lock file in DIR
-    keeps gc runs on several nodes from fighting; a stale one (10 minutes unrefreshed, or a
-    dead process of this machine) is taken over by exactly one run. Exit 1 when the lock is
-    another run's (or not a lock), a limit could not be reached, a file could not be
-    removed, or a folder could not be read.
+    /tmp, /opt and /mnt themselves, pseudo file systems, and a system's root folder. A lock
+    file in DIR keeps gc runs on several nodes from fighting; a stale one (10 minutes
+    unrefreshed, or a dead process of this machine) is taken over by exactly one run. A
+    chunk's last use is the latest of its access, modification and change times, as
+    systemd-tmpfiles counts it. Exit 1 when the lock is another run's (or not a lock), a
+    limit could not be reached, a file could not be removed, or a folder could not be read.
 
     Examples:
 

@@ -18,6 +18,7 @@ files removed, each checked once more just before its ``unlink(name, dir_fd=fold
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -58,6 +59,9 @@ KEPT_ORDER = (
     TEMPORARY_WHY,
 )  # fmt: skip
 _GONE = "removed by another process first"
+# a file being removed holds this name for the time of one stat (rename-then-verify); one a
+# SIGKILL caught in that instant keeps it, and its path is in the log as removed
+PRIVATE_PREFIX = ".kvtool-gc-removing."
 _CHANGED = "replaced just before its removal"
 _REASON_OF_FATE = {NOT_NEEDED: NOT_NEEDED_WHY, YOUNG: YOUNG_WHY, PINNED: WRITING_WHY}
 
@@ -134,7 +138,7 @@ def _chunk_id(
     None for one it never touches; ``match`` is what ``classify`` made of it, ``model`` the
     model it belongs to (``scope.file_model``)."""
     if match is None:
-        if scope.include_unknown:
+        if scope.include_unknown or _leftover(seen.name):
             return chunk_id("\0".join(("unknown", *seen.folder, seen.name))), False
         return None
     if not in_scope(scope, match, model):
@@ -144,6 +148,13 @@ def _chunk_id(
     if match.kind != CHUNK:
         return None
     return chunk_id(match.chunk), False
+
+
+def _leftover(name: str) -> bool:
+    """A file a gc run killed between its rename and its unlink left under its private name:
+    chosen, checked and logged as removed by that run; the next run removes it, whatever the
+    scope (its own limits and grace still apply)."""
+    return name.startswith(PRIVATE_PREFIX) and len(name) > len(PRIVATE_PREFIX)
 
 
 def chunk_id(key: str) -> int:
@@ -298,7 +309,10 @@ def plan(
     for seen in walk:
         folder_bytes += seen.size
         match = classify(seen.folder, seen.name)
-        if match is None:
+        leftover = match is None and _leftover(seen.name)
+        if leftover:
+            known += 1
+        elif match is None:
             unknown += 1
             unknown_bytes += seen.size
             if len(examples) < 10:
@@ -332,7 +346,7 @@ def plan(
             last_folder = seen.folder
             home = hash(last_folder)
         ids.append(chunk[0])
-        unknown_rows.append(match is None)
+        unknown_rows.append(match is None and not leftover)
         homes.append(home)
         names.append(hash((seen.folder, seen.name)))
         inodes.append(seen.ino)
@@ -448,6 +462,7 @@ class Outcome(NamedTuple):
     unreadable_count: int = 0
     mounts: tuple[str, ...] = ()  # mount points below the folder, not entered
     too_deep: tuple[str, ...] = ()
+    left: tuple[str, ...] = ()  # folders that left DIR while the run removed in them
 
 
 def run_gc(
@@ -522,6 +537,44 @@ def run_gc(
         return planned, outcome
 
 
+def _identity(info: os.stat_result) -> tuple[int, int, int, int, int, int]:
+    """What must not change between gc's last look at a file and its removal."""
+    return (info.st_dev, info.st_ino, info.st_nlink, info.st_size, info.st_mtime_ns,
+            stat.S_IFMT(info.st_mode))  # fmt: skip
+
+
+def _why(exc: OSError) -> str:
+    """Why the file system would not let a file go (an NFS or FUSE mount holding it): said,
+    and the rest goes on."""
+    import errno
+
+    return exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
+
+
+def _put_back(fd: int, private: str, name: str) -> None:
+    """Give a file gc renamed to ``private`` its name back, never over a file that took the
+    name meanwhile (``link`` fails if the name exists); where the file system has no hard
+    links, a rename when the name is still free. A file that cannot have its name back keeps
+    the private one (never removed)."""
+    try:
+        os.link(private, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+    except FileExistsError:
+        return  # a newer file has the name: this one stays, under the private name
+    except FileNotFoundError:
+        return  # gone already (removed before the signal that brought us here)
+    except OSError:
+        try:
+            os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            with contextlib.suppress(OSError):
+                os.rename(private, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except OSError:
+            pass
+        return
+    with contextlib.suppress(OSError):
+        os.unlink(private, dir_fd=fd)
+
+
 def _line(action: str, **fields: Any) -> str:
     """One JSON line of the log (ASCII: a name's odd bytes are escaped)."""
     return json.dumps({"time": round(time.time(), 3), "action": action, **fields}) + "\n"
@@ -577,6 +630,7 @@ class Sweep:
         self.removed_bytes = 0
         self.skipped = 0
         self.failed: list[str] = []
+        self.left: list[str] = []  # folders that left DIR while the run removed in them
         self.walk: Walk | None = None
 
     def __iter__(self) -> Iterator[Removal]:
@@ -645,12 +699,16 @@ class Sweep:
             else [-1] * len(members)
         )
         checked: list[tuple[_Member, int, Removal]] = []
+        if not self.dry_run and not self._inside(handles, members):
+            self._skip(members[0], len(members))  # a folder of it moved out of DIR
+            return
         for member, inode in zip(members, inodes, strict=True):
             info = self._still_chosen(handles, member, inode)
             if info is None:
                 self._skip(member, len(members))
                 return
-            now = Seen(member[0], member[1], info.st_size, 0, info.st_atime, info.st_mtime, 0)
+            now = Seen(member[0], member[1], info.st_size, 0, info.st_atime, info.st_mtime, 0,
+                       ctime=info.st_ctime)  # fmt: skip
             used = last_use(now, self.mode)
             if used > newest:
                 self._skip(member, len(members))  # used (or written anew) since the plan
@@ -694,27 +752,54 @@ class Sweep:
             self.progress(self.removed_files, self.removed_bytes)
 
     def _unlink(self, handles: Handles, member: _Member, inode: int) -> str | None:
-        """Remove one checked file, checking it once more just before: None when it went,
-        ``_GONE`` when another process removed it first, ``_CHANGED`` when it is no longer
-        the file chosen, else why the file system would not remove it."""
-        import errno
-
-        if self._still_chosen(handles, member, inode) is None:
-            fd = handles.get(member[0])
+        """Remove one checked file by rename-then-verify: rename it to a private name in its
+        own folder, check that what now has the private name is the file chosen (device,
+        inode, one name, size and mtime as just before) and that its folder is still below
+        DIR (``Handles.inside``), and only then unlink the private name; otherwise put it back
+        under its own name. A writer that renames a new file over the name at any moment
+        keeps it: before the rename gc sees another inode, after it the new file takes the
+        freed name. None when the file went, ``_GONE`` when another process removed it
+        first, ``_CHANGED`` when it is no longer the file chosen (or its folder left DIR),
+        else why the file system would not remove it."""
+        before = self._still_chosen(handles, member, inode)
+        fd = handles.get(member[0])
+        if before is None or fd is None:
             try:
                 os.stat(member[1], dir_fd=fd, follow_symlinks=False)
             except (OSError, TypeError):
                 return _GONE
             return _CHANGED
+        private = f"{PRIVATE_PREFIX}{os.getpid()}.{os.urandom(6).hex()}"
         try:
-            os.unlink(member[1], dir_fd=handles.get(member[0]))
+            os.rename(member[1], private, src_dir_fd=fd, dst_dir_fd=fd)
         except FileNotFoundError:
             return _GONE
         except OSError as exc:
-            # one file a mount will not let go (NFS silly-renames, FUSE) never wedges the
-            # run: it is reported and the rest goes on
-            return exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
+            return _why(exc)
+        try:
+            after = os.stat(private, dir_fd=fd, follow_symlinks=False)
+            same = _identity(after) == _identity(before)
+            if not same or not handles.inside(member[0]):
+                _put_back(fd, private, member[1])  # in its folder, wherever that now is
+                if same:
+                    self.left.append("/".join(member[0]))  # its folder left DIR
+                return _CHANGED
+            os.unlink(private, dir_fd=fd)
+        except OSError as exc:
+            _put_back(fd, private, member[1])
+            return _why(exc)
+        except BaseException:  # a signal between the rename and the unlink: nothing lost
+            _put_back(fd, private, member[1])
+            raise
         return None
+
+    def _inside(self, handles: Handles, members: list[_Member]) -> bool:
+        """Whether every folder of a chunk's files is still below DIR (before each chunk)."""
+        for folder in dict.fromkeys(m[0] for m in members):
+            if not handles.inside(folder):
+                self.left.append("/".join(folder))
+                return False
+        return True
 
     def outcome(self) -> Outcome:
         first = self.planned.walk
@@ -732,4 +817,5 @@ class Sweep:
             max((w.unreadable_count for w in walks), default=0),
             tuple(dict.fromkeys(m for w in walks for m in w.mounts)),
             tuple(dict.fromkeys(d for w in walks for d in w.too_deep)),
+            tuple(dict.fromkeys(self.left)),
         )

@@ -31,10 +31,14 @@ AGES: tuple[tuple[str, float], ...] = (
 
 
 def last_use(seen: Seen, mode: str) -> float:
-    """When a file was last used: its modification time on a noatime mount, else the later of
-    access and modification (relatime updates atime at most once a day, so it is approximate
-    to a day there)."""
-    return seen.mtime if mode == "noatime" else max(seen.atime, seen.mtime)
+    """When a file was last used, as systemd-tmpfiles counts it: the latest of its access,
+    modification and change times (the change time, ``ctime``, is when the file was placed:
+    ``mv``, ``cp -p``, ``rsync -a`` and a tier's restore keep an old mtime and atime, and no
+    one can set ctime back), the access time left out on a noatime mount (relatime updates it
+    at most once a day, so it is approximate to a day there)."""
+    if mode == "noatime":
+        return max(seen.mtime, seen.ctime)
+    return max(seen.atime, seen.mtime, seen.ctime)
 
 
 def age_bucket(age: float) -> int:

@@ -45,6 +45,7 @@ class Seen(NamedTuple):
     mtime: float
     ino: int
     links: int = 1  # st_nlink: more than one means another name elsewhere holds the data
+    ctime: float = 0.0  # the inode's last change: a file moved, copied with -p or restored
 
 
 def mount_id(fd: int) -> int | None:
@@ -272,6 +273,7 @@ class Walk:
                         seen = Seen(
                             level.folder, name, info.st_size, info.st_blocks * 512,
                             info.st_atime, info.st_mtime, info.st_ino, info.st_nlink,
+                            info.st_ctime,
                         )  # fmt: skip
                 except OSError:
                     continue  # removed while we looked: nothing to say of it
@@ -352,6 +354,10 @@ class Walk:
             del top[self._top :]
 
 
+def _identity(info: os.stat_result) -> tuple[int, int]:
+    return info.st_dev, info.st_ino
+
+
 class Handles:
     """Folders below the root, opened for removals: from the root's handle one part at a
     time with ``O_NOFOLLOW`` (a part that is now a link is refused by the kernel), each
@@ -391,6 +397,43 @@ class Handles:
             _, old = self._open.popitem(last=False)
             os.close(old)
         return fd
+
+    def inside(self, folder: tuple[str, ...]) -> bool:
+        """Whether ``folder``'s handle still lies where it was opened, below the root: every
+        part's name, looked up in its parent's handle, is that very folder (device and inode),
+        and the folder's ``..`` is its parent. A folder that left (moved out of the tree with
+        ``mv``, or replaced) is forgotten, with all below it: a later ``get`` opens whatever
+        then has that name, and the files chosen in it are no longer those."""
+        chain = [self.root.fd]
+        for depth in range(1, len(folder) + 1):
+            fd = self.get(folder[:depth])
+            if fd is None:
+                return False
+            try:
+                named = _identity(os.stat(folder[depth - 1], dir_fd=chain[-1],
+                                          follow_symlinks=False))  # fmt: skip
+                held = _identity(os.fstat(fd))
+            except OSError:
+                named, held = None, (0, 0)
+            if named != held:
+                self.forget(folder[:depth])
+                return False
+            chain.append(fd)
+        if folder:
+            try:
+                parent_of = _identity(os.stat("..", dir_fd=chain[-1]))
+                parent = _identity(os.fstat(chain[-2]))
+            except OSError:
+                parent_of, parent = None, (0, 0)
+            if parent_of != parent:
+                self.forget(folder)
+                return False
+        return True
+
+    def forget(self, folder: tuple[str, ...]) -> None:
+        """Close the handles of ``folder`` and of every folder below it."""
+        for held in [f for f in self._open if f[: len(folder)] == folder]:
+            os.close(self._open.pop(held))
 
     def close(self) -> None:
         while self._open:

@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from kvtool.folders.walk import LOCK_NAME
 from tests.conftest import CliResult
 from tests.unit.folders.conftest import build
@@ -19,6 +21,7 @@ def _names(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.mark.usefixtures("ctime_as_mtime")
 def test_dry_run_then_the_real_run(kvtool: Kvtool, tmp_path: Path) -> None:
     root = tmp_path / "kv"
     build(root, "sglang-0.5.23.json", age_s=5 * 86400)
@@ -84,6 +87,7 @@ def test_gc_bad_input_is_one_line_exit_2_and_nothing_removed(
     assert os.listdir(tmp_path / "junk") == ["a.txt"]
 
 
+@pytest.mark.usefixtures("ctime_as_mtime")
 def test_a_name_that_is_not_utf8_is_shown_not_fatal(kvtool: Kvtool, tmp_path: Path) -> None:
     build(tmp_path, "sglang-0.5.23.json", age_s=5 * 86400)
     odd = os.fsencode(str(tmp_path)) + b"/stray-\xff.bin"
@@ -109,6 +113,7 @@ def test_the_old_engine_filter_still_works_with_a_note(kvtool: Kvtool, tmp_path:
     assert json.loads(new.stdout)["in_scope"]["chunks"] == 0  # SGLang's files: out of scope
 
 
+@pytest.mark.usefixtures("ctime_as_mtime")
 def test_the_cap_counts_every_file_in_the_folder_as_du_does(kvtool: Kvtool, tmp_path: Path) -> None:
     when = time.time() - 5 * 86400
     for i in range(3):
@@ -133,6 +138,7 @@ def test_the_cap_counts_every_file_in_the_folder_as_du_does(kvtool: Kvtool, tmp_
     assert "holds 500 B; in scope: 3 chunks, 300 B" in short.stdout
 
 
+@pytest.mark.usefixtures("ctime_as_mtime")
 def test_the_kubernetes_cronjobs_command_runs(kvtool: Kvtool, tmp_path: Path) -> None:
     import yaml
 

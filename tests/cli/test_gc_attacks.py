@@ -177,7 +177,9 @@ def test_a_bind_mount_and_a_tmpfs_below_the_folder_are_not_entered(tmp_path):
 def test_gc_runs_racing_one_another_remove_what_one_would(tmp_path):
     root = tmp_path / "kv"
     _fill(root, 600, size=1000)
-    runs = [_start_gc(str(root), "--max-size", "100kB", "--json") for _ in range(4)]
+    # real processes age the files by their real ctime: --grace 0s lets the just-made files go
+    runs = [_start_gc(str(root), "--max-size", "100kB", "--grace", "0s", "--json")
+            for _ in range(4)]  # fmt: skip
     results = [(run.wait(120), *run.communicate()) for run in runs]
     for code, out, err in results:
         assert code in (0, 1), err
@@ -244,6 +246,74 @@ def test_system_folders_below_them_and_pseudo_file_systems_are_refused(kvtool: K
             assert done.stdout == ""
         refused += 1
     assert refused >= 10
+
+
+REPLACER = """
+import os, sys
+folder, out = sys.argv[1:3]
+done = []
+for name in os.listdir(folder):  # in the order gc walks it; as an engine rewrites: write, rename
+    if not name.endswith(".bin"):
+        continue
+    tmp = os.path.join(folder, ".rewrite.tmp")
+    with open(tmp, "wb") as f:
+        f.write(b"NEW")
+    os.rename(tmp, os.path.join(folder, name))
+    done.append(name)
+with open(out, "w") as f:
+    f.write("\\n".join(done))
+"""
+
+
+def _wait_for_removals(log: Path, count: int, deadline_s: float = 60) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if log.exists() and log.read_bytes().count(b'"remove"') >= count:
+            return
+        time.sleep(0.002)
+    raise AssertionError(f"gc logged fewer than {count} removals in {deadline_s} s")
+
+
+@pytest.mark.slow
+def test_a_file_renamed_over_a_chosen_one_mid_run_is_never_removed(tmp_path):
+    """A writer renames a new file over each chunk while gc removes them (20,000 files): the
+    check-then-unlink window lost 49 of them; rename-then-verify loses none."""
+    root = tmp_path / "kv"
+    _fill(root, 20_000, size=1)
+    log, out = tmp_path / "gc.jsonl", tmp_path / "replaced.txt"
+    run = _start_gc(str(root), "--max-size", "0", "--grace", "0s", "--log", str(log))
+    _wait_for_removals(log, 1)  # the plan is made: what the writer writes now is new
+    writer = subprocess.run([sys.executable, "-c", REPLACER, str(root), str(out)], timeout=120,
+                            capture_output=True, text=True)  # fmt: skip
+    _out, err = run.communicate(timeout=120)
+    assert writer.returncode == 0, writer.stderr
+    assert "Traceback" not in err
+    replaced = out.read_text().split()
+    assert len(replaced) > 1000, "the writer did not race gc"
+    lost = [name for name in replaced if not (root / name).exists()]
+    assert lost == [], f"{len(lost)} of {len(replaced)} rewritten chunks removed"
+    assert all((root / name).read_bytes() == b"NEW" for name in replaced)
+    assert not [p for p in root.iterdir() if p.name.startswith(".kvtool-gc-removing.")]
+
+
+@pytest.mark.slow
+def test_a_subfolder_moved_out_of_the_folder_mid_run_is_left_alone(tmp_path):
+    """``mv DIR/s /elsewhere/s`` while gc removes in it: it kept removing through its open
+    handle (all 20,000 gone); now it stops in a folder that left DIR, and says so."""
+    root, elsewhere = tmp_path / "kv", tmp_path / "elsewhere"
+    _fill(root / "s", 20_000, size=1)
+    elsewhere.mkdir()
+    log = tmp_path / "gc.jsonl"
+    run = _start_gc(str(root), "--max-size", "0", "--grace", "0s", "--log", str(log))
+    _wait_for_removals(log, 500)
+    os.rename(root / "s", elsewhere / "s")
+    moved = {n for n in os.listdir(elsewhere / "s") if not n.startswith(".kvtool-gc-removing.")}
+    out, err = run.communicate(timeout=120)
+    _clean(CliResult(run.returncode, out, err))
+    assert 0 < len(moved) < 20_000, f"the move did not land mid-run ({len(moved)} moved)"
+    left = set(os.listdir(elsewhere / "s"))
+    assert moved <= left, f"{len(moved - left)} files removed from the folder after it left DIR"
+    assert "1 folder left the folder while gc removed in it" in " ".join(out.split())
 
 
 LOCKS: dict[str, Callable[[Path], None]] = {

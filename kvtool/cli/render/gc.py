@@ -211,6 +211,12 @@ def _untouched(planned: Plan, outcome: Outcome) -> list[str]:
     if outcome.too_deep:
         deep = outcome.too_deep
         notes.append(f"folders over 64 levels deep were not entered: {_examples(deep, len(deep))}")
+    if outcome.left:
+        notes.append(
+            f"{plural(len(outcome.left), 'folder')} left the folder while gc removed in it"
+            " (moved or replaced): gc stopped removing there:"
+            f" {_examples(outcome.left, len(outcome.left))}"
+        )
     if outcome.mounts:
         notes.append(
             "mount points below the folder were not entered (gc never leaves its file system):"
@@ -291,6 +297,7 @@ def gc_json(
             "hard_linked_files": planned.hard_linked,
             "mount_points": list(outcome.mounts),
             "too_deep": list(outcome.too_deep),
+            "left_folders": list(outcome.left),
         },
         "unreadable_folders": list(outcome.unreadable),
         "log": str(inputs.log) if inputs.log else None,

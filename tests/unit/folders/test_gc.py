@@ -36,6 +36,7 @@ def _run(root: Path, **kw):
     return run_gc(root, **options)
 
 
+@pytest.mark.usefixtures("ctime_as_mtime")
 def test_a_dry_run_lists_exactly_what_the_real_run_removes(tmp_path, made):
     made(tmp_path / "sg", "sglang-0.5.23.json", age_s=OLD)
     made(tmp_path / "vl", "vllm-0.33.0.json", age_s=2 * OLD)
@@ -84,6 +85,7 @@ def test_a_dry_run_lists_exactly_what_the_real_run_removes(tmp_path, made):
         log.unlink(missing_ok=True)
 
 
+@pytest.mark.usefixtures("ctime_as_mtime")
 def test_a_chunk_goes_whole_or_not_at_all(tmp_path):
     now = time.time()
     old = [tmp_path / f"{KEY}_m-x_{r}_4.bin" for r in range(4)]
@@ -130,6 +132,7 @@ def test_a_chunk_used_between_the_plan_and_the_removal_stays_whole(tmp_path):
     assert _files(tmp_path) == {p.name for p in paths}
 
 
+@pytest.mark.usefixtures("ctime_as_mtime")
 def test_the_second_walks_name_filter_only_narrows_what_the_plan_chose(tmp_path, made):
     made(tmp_path, "sglang-0.5.23.json", age_s=OLD)
     root = Root(tmp_path)
@@ -240,14 +243,14 @@ def test_a_file_that_will_not_go_does_not_stop_the_rest(tmp_path, monkeypatch):
     for path in paths:
         path.write_bytes(b"x")
         os.utime(path, (now - OLD, now - OLD))
-    real = os.unlink
+    real = os.rename
 
-    def unlink(path, *a, **kw):
+    def rename(path, *a, **kw):  # gc's removal starts with the rename to a private name
         if str(path) == paths[1].name:
             raise OSError(16, "Device or resource busy")
         return real(path, *a, **kw)
 
-    monkeypatch.setattr(os, "unlink", unlink)
+    monkeypatch.setattr(os, "rename", rename)
     _planned, outcome = _run(tmp_path, limits=Limits(max_size=0, grace=0))
     assert _files(tmp_path) == {paths[1].name}
     assert outcome.removed_files == 2
@@ -319,14 +322,15 @@ def test_a_stale_lock_is_taken_over_and_released_after(tmp_path):
 
 
 def test_two_runs_at_once_remove_what_one_would(tmp_path):
-    now = time.time()
     root = tmp_path / "kv"
     root.mkdir()
-    for i in range(300):
+    for i in range(299, -1, -1):  # real processes: ages by the real clock (ctime counts)
         path = root / f"{i:064x}_m-x_0_1.bin"
         path.write_bytes(b"x" * 1000)
-        os.utime(path, (now - OLD - i, now - OLD - i))
-    command = [sys.executable, "-m", "kvtool", "gc", str(root), "--max-size", "100kB", "--json"]
+        if i == 100:
+            time.sleep(0.05)  # past the kernel's coarse timestamp tick: the last 100 are newer
+    command = [sys.executable, "-m", "kvtool", "gc", str(root), "--max-size", "100kB",
+               "--grace", "0s", "--json"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
     runs = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
     results = [(run.wait(60), run.stdout.read()) for run in runs]
@@ -341,6 +345,7 @@ def test_two_runs_at_once_remove_what_one_would(tmp_path):
     assert _files(root) == {f"{i:064x}_m-x_0_1.bin" for i in range(100)}
 
 
+@pytest.mark.usefixtures("ctime_as_mtime")
 def test_the_second_walk_enters_only_the_folders_holding_chosen_files(tmp_path):
     now = time.time()
     chosen = tmp_path / "a" / "b" / "c"
@@ -379,3 +384,27 @@ def test_needed_folders_climbs_to_the_top():
     assert hash(("x", "y")) not in bits
     empty = needed_folders(np.zeros(0, np.int64), folders, parents)
     assert not any(hash(f) in empty for f in tree)
+
+
+def test_a_chunk_placed_seconds_ago_with_old_times_is_young_by_its_ctime(tmp_path):
+    """``mv``, ``cp -p``, ``rsync -a`` and a tier's restore keep a chunk's old mtime and atime;
+    its ctime says when it was placed, and gc counts it as systemd-tmpfiles does."""
+    import shutil
+
+    now = time.time()
+    outside, root = tmp_path / "elsewhere", tmp_path / "kv"
+    outside.mkdir()
+    root.mkdir()
+    moved, copied = (outside / f"{c * 64}_m-x_0_1.bin" for c in "ab")
+    for path in (moved, copied):
+        path.write_bytes(b"x" * 100)
+        os.utime(path, (now - OLD, now - OLD))
+    os.rename(moved, root / moved.name)  # mv
+    shutil.copy2(copied, root / copied.name)  # cp -p
+    assert all(os.stat(p).st_mtime < now - OLD + 1 for p in root.iterdir())
+    for limits in (Limits(max_age=86400, grace=0), Limits(max_size=0, grace=600)):
+        _planned, outcome = _run(root, limits=limits)
+        assert outcome.removed_files == 0, limits
+    assert len(list(root.iterdir())) == 2
+    _planned, outcome = _run(root, limits=Limits(max_size=0, grace=0))  # no age asked: they go
+    assert outcome.removed_files == 2

@@ -6,6 +6,7 @@ from kvtool.errors import InputError
 from kvtool.folders.inspect import inspect_folder, read_vllm_config
 
 
+@pytest.mark.usefixtures("ctime_as_mtime")
 def test_a_mixed_folder_is_read_once_per_engine(tmp_path, made):
     made(tmp_path / "sglang", "sglang-0.5.23.json", age_s=3 * 86400)
     made(tmp_path / "vllm", "vllm-0.33.0.json")

@@ -3,7 +3,7 @@ import os
 import pytest
 
 from kvtool.errors import InputError
-from kvtool.folders.walk import LOCK_NAME, Walk, atime_mode
+from kvtool.folders.walk import LOCK_NAME, Root, Walk, atime_mode
 
 
 def test_every_file_once_links_never_followed(tmp_path):
@@ -182,3 +182,22 @@ def test_folders_too_deep_are_reported_not_entered_and_hard_links_counted(tmp_pa
     assert seen["one"].links == seen["two"].links == 2
     assert len(walk.too_deep) == 1
     assert walk.too_deep[0].count("/") == MAX_DEPTH
+
+
+def test_a_folder_moved_out_or_replaced_is_no_longer_inside(tmp_path):
+    from kvtool.folders.walk import Handles
+
+    (tmp_path / "kv" / "a" / "b").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    with Root(tmp_path / "kv") as root, Handles(root) as handles:
+        held = handles.get(("a", "b"))
+        assert held is not None
+        assert handles.inside(("a", "b"))
+        os.rename(tmp_path / "kv" / "a", tmp_path / "elsewhere" / "a")  # an ancestor moved out
+        assert not handles.inside(("a", "b"))
+        assert handles.get(("a", "b")) is None  # forgotten, and nothing of that name is left
+        (tmp_path / "kv" / "a" / "b").mkdir(parents=True)  # a new folder takes the name
+        assert handles.inside(("a", "b"))  # the new one, opened afresh
+        assert os.fstat(handles.get(("a", "b"))).st_ino != os.stat(
+            tmp_path / "elsewhere" / "a" / "b"
+        ).st_ino
