@@ -198,6 +198,7 @@ def test_a_folder_moved_out_or_replaced_is_no_longer_inside(tmp_path):
         assert handles.get(("a", "b")) is None  # forgotten, and nothing of that name is left
         (tmp_path / "kv" / "a" / "b").mkdir(parents=True)  # a new folder takes the name
         assert handles.inside(("a", "b"))  # the new one, opened afresh
-        assert os.fstat(handles.get(("a", "b"))).st_ino != os.stat(
-            tmp_path / "elsewhere" / "a" / "b"
-        ).st_ino
+        assert (
+            os.fstat(handles.get(("a", "b"))).st_ino
+            != os.stat(tmp_path / "elsewhere" / "a" / "b").st_ino
+        )
