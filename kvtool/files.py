@@ -296,35 +296,34 @@ def output_file(path: Path, *, option: str, suffixes: tuple[str, ...] = ()) -> P
 
 
 def _final(path: Path) -> Path:
-    """The file a write to ``path`` lands in: ``path`` itself, or the file a symbolic link
-    there names (written through: the link stays a link). InputError for a link that leads
-    nowhere, or to something that is not a regular file (a device, a FIFO, a folder): those
-    are never replaced."""
+    """The file a write to ``path`` replaces: ``path`` itself. InputError for a symbolic link
+    there (whatever it names: in a shared folder another user's link to ``/etc/passwd`` would
+    have had root's report written into it) and for anything that is not a regular file (a
+    device, a FIFO, a folder): those are never replaced."""
     import os
     import stat
 
-    target = path
-    if path.is_symlink():
-        try:
-            target = path.resolve(strict=True)
-        except (OSError, RuntimeError):
-            raise InputError(
-                f"{path} is a link to {os.readlink(path)}, which does not exist",
-                "point the link at a file, or name another path",
-            ) from None
     try:
-        mode = target.stat().st_mode
+        mode = os.lstat(path).st_mode
     except FileNotFoundError:
-        return target
+        return path
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(mode):
+        try:
+            shown = os.readlink(path)
+        except OSError:
+            shown = "?"
+        raise InputError(
+            f"{path} is a symbolic link (to {shown}): kvtool never writes through a link",
+            "name the file itself, or remove the link",
+        )
     if not stat.S_ISREG(mode):
         raise InputError(
-            f"{path} is {'a link to ' + str(target) + ', ' if target != path else ''}"
-            f"a {file_kind(mode)}, not a regular file",
+            f"{path} is a {file_kind(mode)}, not a regular file",
             "name a file kvtool may replace",
         )
-    return target
+    return path
 
 
 def output_folder(path: Path, *, option: str) -> Path:
@@ -403,14 +402,29 @@ def _write_atomic(path: Path, put: Any, *, binary: bool) -> None:
             put(f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, path)  # replaces a link put there since the check, never its target
         tmp = None
+        _sync_folder(path.parent)
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
     finally:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+
+
+def _sync_folder(folder: Path) -> None:
+    """fsync a folder, so that a rename into it survives a crash (where the file system lets
+    a folder be synced: some network mounts refuse, and the write stands)."""
+    import contextlib
+    import os
+
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _mode_for(path: Path) -> int:

@@ -167,3 +167,20 @@ def test_the_kubernetes_cronjobs_command_runs(kvtool: Kvtool, tmp_path: Path) ->
     assert lines[0]["action"] == "start"
     assert lines[-1]["action"] == "end"
     assert lines[-1]["removed_files"] > 0
+
+
+def test_a_log_that_is_a_link_is_refused_and_nothing_removed(
+    kvtool: Kvtool, tmp_path: Path
+) -> None:
+    kv = tmp_path / "kv"
+    build(kv, "sglang-0.5.23.json", age_s=9 * 86400)
+    before = sorted(p.name for p in kv.iterdir())
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    (tmp_path / "gc.jsonl").symlink_to(victim)
+    done = kvtool("gc", str(kv), "--max-size", "0", "--grace", "0s", "--log",
+                  str(tmp_path / "gc.jsonl"))  # fmt: skip
+    assert done.exit_code == 2
+    assert "is a symbolic link" in done.stderr
+    assert victim.read_text() == "keep"
+    assert sorted(p.name for p in kv.iterdir()) == before

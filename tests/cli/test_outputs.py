@@ -65,7 +65,7 @@ def _bad_targets(tmp: Path, read_only: Path | None, option: str) -> dict[str, tu
         "missing folder": (tmp / "no" / "such" / f"out{suffix}", "does not exist"),
         "a folder": (tmp / "a-folder", "is a folder"),
         "a device": (tmp / f"a-pipe{suffix}", "is a FIFO, not a regular file"),
-        "a dangling link": (tmp / f"a-link{suffix}", "which does not exist"),
+        "a dangling link": (tmp / f"a-link{suffix}", "is a symbolic link"),
     }
     (tmp / f"a-link{suffix}").symlink_to(tmp / "gone" / f"out{suffix}")
     if read_only is not None:
@@ -120,8 +120,11 @@ def test_a_good_target_gets_exactly_the_named_file(
 
 
 @pytest.mark.parametrize("name", list(WRITERS))
-def test_a_link_is_written_through_to_its_file(kvtool: Kvtool, tmp_path: Path, name: str) -> None:
-    """The temporary was renamed over the link, so the file it named never changed."""
+def test_a_link_at_the_target_is_refused_in_one_line(
+    kvtool: Kvtool, tmp_path: Path, name: str
+) -> None:
+    """Every writer wrote through a link at its target (a link another user left in a shared
+    folder had its target overwritten): now exit 2, one line, the file it names untouched."""
     option, before = WRITERS[name]
     real = tmp_path / "real" / ("chart.svg" if option == "--plot" else "out.xml")
     real.parent.mkdir()
@@ -129,9 +132,11 @@ def test_a_link_is_written_through_to_its_file(kvtool: Kvtool, tmp_path: Path, n
     link = tmp_path / real.name
     link.symlink_to(real)
     done = kvtool(*before, option, str(link))
-    assert done.exit_code in (0, 1), done.stderr
+    assert done.exit_code == 2, done.stdout + done.stderr
+    assert "is a symbolic link" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
     assert link.is_symlink()
-    assert real.read_text() != "old"
+    assert real.read_text() == "old"
     assert sorted(p.name for p in real.parent.iterdir()) == [real.name]
 
 

@@ -430,28 +430,44 @@ def test_write_bytes_is_whole_or_nothing(tmp_path: Path) -> None:
 # --- what a write may replace -----------------------------------------------------------------
 
 
-def test_a_write_through_a_link_lands_in_its_file_and_the_link_stays(tmp_path: Path) -> None:
-    """``-o link`` replaced the link with a new file; the file it named kept the old text."""
+def test_a_link_at_the_target_is_refused_and_what_it_names_untouched(tmp_path: Path) -> None:
+    """``--junit link`` wrote through the link: a link another user left in a shared folder
+    (to /etc/passwd, say) had root's report written into its target."""
     real = tmp_path / "real" / "report.xml"
     real.parent.mkdir()
     real.write_text("old")
     link = tmp_path / "report.xml"
     link.symlink_to(real)
-    assert output_file(link, option="--junit") == link
-    write_text(link, "new")
+    with pytest.raises(InputError, match=r"^--junit .*report\.xml is a symbolic link \(to .*real"):
+        output_file(link, option="--junit")
+    with pytest.raises(InputError, match="kvtool never writes through a link"):
+        write_text(link, "new")
     assert link.is_symlink()
-    assert real.read_text() == "new"
-    assert sorted(p.name for p in real.parent.iterdir()) == ["report.xml"]  # no temporary left
+    assert real.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["real", "report.xml"]
 
 
 def test_a_dangling_link_is_refused_not_replaced(tmp_path: Path) -> None:
     link = tmp_path / "out.yaml"
     link.symlink_to(tmp_path / "gone" / "out.yaml")
-    with pytest.raises(InputError, match=r"^-o .*out\.yaml is a link to .*gone/out\.yaml, which"):
+    with pytest.raises(InputError, match=r"^-o .*out\.yaml is a symbolic link \(to .*gone/out"):
         output_file(link, option="-o")
-    with pytest.raises(InputError, match="which does not exist"):
+    with pytest.raises(InputError, match="never writes through a link"):
         write_text(link, "x")
     assert link.is_symlink()
+
+
+def test_a_write_syncs_the_file_and_its_folder(tmp_path: Path, monkeypatch) -> None:
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append("folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    write_text(tmp_path / "out.json", "{}")
+    assert synced == ["file", "folder"]
 
 
 def test_a_fifo_or_a_link_to_one_is_never_replaced(tmp_path: Path) -> None:
@@ -461,11 +477,13 @@ def test_a_fifo_or_a_link_to_one_is_never_replaced(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     link = tmp_path / "to-pipe"
     link.symlink_to(fifo)
-    for path in (fifo, link):
-        with pytest.raises(InputError, match="a FIFO, not a regular file"):
-            write_text(path, "x")
-        with pytest.raises(InputError, match="not a regular file"):
-            output_file(path, option="-o")
+    with pytest.raises(InputError, match="a FIFO, not a regular file"):
+        write_text(fifo, "x")
+    with pytest.raises(InputError, match="not a regular file"):
+        output_file(fifo, option="-o")
+    for call in (lambda: write_text(link, "x"), lambda: output_file(link, option="-o")):
+        with pytest.raises(InputError, match="symbolic link"):
+            call()
     assert stat.S_ISFIFO(fifo.stat().st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "to-pipe"]
 
