@@ -25,6 +25,8 @@ from typing import Any, NamedTuple
 
 from kvtool.errors import InputError
 
+MAX_REQUESTS = 100_000_000  # a trace of about 30 GB: more is a typo (2**64), not a workload
+
 
 class Workload(NamedTuple):
     """What ``kvtool engine gen`` models."""
@@ -56,6 +58,12 @@ class Workload(NamedTuple):
         for name, value in options.items():
             if value < 1:
                 raise InputError(f"{name} must be at least 1, got {value}")
+        if self.requests > MAX_REQUESTS:
+            raise InputError(
+                f"--requests {self.requests:,} is more than kvtool generates ({MAX_REQUESTS:,}:"
+                " about 30 GB of trace)",
+                "generate several traces with other --seed values",
+            )
         shared = self.system_tokens + (self.rag_tokens if self.rag_share > 0 else 0)
         if shared >= self.max_context:
             raise InputError(
@@ -195,6 +203,14 @@ def _block_ids(session: _Session, block_tokens: int, ids: _Ids) -> list[int]:
     if current:  # the partial last block: named now, not kept (the next turn extends it)
         out.append(ids.name(parent, tuple(current)))
     return out
+
+
+def estimated_bytes(w: Workload, *, sample: int = 2000) -> int:
+    """What ``write_lines(w)`` writes, from its first ``sample`` lines (a fifth more, for the
+    sessions' growing contexts)."""
+    lines = write_lines(w._replace(requests=min(sample, w.requests)))
+    seen = sum(len(line.encode()) for line in lines)
+    return int(seen / min(sample, w.requests) * w.requests * 1.2)
 
 
 def write_lines(w: Workload) -> Iterator[str]:

@@ -214,6 +214,31 @@ def test_gen_bad_knobs(kvtool: Kvtool) -> None:
     assert "--rag-share must be between 0 and 1" in done.stderr
 
 
+def test_gen_is_bounded_by_a_request_cap_and_the_free_space(
+    kvtool: Kvtool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gen -n 2**64 -o FILE`` wrote until the disk filled (339 MB in 90 s): now a cap, and a
+    file system too small for the trace is refused before a byte is written."""
+    done = kvtool("engine", "gen", "--requests", str(2**64), "-o", str(tmp_path / "big.jsonl"))
+    assert done.exit_code == 2
+    assert "more than kvtool generates (100,000,000" in done.stderr
+    import os
+
+    real = os.statvfs
+
+    class Small:
+        f_bavail, f_frsize = 10, 4096  # 40 KiB free
+
+    monkeypatch.setattr(os, "statvfs", lambda p: Small() if str(p) == str(tmp_path) else real(p))
+    done = kvtool("engine", "gen", "--requests", "1000", "-o", str(tmp_path / "t.jsonl"))
+    assert done.exit_code == 2
+    assert "1,000 requests take about" in done.stderr
+    assert "has 41.0 kB (40.0 KiB) free" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+    done = kvtool("engine", "gen", "--requests", "20", "-o", str(tmp_path / "t.jsonl"))
+    assert done.exit_code == 0, done.stderr  # a trace that fits is written
+
+
 def test_real_moves_real_bytes_and_matches_the_counting_replay(
     kvtool: Kvtool, tmp_path: Path
 ) -> None:

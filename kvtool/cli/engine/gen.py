@@ -77,6 +77,20 @@ def gen(
     if output is None:
         sys.stdout.writelines(write_lines(workload))
         return
+    import os
+
+    from kvtool.errors import InputError
+    from kvtool.replay.gen import estimated_bytes
+    from kvtool.units import format_bytes
+
+    folder = os.statvfs(output.parent if str(output.parent) else ".")
+    free, needed = folder.f_bavail * folder.f_frsize, estimated_bytes(workload)
+    if needed > free:
+        raise InputError(
+            f"--output {output}: {workload.requests:,} requests take about"
+            f" {format_bytes(needed)}, and its file system has {format_bytes(free)} free",
+            "ask for fewer --requests, or write elsewhere",
+        )
     from kvtool.cli.render.text import Progress
     from kvtool.files import write_text
 
