@@ -34,14 +34,17 @@ def inspect_folder(
     mla: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> Inspection:
-    """``read_folder``, and an InputError when nothing there is of a layout kvtool knows (the
-    wrong folder, most likely: it says what it saw)."""
+    """``read_folder``, and an InputError when files are there but none of a layout kvtool
+    knows (the wrong folder, most likely: it says what it saw). An empty folder is an answer:
+    no chunks yet (a tier before its first write)."""
     found = read_folder(
         root, mode=mode, mountpoint=mountpoint, model=model, world=world, mla=mla,
         progress=progress,
     )  # fmt: skip
     summary = found.summary
-    if summary.chunk_files + summary.temp_files + summary.config_files == 0:
+    if summary.chunk_files + summary.temp_files + summary.config_files == 0 and (
+        summary.unknown_files
+    ):
         examples = ", ".join(summary.unknown_examples[:5]) or "no files at all"
         raise InputError(
             f"{root} holds no file of a layout kvtool knows "

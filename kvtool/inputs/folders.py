@@ -121,7 +121,10 @@ def resolve_folder(
         raise InputError(f"{path} cannot be read by this user", "run as its owner, or pick another")
     root = path.resolve()
     mode, mountpoint = atime_mode(root, host.read("proc_mounts", "/proc/self/mounts"))
-    return FolderInputs(root, mode, mountpoint, model_names(model), resolve_world(tp, pp, world))
+    return FolderInputs(
+        root, mode, mountpoint, model_names(model), resolve_world(tp, pp, world),
+        mla=model_is_mla(model),  # LMCache saves an MLA latent from rank 0 as world 1
+    )  # fmt: skip
 
 
 def parse_limit_size(text: str, *, what: str) -> int:

@@ -86,3 +86,34 @@ def test_an_alias_finds_the_files_its_hub_id_names_and_world_still_works(
     old = kvtool("inspect", str(tmp_path), "--model", "llama-3.1-8b", "--world", "2", "--json")
     assert "--world is now --tp and --pp" in old.stderr
     assert json.loads(old.stdout)["layouts"] == json.loads(by_alias.stdout)["layouts"]
+
+
+def test_lmcache_mla_files_saved_as_world_1_are_no_orphans_of_a_tp_8_deployment(
+    kvtool: Kvtool, tmp_path: Path
+) -> None:
+    """LMCache saves an MLA latent from rank 0 only, keyed world 1 (0.5.6
+    ``v1/token_database.py:238-243``): ``inspect --model deepseek-v3 --tp 8`` called them
+    orphans, because the folder's inputs never said the model is MLA."""
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("cachetools")
+    utils = pytest.importorskip("lmcache.utils")
+    for digest in (0xAB12, 0xCD34):
+        key = utils.CacheEngineKey("deepseek-ai/DeepSeek-V3", 1, 0, digest, torch.bfloat16)
+        (tmp_path / (key.to_string().replace("/", "-") + ".pt")).write_bytes(b"x" * 64)
+    done = kvtool("inspect", str(tmp_path), "--model", "deepseek-v3", "--tp", "8", "--json")
+    assert done.exit_code == 0, done.stderr
+    layouts = json.loads(done.stdout)["layouts"]
+    assert [g["orphan"] for g in layouts] == [None], layouts
+    other = kvtool("inspect", str(tmp_path), "--model", "llama-3.1-70b", "--tp", "8", "--json")
+    assert [g["orphan"] for g in json.loads(other.stdout)["layouts"]] == ["another model"]
+
+
+def test_an_empty_folder_is_an_answer_exit_0(kvtool: Kvtool, tmp_path: Path) -> None:
+    done = kvtool("inspect", str(tmp_path))
+    assert done.exit_code == 0, done.stderr
+    assert "empty: no files yet" in done.stdout
+    doc = json.loads(kvtool("inspect", str(tmp_path), "--json").stdout)
+    assert doc["layouts"] == []
+    assert doc["chunks"] == {"files": 0, "bytes": 0}

@@ -50,6 +50,9 @@ def print_inspection(found: Inspection) -> None:
         f" mount {escape_name(found.mountpoint) or '?'})"
     )
     echo()
+    if not s.groups and not s.unknown_files and not s.temp_files and not s.config_files:
+        echo("empty: no files yet (an engine writes its first chunks here when it offloads)")
+        return
     table = Table(
         "engine", "model", "dtype", "layout", "ranks seen", "files", "bytes", "last use", "orphan",
         left=(0, 1, 2, 3, 8),
