@@ -146,4 +146,4 @@ def gc(
 
             echo()
         render.print_gc(inputs, planned, outcome)
-    return status.PROBLEMS if render.gc_problems(planned, outcome) else None
+    return status.PROBLEMS if render.gc_problems(planned, outcome, inputs.limits) else None

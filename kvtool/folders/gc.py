@@ -463,6 +463,7 @@ class Outcome(NamedTuple):
     mounts: tuple[str, ...] = ()  # mount points below the folder, not entered
     too_deep: tuple[str, ...] = ()
     left: tuple[str, ...] = ()  # folders that left DIR while the run removed in them
+    gone_bytes: int = 0  # of chosen files another process removed first
 
 
 def run_gc(
@@ -631,6 +632,7 @@ class Sweep:
         self.skipped = 0
         self.failed: list[str] = []
         self.left: list[str] = []  # folders that left DIR while the run removed in them
+        self.gone_bytes = 0  # of chosen files another process removed first
         self.walk: Walk | None = None
 
     def __iter__(self) -> Iterator[Removal]:
@@ -728,6 +730,7 @@ class Sweep:
             if not self.dry_run:
                 why = self._unlink(handles, member, inode)
                 if why is _GONE:
+                    self.gone_bytes += removal.bytes
                     continue  # removed by another process first: neither ours nor a failure
                 if why is not None:
                     if why is _CHANGED:
@@ -818,4 +821,5 @@ class Sweep:
             tuple(dict.fromkeys(m for w in walks for m in w.mounts)),
             tuple(dict.fromkeys(d for w in walks for d in w.too_deep)),
             tuple(dict.fromkeys(self.left)),
+            self.gone_bytes,
         )

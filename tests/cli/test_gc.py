@@ -184,3 +184,31 @@ def test_a_log_that_is_a_link_is_refused_and_nothing_removed(
     assert "is a symbolic link" in done.stderr
     assert victim.read_text() == "keep"
     assert sorted(p.name for p in kv.iterdir()) == before
+
+
+@pytest.mark.usefixtures("ctime_as_mtime")
+def test_a_size_limit_missed_because_chosen_chunks_changed_is_exit_1(tmp_path: Path) -> None:
+    """19,467 chunks kept as "changed" (used between the plan and their removal) left the
+    folder over --max-size, and gc said exit 0."""
+    from kvtool.cli.render.gc import gc_problems, missed_bytes
+    from kvtool.folders.gc import Scope, Sweep, plan
+    from kvtool.folders.select import Limits
+    from kvtool.folders.walk import Root
+
+    now = time.time()
+    paths = [tmp_path / f"{c * 64}_m-x_0_1.bin" for c in "abc"]
+    for path in paths:
+        path.write_bytes(b"x" * 100)
+        os.utime(path, (now - 86400, now - 86400))
+    limits = Limits(max_size=0, grace=0)
+    with Root(tmp_path) as root:
+        planned = plan(root, scope=Scope(), limits=limits, mode="relatime", free_bytes=0)
+        os.utime(paths[0], (now, now - 86400))  # read by an engine since the plan
+        sweep = Sweep(root, planned, scope=Scope(), mode="relatime", dry_run=False)
+        list(sweep)
+        outcome = sweep.outcome()
+    assert outcome.removed_files == 2
+    assert missed_bytes(planned, outcome, limits) == 100
+    assert gc_problems(planned, outcome, limits)
+    age_only = Limits(max_age=3600, grace=0)  # a chunk used since is young: that limit holds
+    assert not missed_bytes(planned, outcome, age_only)

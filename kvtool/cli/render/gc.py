@@ -16,6 +16,7 @@ from kvtool.units import format_bytes, format_bytes_binary
 
 if TYPE_CHECKING:
     from kvtool.folders.gc import Outcome, Plan, Removal, Tally
+    from kvtool.folders.select import Limits
     from kvtool.inputs.folders import GcInputs
 
 
@@ -76,12 +77,26 @@ def print_lock_problem(root: Path, problem: str, *, busy: bool, as_json: bool) -
         echo(line)
 
 
-def gc_problems(planned: Plan, outcome: Outcome) -> bool:
-    """Whether the run found problems: a limit it could not reach, files it could not remove,
-    or folders it could not read or enter (their chunks were not considered)."""
+def gc_problems(planned: Plan, outcome: Outcome, limits: Limits | None = None) -> bool:
+    """Whether the run found problems: a limit it could not reach (in the plan, or because
+    chunks it chose changed before their removal), files it could not remove, or folders it
+    could not read or enter (their chunks were not considered)."""
     return bool(
-        planned.choice.short_bytes or outcome.failed or outcome.unreadable or outcome.too_deep
+        planned.choice.short_bytes
+        or (limits is not None and missed_bytes(planned, outcome, limits))
+        or outcome.failed
+        or outcome.unreadable
+        or outcome.too_deep
     )
+
+
+def missed_bytes(planned: Plan, outcome: Outcome, limits: Limits) -> int:
+    """Bytes a size limit (--max-size, --keep-free) still misses after the run, because chunks
+    the plan chose were used, rewritten or replaced before their removal (kept whole, as
+    "changed"); 0 for a dry run, and for --max-age alone (a chunk used since is young)."""
+    if outcome.dry_run or (limits.max_size is None and limits.keep_free is None):
+        return 0
+    return max(0, planned.choice.bytes - outcome.removed_bytes - outcome.gone_bytes)
 
 
 def _limits(inputs: GcInputs) -> str:
@@ -156,6 +171,13 @@ def print_gc(inputs: GcInputs, planned: Plan, outcome: Outcome) -> None:
         notes.append(
             f"a limit is out of reach by {format_bytes(choice.short_bytes)}: what is left is"
             f" {_unremovable(planned)}"
+        )
+    missed = missed_bytes(planned, outcome, inputs.limits)
+    if missed:
+        notes.append(
+            f"the limit is missed by {format_bytes(missed)}: {outcome.skipped_chunks:,} chunks"
+            " the plan chose changed before their removal (used, rewritten or replaced) and"
+            " stay whole; run gc again to choose anew"
         )
     for failure in outcome.failed[:5]:
         notes.append(f"could not remove {escape_name(failure)}")
