@@ -5,6 +5,8 @@ arrive as ``KvtoolError`` (or an OSError only a path as typed can cause) and lea
 line on stderr with status 2, never a traceback.
 """
 
+import contextlib
+import errno
 import functools
 import sys
 from collections.abc import Callable, Sequence
@@ -116,6 +118,9 @@ def reports_errors(command: F) -> F:
             print("kvtool: interrupted", file=sys.stderr)
             raise typer.Exit(status.INTERRUPTED) from None
         except OSError as exc:
+            if exc.errno in _OUTPUT_ERRNOS and _is_output_error(exc):
+                # before click's own handling, which makes a closed pipe exit 1
+                raise typer.Exit(_output_failed(exc)) from None
             line = path_error_line(exc)
             if line is None:
                 raise
@@ -250,4 +255,46 @@ def main() -> None:
     except typer.Abort:
         print("kvtool: interrupted", file=sys.stderr)
         sys.exit(status.INTERRUPTED)
+    except OSError as exc:
+        sys.exit(_output_failed(exc))
+    try:
+        sys.stdout.flush()  # what is still buffered: a full disk shows here
+    except OSError as exc:
+        sys.exit(_output_failed(exc))
     sys.exit(code if isinstance(code, int) else status.OK)
+
+
+# the ways writing the output fails that are the output's, not kvtool's: said in one line
+_OUTPUT_ERRNOS = frozenset(
+    getattr(errno, name)
+    for name in ("EPIPE", "ENOSPC", "EDQUOT", "EIO", "EFBIG", "EBADF", "EROFS")
+    if hasattr(errno, name)
+)
+
+
+def _is_output_error(exc: OSError) -> bool:
+    """Whether ``exc`` came from writing stdout (a file kvtool writes says its name in
+    ``filename``; a write to stdout has none)."""
+    return exc.filename is None and exc.filename2 is None
+
+
+def _output_failed(exc: OSError) -> int:
+    """A write to the output that failed: a closed pipe (``kvtool check | head``) is exit 141,
+    silently, as for a program SIGPIPE ended (0 would let a FAIL piped into ``head`` pass a
+    gate, 1 would read as a FAIL); a full disk or a broken device is one line and exit 1.
+    Any other error is kvtool's own and keeps its traceback."""
+    import os
+
+    if exc.errno not in _OUTPUT_ERRNOS:
+        raise exc
+    try:  # nothing more reaches the broken output, not even Python's flush at exit
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass
+    if exc.errno == errno.EPIPE:
+        return status.CLOSED_PIPE
+    with contextlib.suppress(OSError):
+        print(f"kvtool: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+    return status.PROBLEMS

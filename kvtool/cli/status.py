@@ -11,3 +11,6 @@ OK = 0
 PROBLEMS = 1
 USAGE = 2
 INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT; SIGTERM 143, SIGHUP 129 (128 + signal)
+# the output's reader went away (``kvtool check | head``): as shells report a program SIGPIPE
+# ended, never 0 (a CI gate piping a FAIL into head must not pass) and never 1 (not a FAIL)
+CLOSED_PIPE = 141
