@@ -303,7 +303,7 @@ def plan(
     folder_bytes = config_bytes = 0
     examples: list[str] = []
     owners = FolderModels(root)  # the models vLLM's config.json files name
-    known_homes: set[int] = set()  # folders holding a file of a known layout, in scope
+    known_homes: set[int] = set()  # folders holding a file of a known layout, in scope or not
     unknown_rows = array("b")  # 1 where the row is a file of no known layout
     walk = Walk(root, progress=progress, tick=tick, folders=entered)
     for seen in walk:
@@ -322,9 +322,12 @@ def plan(
             temps += match.kind == TEMP
             configs += match.kind == CONFIG
             config_bytes += seen.size if match.kind == CONFIG else 0
+        if seen.folder is not last_folder:  # one tuple a folder: hashed once
+            last_folder = seen.folder
+            home = hash(last_folder)
         model = None
         if match is not None:
-            known_homes.add(hash(seen.folder))
+            known_homes.add(home)
             model = file_model(match, owners)
         chunk = _chunk_id(seen, scope, match, model)
         if match is not None and match.kind == TEMP:  # never removed, whatever it names
@@ -342,9 +345,6 @@ def plan(
             hard_linked += 1
             linked.append(chunk[0])
         group = group_index.setdefault(key, len(group_index))
-        if seen.folder is not last_folder:  # one tuple a folder: hashed once
-            last_folder = seen.folder
-            home = hash(last_folder)
         ids.append(chunk[0])
         unknown_rows.append(match is None and not leftover)
         homes.append(home)
@@ -365,11 +365,12 @@ def plan(
     homes_a = arr(homes, np.int64)
     alone &= ~np.isin(homes_a, np.fromiter(known_homes, np.int64, len(known_homes)))
     keep = ~alone
+    alone_bytes = int(arr(sizes, np.int64)[alone].sum())
     if alone.any():
         alone_used = arr(used, np.float64)[alone]
         found.kept_of(_group(None), SCOPE_WHY).merge(
-            Tally(int(alone.sum()), int(alone.sum()), int(arr(sizes, np.int64)[alone].sum()),
-                  float(alone_used.min()), float(alone_used.max()))
+            Tally(int(alone.sum()), int(alone.sum()), alone_bytes, float(alone_used.min()),
+                  float(alone_used.max()))
         )  # fmt: skip
 
     def rows_of(values: array[Any], dtype: Any) -> Any:
@@ -395,7 +396,6 @@ def plan(
     needed = needed_folders(homes_a[keep][rows], arr(folders, np.int64), arr(parents, np.int64))
     # with --include-unknown they are in scope, removable (but those alone in their folder):
     # not what stays whatever the limits
-    alone_bytes = int(arr(sizes, np.int64)[alone].sum())
     unknown_kept = alone_bytes if scope.include_unknown else unknown_bytes
     return Plan(
         choice, clock, known, unknown, examples, temps, chosen, found, walk, configs,
@@ -538,7 +538,7 @@ def run_gc(
         return planned, outcome
 
 
-def _identity(info: os.stat_result) -> tuple[int, int, int, int, int, int]:
+def _unchanged(info: os.stat_result) -> tuple[int, int, int, int, int, int]:
     """What must not change between gc's last look at a file and its removal."""
     return (info.st_dev, info.st_ino, info.st_nlink, info.st_size, info.st_mtime_ns,
             stat.S_IFMT(info.st_mode))  # fmt: skip
@@ -781,7 +781,7 @@ class Sweep:
             return _why(exc)
         try:
             after = os.stat(private, dir_fd=fd, follow_symlinks=False)
-            same = _identity(after) == _identity(before)
+            same = _unchanged(after) == _unchanged(before)
             if not same or not handles.inside(member[0]):
                 _put_back(fd, private, member[1])  # in its folder, wherever that now is
                 if same:

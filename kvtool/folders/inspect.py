@@ -42,10 +42,9 @@ def inspect_folder(
         progress=progress,
     )  # fmt: skip
     summary = found.summary
-    if summary.chunk_files + summary.temp_files + summary.config_files == 0 and (
-        summary.unknown_files
-    ):
-        examples = ", ".join(summary.unknown_examples[:5]) or "no files at all"
+    known = summary.chunk_files + summary.temp_files + summary.config_files
+    if not known and summary.unknown_files:
+        examples = ", ".join(summary.unknown_examples[:5])
         raise InputError(
             f"{root} holds no file of a layout kvtool knows "
             f"({summary.unknown_files:,} other files: {examples})",
@@ -85,9 +84,13 @@ def read_folder(
 
 def read_vllm_config(folder_fd: int) -> dict[str, object] | None:
     """A vLLM FS tier's config.json in the open folder ``folder_fd`` (a link there is not
-    followed), or None when it cannot be read as a JSON object (it is then reported as a
-    group without a config)."""
+    followed), or None when it cannot be read as a JSON object of at most ``CONFIG_LIMIT``
+    bytes (it is then reported as a group without a config)."""
+    import os
+
     try:
+        if os.stat("config.json", dir_fd=folder_fd, follow_symlinks=False).st_size > CONFIG_LIMIT:
+            return None
         return read_json_object(Path("config.json"), what="vLLM config", dir_fd=folder_fd)
-    except InputError:
+    except (OSError, InputError):
         return None

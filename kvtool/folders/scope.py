@@ -13,17 +13,12 @@ not JSON, no ``model_name``, or one the folder's name does not carry) is out of 
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 from typing import NamedTuple
 
-from kvtool.errors import InputError
-from kvtool.files import read_json_object
 from kvtool.folders.layouts import TEMP, Match, model_matches
-from kvtool.folders.walk import O_FOLDER, Root
+from kvtool.folders.walk import Handles, Root
 
-CONFIG_LIMIT = 1 << 20  # a FileMapper's config.json is a few hundred bytes
 _SUFFIX = re.compile(r"_[0-9a-f]{12}")
 
 
@@ -49,22 +44,13 @@ class FolderModels:
         return self._known[base]
 
     def _read(self, base: str) -> str | None:
-        parts = base.split("/")
-        fds: list[int] = []
-        try:
-            fd = self.root.fd
-            for part in parts:
-                fd = os.open(part, O_FOLDER, dir_fd=fd)
-                fds.append(fd)
-                if not self.root.on_root_mount(fd):
-                    return None
-            config = read_json_object(Path("config.json"), what="FileMapper config", dir_fd=fd)
-        except (OSError, InputError):
-            return None
-        finally:
-            for opened in fds:
-                os.close(opened)
-        return folder_model(parts[-1], config)
+        from kvtool.folders.inspect import read_vllm_config
+
+        parts = tuple(base.split("/"))
+        with Handles(self.root, keep=len(parts)) as handles:
+            fd = handles.get(parts)  # part by part, O_NOFOLLOW, on the root's mount
+            config = None if fd is None else read_vllm_config(fd)
+        return None if config is None else folder_model(parts[-1], config)
 
 
 def folder_model(folder: str, config: dict[str, object]) -> str | None:

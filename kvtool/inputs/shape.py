@@ -54,7 +54,7 @@ def engine_rules(engine: str) -> EngineRules:
     """``--engine``'s rules; for ``hf``, those of the transformers release installed here
     (``hf==X.Y`` names one whatever is installed; none installed: the newest checked)."""
     rules = get_engine(engine)
-    if rules.installed_release and not rules.release_note:
+    if rules.installed_release:
         from kvtool.model.engines import for_installed
         from kvtool.probe.host import installed_version
 

@@ -83,7 +83,7 @@ def gen(
     from kvtool.replay.gen import estimated_bytes
     from kvtool.units import format_bytes
 
-    folder = os.statvfs(output.parent if str(output.parent) else ".")
+    folder = os.statvfs(output.parent)
     free, needed = folder.f_bavail * folder.f_frsize, estimated_bytes(workload)
     if needed > free:
         raise InputError(
