@@ -166,8 +166,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The suite leaves nothing in its temporary folder (pytest's own tmp_path root aside);
-    the folder goes when nothing is left in it but pytest's."""
+    the folder goes when nothing is left in it but pytest's. Under pytest-xdist the workers
+    share the folder, so only the controller looks, once every worker has finished."""
+    import os
     import shutil
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
 
     left = sorted(
         name

@@ -58,7 +58,7 @@ def test_the_readme_is_short_and_defines_the_tiers_first() -> None:
 def test_readme_quickstart_commands_match_ci() -> None:
     text = README.read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    test_command = ".ci/setup && python -m pytest"
+    test_command = ".ci/setup && python -m pytest -n 2"
     assert test_command in text
     assert test_command in ci.splitlines()
     assert "pip install . && kvtool size deepseek-r1 --ctx 200k --sessions 100" in text

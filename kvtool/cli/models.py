@@ -14,7 +14,7 @@ def models(
 ) -> None:
     """List the bundled models and their KV bytes per token (formula, model dtype).
 
-    Example:
+    Examples:
 
       kvtool models
     """

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from kvtool.errors import has_control_character
+from kvtool.folders.gc import PRIVATE_PREFIX
 from kvtool.folders.walk import LOCK_NAME
 from tests.conftest import CliResult
 
@@ -424,7 +425,13 @@ def test_the_log_names_every_removal_after_a_sigkill(tmp_path):
     again = [json.loads(line) for line in log.read_text().splitlines()]
     assert again[: len(lines)] == lines
     assert again[-1]["action"] == "end"
-    assert {e["path"] for e in again if e["action"] == "remove"} == before
+    # a kill between a file's rename and its unlink leaves it under gc's private name (its own
+    # name already logged as removed): the next run removes it under that name
+    paths = {e["path"] for e in again if e["action"] == "remove"}
+    leftovers = {p for p in paths if p.startswith(PRIVATE_PREFIX)}
+    assert len(leftovers) <= 1, leftovers
+    assert paths - leftovers == before
+    assert os.listdir(root) == []
 
 
 def test_an_unreadable_subfolder_is_reported_and_is_exit_1(kvtool: Kvtool, tmp_path, monkeypatch):

@@ -408,3 +408,29 @@ def test_a_chunk_placed_seconds_ago_with_old_times_is_young_by_its_ctime(tmp_pat
     assert len(list(root.iterdir())) == 2
     _planned, outcome = _run(root, limits=Limits(max_size=0, grace=0))  # no age asked: they go
     assert outcome.removed_files == 2
+
+
+def test_a_killed_runs_leftover_is_removed_by_the_next_run_whatever_its_scope(tmp_path):
+    """A run killed between a file's rename and its unlink leaves the file under gc's private
+    name (its own name already logged as removed): the next run removes it under that name,
+    even under a --model that the file's old name would not match, and its grace still holds
+    (the rename set its ctime: a leftover seconds old stays under a grace of an hour)."""
+    from kvtool.folders.gc import PRIVATE_PREFIX
+
+    leftover = tmp_path / f"{PRIVATE_PREFIX}4242.0123456789ab"
+    leftover.write_bytes(b"x" * 10)
+    mine = tmp_path / f"{KEY}_m-x_0_1.bin"
+    mine.write_bytes(b"y")
+    os.utime(mine, (time.time() - OLD,) * 2)
+    _run(tmp_path, limits=Limits(max_size=0, grace=3600))
+    assert leftover.exists()  # just made: young
+    removed: list[str] = []
+    _run(
+        tmp_path,
+        scope=Scope(models=("other-model",)),
+        limits=Limits(max_size=0, grace=0),
+        each=lambda r: removed.append(r.path),
+    )
+    assert leftover.name in removed
+    assert not leftover.exists()
+    assert mine.exists()  # another model's chunk: out of scope
