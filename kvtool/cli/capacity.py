@@ -148,11 +148,17 @@ def capacity(
         result = run_capacity(LocalHost(), request.path, request.workload, request.options,
                               progress=status.update)  # fmt: skip
     notes = [*request.notes, *result.notes]
+    missing = None  # without matplotlib: the table, then the error
     if target is not None:
-        notes.append(render.plot_capacity(result, request.plan, target))
+        from kvtool.cli.render.replay import draw_chart
+
+        chart = target
+        missing = draw_chart(lambda: render.plot_capacity(result, request.plan, chart), notes)
     if as_json:
         print_json(render.capacity_json(result, request.plan, request.about, notes),
                    command="capacity")  # fmt: skip
     else:
         render.print_capacity(result, request.plan, request.about, notes)
+    if missing is not None:
+        raise missing
     return exit_status.PROBLEMS if render.misses_plan(result, request.plan) else exit_status.OK

@@ -155,3 +155,25 @@ def test_hosts_that_do_not_answer_are_one_clear_error(kvtool: Run, tmp_path: Pat
     assert result.exit_code == 2, result.stdout + result.stderr
     assert "fio could not reach its servers" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_plot_without_matplotlib_prints_the_table_then_one_line(tmp_path: Path) -> None:
+    """Without the plot extra: the measured table, then one line and exit 2 (issue 54)."""
+    import subprocess
+    import sys
+
+    from tests.cli.test_replay import WITHOUT_MATPLOTLIB
+
+    t3 = tmp_path / "t3"
+    t3.mkdir()
+    done = subprocess.run([sys.executable, "-c", WITHOUT_MATPLOTLIB, "capacity", "--t3-dir",
+                           str(t3), *TINY, "--sessions", "1", "--restore-slo", "60s",
+                           "--no-fio-check", "--plot", str(tmp_path / "c.png")],
+                          capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parents[2])  # fmt: skip
+    assert done.returncode == 2
+    assert "sessions" in done.stdout
+    assert done.stderr.splitlines()[-1] == (
+        "kvtool: error: --plot needs matplotlib (pip install 'kvtool[plot]')"
+    )
+    assert not (tmp_path / "c.png").exists()

@@ -482,3 +482,30 @@ def test_the_occupancy_chart_draws_capacities_and_names_empty_tiers() -> None:
     assert idle["empty"] == ["T3"]  # T2 holds all that leaves T1: T3 is named, not drawn
     assert "T3" not in [tier for tier, _, _ in idle["lines"]]
     assert all(any(values) for _, values, _ in data["lines"])  # no line lies on the axis
+
+
+WITHOUT_MATPLOTLIB = (  # as after `pip install .`: the plot extra is not there
+    "import sys; sys.modules['matplotlib'] = None; from kvtool.cli.app import main;"
+    " sys.argv = ['kvtool', *sys.argv[1:]]; main()"
+)
+
+
+@pytest.mark.parametrize("command", ["sweep", "replay"])
+def test_plot_without_matplotlib_prints_the_table_then_one_line(
+    command: str, tmp_path: Path
+) -> None:
+    """``--plot`` without the plot extra was a 42-line traceback and no table (issue 54):
+    the figures were measured, so they are shown, then one line saying what to install."""
+    import subprocess
+
+    chart = tmp_path / "chart.png"
+    sizes = ["--t1", "256K,inf"] if command == "sweep" else ["--t1", "1M"]
+    done = subprocess.run([sys.executable, "-c", WITHOUT_MATPLOTLIB, "engine", command, str(HEAD),
+                           *sizes, "--plot", str(chart)], capture_output=True, text=True,
+                          cwd=Path(__file__).parents[2], timeout=120)  # fmt: skip
+    assert done.returncode == 2
+    assert "token hit ratio" in done.stdout  # the table, and the text chart in the plot's place
+    assert done.stderr.splitlines() == [
+        "kvtool: error: --plot needs matplotlib (pip install 'kvtool[plot]')"
+    ]
+    assert not chart.exists()

@@ -118,9 +118,10 @@ def replay(
                 loaded.requests, loaded.block_tokens, setup.config, ttft=setup.ttft,
                 progress=progress,
             )  # fmt: skip
+    missing = None  # without matplotlib: the table, then the error
     if plot is not None:
         title = Path(loaded.source).name + (f", {model}" if model else "")
-        notes.append(render.plot_occupancy(result, plot, title=title))
+        missing = render.draw_chart(lambda: render.plot_occupancy(result, plot, title=title), notes)
     bad = bool(extra) and not (
         extra["real"]["mismatched"] == 0 and extra["real"]["index_mismatches"] == 0
     )
@@ -131,7 +132,9 @@ def replay(
                 "skipped_lines": loaded.skipped, "notes": notes, **extra}  # fmt: skip
         print_json(data, command="engine replay")
     else:
-        render.print_replay(result, loaded, notes, chart=plot is None)
+        render.print_replay(result, loaded, notes, chart=plot is None or missing is not None)
         if extra:
             render.print_real(extra["real"])
+    if missing is not None:
+        raise missing
     return status.PROBLEMS if bad else status.OK

@@ -84,11 +84,12 @@ def sweep(
     notes.append(outcome.how)
     from kvtool.replay.sweep import curve_json, sweep_json
 
+    missing = None  # without matplotlib: the table, then the error
     if plot is not None:
         title = Path(loaded.source).name + (f", {model}" if model else "")
         whole = None if curve is None else curve_json(curve, base.block_units)
-        notes.append(render.plot_sweep(points, list(inputs.sweep), plot, unit=base.unit,
-                                       title=title, curve=whole))  # fmt: skip
+        missing = render.draw_chart(lambda: render.plot_sweep(points, list(inputs.sweep), plot,
+                                    unit=base.unit, title=title, curve=whole), notes)  # fmt: skip
 
     if as_json:
         from kvtool.cli.render.text import print_json
@@ -96,7 +97,9 @@ def sweep(
         print_json({"trace": loaded.source, "unit": base.unit, "points": sweep_json(points),
                     "curve": None if curve is None else curve_json(curve, base.block_units),
                     "notes": notes}, command="engine sweep")  # fmt: skip
-        return
-    whole = None if curve is None else curve_json(curve, base.block_units)
-    render.print_sweep(points, list(inputs.sweep), loaded, notes, unit=base.unit,
-                       chart=plot is None, curve=whole)  # fmt: skip
+    else:
+        whole = None if curve is None else curve_json(curve, base.block_units)
+        render.print_sweep(points, list(inputs.sweep), loaded, notes, unit=base.unit,
+                           chart=plot is None or missing is not None, curve=whole)  # fmt: skip
+    if missing is not None:
+        raise missing

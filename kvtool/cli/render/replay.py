@@ -3,7 +3,7 @@ charts (matplotlib when the ``plot`` extra is installed, text otherwise)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -163,6 +163,19 @@ def _pyplot() -> object:
     return plt
 
 
+def draw_chart(draw: Callable[[], str], notes: list[str]) -> InputError | None:
+    """Run ``draw`` (a ``plot_*`` call) and add the note it returns to ``notes``; without
+    matplotlib, the error to raise once the table is printed (the figures were measured:
+    they are shown, then ``--plot needs matplotlib`` alone on stderr, exit 2)."""
+    try:
+        notes.append(draw())
+    except InputError as exc:
+        if not exc.message.startswith("--plot needs matplotlib"):
+            raise
+        return exc
+    return None
+
+
 def tick_label(value: float, unit: str) -> str:
     """A size as the user would have typed it: ``10 GiB`` or ``10 GB`` for bytes (whichever
     divides it), ``3M`` (3 x 2^20) or ``10m`` (10^7) tokens; a capacity rounded down to whole
@@ -243,9 +256,9 @@ def occupancy_chart(result: ReplayResult) -> dict[str, Any]:
 def plot_occupancy(result: ReplayResult, path: Path, *, title: str) -> str:
     """Each tier's occupancy over the trace (PNG, SVG or PDF, by the name), in human units,
     with its capacity, ``title`` naming the trace and model; returns a note naming the file."""
+    plt = _pyplot()  # first: without matplotlib, one line
     from matplotlib.ticker import FuncFormatter
 
-    plt = _pyplot()
     data = occupancy_chart(result)
     figure, axes = plt.subplots(figsize=(8, 4))  # type: ignore[attr-defined]
     for tier, values, capacity in data["lines"]:
@@ -279,9 +292,9 @@ def plot_sweep(
     """Token hit ratio against the swept tier's capacity (``sweep_chart``: one line per
     setting of the others, the stack-distance curve behind them), ``title`` naming the trace
     and model."""
+    plt = _pyplot()  # first: without matplotlib, one line
     from matplotlib.ticker import FixedLocator, NullLocator
 
-    plt = _pyplot()
     data = sweep_chart(points, varied, unit=unit, curve=curve)
     figure, axes = plt.subplots(figsize=(8, 4))  # type: ignore[attr-defined]
     if data["curve"]:
