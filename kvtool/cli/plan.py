@@ -92,6 +92,7 @@ def plan(
     from kvtool.cli.size import answer
     from kvtool.errors import InputError
     from kvtool.inputs.plan_settings import flag, parse_settings
+    from kvtool.inputs.size import SizeRequest
 
     if hardware is None:
         raise InputError(
@@ -108,14 +109,20 @@ def plan(
 
             note(f"--emit {emit}: the plan is sized by {engine}'s rules (no --engine given)")
     return answer(
-        model, ctx=ctx, sessions=sessions, kv_dtype=kv_dtype, engine=engine, tp=tp,
-        block_size=extra.get("block_tokens"), hardware=hardware, nodes=nodes,
-        fsx_capacity=fsx_capacity, fsx_throughput=extra.get("fsx_throughput"), t3=t3_storage,
-        t4=extra.get("t4_storage"), t3_path=t3_path, weights_dtype=weights_dtype,
-        mfu=extra.get("mfu"), concurrent_loads=extra.get("concurrent_loads"),
-        gpu_memory_utilization=extra.get("gpu_memory_utilization"), emit=emit, t3_dir=t3_dir,
-        bench=bench, max_num_batched_tokens=extra.get("max_num_batched_tokens"), pp=pp,
-        dp_attention=flag(extra, "dp_attention"), cost=cost, prices=prices,
-        region=extra.get("region"), calibrate=calibrate, posture=posture, as_json=as_json,
-        command="plan", restore_slo=extra.get("restore_slo"), reload_from=extra.get("reload_from"),
+        SizeRequest(
+            model, ctx=ctx, sessions=sessions, kv_dtype=kv_dtype, engine=engine, tp=tp,
+            block_size=extra.get("block_tokens"), hardware=hardware, nodes=nodes,
+            fsx_capacity=fsx_capacity, fsx_throughput=extra.get("fsx_throughput"),
+            t3=t3_storage, t4=extra.get("t4_storage"), t3_path=t3_path,
+            weights_dtype=weights_dtype, mfu=extra.get("mfu"),
+            concurrent_loads=extra.get("concurrent_loads"),
+            gpu_memory_utilization=extra.get("gpu_memory_utilization"), emit=emit,
+            t3_dir=t3_dir, bench=bench,
+            max_num_batched_tokens=extra.get("max_num_batched_tokens"), pp=pp,
+            dp_attention=flag(extra, "dp_attention"), cost=cost, prices=prices,
+            region=extra.get("region"), calibrate=calibrate, posture=posture,
+            as_json=as_json, restore_slo=extra.get("restore_slo"),
+            reload_from=extra.get("reload_from"),
+        ),
+        command="plan",
     )  # fmt: skip

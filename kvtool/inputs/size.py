@@ -1,0 +1,388 @@
+"""``kvtool size`` and ``kvtool plan``: every option as typed resolved once (one InputError for
+any mistake, before anything is printed), then each model sized, and with ``--hardware``
+planned, priced or emitted. The command renders the ``SizeAnswer``."""
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+from kvtool.errors import InputError
+from kvtool.inputs.shape import resolve_shape, split_models
+from kvtool.model.engines import batched_tokens
+from kvtool.profiles.resolve import resolve_model
+from kvtool.units import parse_count, parse_count_list
+
+if TYPE_CHECKING:
+    from kvtool.inputs.metrics import Calibration
+    from kvtool.model.kv import SizeResult
+    from kvtool.model.params import Weights
+    from kvtool.model.shape import KvShape
+    from kvtool.plan.cluster import Hardware
+    from kvtool.plan.cost import Cost, Prices
+    from kvtool.plan.deployment import ContextPlans, DeploymentPlan
+    from kvtool.profiles.resolve import ResolvedModel
+
+MAX_CONTEXT_TOKENS = 2**31 - 1  # an engine's positions are 32-bit: no model runs past it
+
+
+class SizeRequest(NamedTuple):
+    """The options of ``kvtool size`` (and ``kvtool plan``, which names some of them
+    ``--set KEY=VALUE``), as typed; None: not given."""
+
+    model: str
+    ctx: str = "8k"
+    sessions: str = "1"
+    kv_dtype: str = "auto"
+    engine: str = "vllm"
+    tp: str | None = None
+    block_size: str | None = None
+    state_dtype: str = "auto"
+    weights_dtype: str | None = None
+    max_num_batched_tokens: str | None = None
+    as_json: bool = False
+    hardware: str | None = None
+    nodes: str | None = None
+    fsx_capacity: str | None = None
+    fsx_throughput: str | None = None
+    t3: str | None = None
+    t4: str | None = None
+    t3_path: str | None = None
+    mfu: str | None = None
+    concurrent_loads: str | None = None
+    gpu_memory_utilization: str | None = None
+    emit: str | None = None
+    t3_dir: str | None = None
+    bench: str | None = None
+    pp: str | None = None
+    dp_attention: bool = False
+    cost: bool = False
+    prices: str | None = None
+    region: str | None = None
+    calibrate: str | None = None
+    posture: str | None = None
+    restore_slo: str | None = None
+    reload_from: str | None = None
+    kvtool_version: str = ""  # written into an emitted configuration
+
+
+class Sized(NamedTuple):
+    """One model's answer: its sizes per context, its plans (with --hardware), where the
+    tokens per batch came from, and notes of options it ignored."""
+
+    resolved: "ResolvedModel"
+    results: "Sequence[SizeResult]"
+    plans: "tuple[DeploymentPlan, ...]"
+    batched_why: str
+    ignored: tuple[str, ...]
+    costs: "tuple[Cost, ...]" = ()
+    unique: tuple[int, ...] = ()  # per context, one copy of a session's KV (no tp replicas)
+
+
+class SizeAnswer(NamedTuple):
+    """What the command renders: each model's ``Sized``; the weights where they are part of
+    the answer (JSON, a comparison; None otherwise); or, with --emit, the configuration's text
+    and the notes it cannot carry (said after it)."""
+
+    sized: tuple[Sized, ...] = ()
+    weights: "tuple[Weights | None, ...] | None" = None
+    emitted: str | None = None
+    notes_after: tuple[str, ...] = ()
+
+
+def size_models(request: SizeRequest, notes: list[str]) -> SizeAnswer:
+    """``request`` answered: every option resolved first (one InputError for any mistake),
+    then the sizes, or with ``hardware`` the plans (or the emitted configuration). Notes
+    (options with no effect, what --calibrate replaced) are appended to ``notes`` as they
+    arise, so that a caller can say them even when a later option is a mistake."""
+    r = request
+    _check_choices(r)
+    contexts = parse_count_list(r.ctx, what="--ctx")
+    too_long = [c for c in contexts if c > MAX_CONTEXT_TOKENS]
+    if too_long:
+        raise InputError(
+            f"--ctx {too_long[0]:,} tokens is past any engine's context (at most"
+            f" {MAX_CONTEXT_TOKENS:,} tokens: positions are 32-bit integers)",
+            "give a context in tokens, e.g. 128K or 1m",
+        )
+    count = parse_count(r.sessions, what="--sessions")
+    batched = (
+        None
+        if r.max_num_batched_tokens is None
+        else parse_count(r.max_num_batched_tokens, what="--max-num-batched-tokens")
+    )
+    names = split_models(r.model)
+    several = len(names) > 1
+    shown_weights = several or r.as_json  # where --weights-dtype changes a printed figure
+    _check_combinations(r, several, shown_weights, notes)
+    plan_hardware = None
+    if r.hardware is not None:
+        from kvtool.inputs.hardware import resolve_hardware
+
+        plan_hardware = resolve_hardware(
+            r.hardware,
+            nodes=r.nodes,
+            t3_path=r.t3_path,
+            t3=r.t3,
+            t4=r.t4,
+            fsx_capacity=r.fsx_capacity,
+            fsx_throughput=r.fsx_throughput,
+            gpu_memory_utilization=r.gpu_memory_utilization,
+            bench=r.bench,
+        )
+    priced = None
+    if r.cost and plan_hardware is not None:
+        from kvtool.inputs.prices import resolve_prices
+
+        priced = resolve_prices(r.prices, region=r.region, hardware=plan_hardware)
+    calibrated = None
+    if r.calibrate is not None and plan_hardware is not None:
+        from kvtool.inputs.metrics import calibration
+
+        calibrated = calibration(r.calibrate)
+    sized = []
+    for name in names:  # each resolved before anything is printed: one bad name, exit 2
+        resolved = resolve_model(name)
+        shape = resolve_shape(
+            resolved, engine=r.engine, kv_dtype=r.kv_dtype, tp=r.tp, block_size=r.block_size,
+            state_dtype=r.state_dtype,
+        )  # fmt: skip
+        if plan_hardware is None:
+            chosen = batched_tokens(shape.rules, batched)
+            results = [
+                shape.size(tokens, count, max_num_batched_tokens=chosen.value)
+                for tokens in contexts
+            ]
+            sized.append(Sized(resolved, results, (), chosen.source, (chosen.ignored,),
+                               unique=_unique(shape, results) if several else ()))  # fmt: skip
+            continue
+        if calibrated is not None:
+            plan_hardware = _calibrated(plan_hardware, calibrated, shape, contexts[0], count,
+                                        notes)  # fmt: skip
+        planned = _plan(r, shape, contexts, count, plan_hardware, batched)
+        if r.emit is not None:
+            if planned.batched.ignored:
+                notes.append(planned.batched.ignored)
+            return _emit(r, resolved, shape, planned)
+        sized.append(
+            Sized(resolved, planned.sizes, planned.plans, planned.batched.source,
+                  (planned.batched.ignored,), _costs(planned.plans, priced, count),
+                  _unique(shape, planned.sizes) if several else ())
+        )  # fmt: skip
+    notes.extend(dict.fromkeys(n for one in sized for n in one.ignored if n))  # once each
+    weights = None
+    if shown_weights:
+        dtype = "auto" if r.weights_dtype is None else r.weights_dtype
+        weights = tuple(_weights(one.resolved, dtype) for one in sized)
+    return SizeAnswer(tuple(sized), weights)
+
+
+def _check_choices(r: SizeRequest) -> None:
+    """--weights-dtype and --posture name one of their choices (a mistake is one even where
+    the value has no effect)."""
+    if r.weights_dtype is not None:
+        from kvtool.model.params import WEIGHT_BYTES
+
+        if r.weights_dtype.strip().lower() not in ("auto", *WEIGHT_BYTES):
+            raise InputError(
+                f"unknown --weights-dtype {r.weights_dtype!r}",
+                "choose auto, " + ", ".join(WEIGHT_BYTES),
+            )
+    if r.posture is not None and r.posture.strip().lower() not in ("eager", "lazy"):
+        raise InputError(f"--posture {r.posture!r} is not a posture", "give eager or lazy")
+
+
+def _check_combinations(
+    r: SizeRequest, several: bool, shown_weights: bool, notes: list[str]
+) -> None:
+    """Options that need another (a note where one has no effect, an error where the answer
+    would be wrong or cannot be given)."""
+    plan_options = {
+        "--nodes": r.nodes,
+        "--fsx-capacity": r.fsx_capacity,
+        "--fsx-throughput": r.fsx_throughput,
+        "--t3-storage": r.t3,
+        "--t4-storage": r.t4,
+        "--t3-path": r.t3_path,
+        "--weights-dtype": r.weights_dtype,
+        "--mfu": r.mfu,
+        "--concurrent-loads": r.concurrent_loads,
+        "--gpu-memory-utilization": r.gpu_memory_utilization,
+        "--emit": r.emit,
+        "--bench": r.bench,
+        "--calibrate": r.calibrate,
+        "--cost": r.cost or None,
+        "--pp": r.pp,
+        "--dp-attention": r.dp_attention or None,
+    }
+    if r.hardware is None:
+        given = [name for name, value in plan_options.items() if value is not None]
+        if "--emit" in given:
+            raise InputError(
+                "--emit needs a plan", "add --hardware NODE (kvtool hardware lists them)"
+            )
+        if shown_weights:
+            given = [name for name in given if name != "--weights-dtype"]
+        _no_effect(given, "without --hardware", notes)
+    if not r.cost:
+        _no_effect([n for n, v in (("--prices", r.prices), ("--region", r.region))
+                    if v is not None], "without --cost", notes)  # fmt: skip
+    if r.emit is not None and r.pp is not None and r.pp.strip() not in ("1", ""):
+        raise InputError("--emit writes tensor-parallel engine configurations; kvtool does not"
+                         " emit pipeline-parallel ones yet", "drop --pp with --emit")  # fmt: skip
+    if r.emit is not None and r.dp_attention:
+        raise InputError("--emit writes tensor-parallel engine configurations; kvtool does not"
+                         " emit data-parallel attention yet", "drop --dp-attention")  # fmt: skip
+    if r.calibrate is not None and several:
+        raise InputError("--calibrate reads one engine, serving one model", "give one model")
+    if r.emit is None:
+        _no_effect(
+            [n for n, v in (("--t3-dir", r.t3_dir), ("--posture", r.posture)) if v is not None],
+            "without --emit",
+            notes,
+        )
+    elif several:
+        raise InputError(
+            "--emit writes one engine configuration, for one model", "give one model with --emit"
+        )
+    elif r.as_json:
+        raise InputError("--emit prints an engine configuration, not JSON", "drop --json or --emit")
+    else:
+        from kvtool.plan.emit import check_emit_target
+
+        check_emit_target(r.emit.strip().lower(), r.engine.strip().lower())
+
+
+def _no_effect(options: list[str], why: str, notes: list[str]) -> None:
+    notes.extend(f"{option} has no effect {why}" for option in options)
+
+
+def _plan(
+    r: SizeRequest,
+    shape: "KvShape",
+    contexts: list[int],
+    sessions: int,
+    hardware: "Hardware",
+    batched: int | None,
+) -> "ContextPlans":
+    """The deployment plan of ``shape`` at each context on ``hardware``."""
+    from kvtool.inputs.hardware import resolve_assumptions
+    from kvtool.plan.deployment import plan_contexts
+    from kvtool.plan.offload import get_layout
+
+    return plan_contexts(
+        shape,
+        contexts=contexts,
+        sessions=sessions,
+        hardware=hardware,
+        weights_dtype="auto" if r.weights_dtype is None else r.weights_dtype,
+        assumptions=resolve_assumptions(
+            mfu=r.mfu,
+            concurrent_loads=r.concurrent_loads,
+            restore_slo=r.restore_slo,
+            reload_from=r.reload_from,
+        ),
+        offload=None if r.emit is None else get_layout(r.emit.strip().lower()),
+        max_num_batched_tokens=batched,
+        pp=None if r.pp is None else parse_count(r.pp, what="--pp"),
+        choose_layout=r.emit is None,  # (kvtool emits tensor-parallel configurations)
+        dp_attention=r.dp_attention,
+    )
+
+
+def _calibrated(
+    hardware: "Hardware",
+    cal: "Calibration",
+    shape: "KvShape",
+    ctx: int,
+    sessions: int,
+    notes: list[str],
+) -> "Hardware":
+    """``hardware`` with the engine's measured KV pool in place of kvtool's estimate, and a
+    note of what was replaced and what was read but not used."""
+    from dataclasses import replace
+
+    probe = shape.size(ctx, sessions)
+    if probe.fixed_bytes_per_session or any(g.window is not None for g in probe.groups):
+        raise InputError(
+            f"--calibrate reads a pool in tokens, and {shape.spec.name} has windowed or state"
+            " layers whose bytes are not a count of tokens",
+            "plan it without --calibrate",
+        )
+    notes.append(
+        f"--calibrate {cal.source}: T1 is {cal.engine}'s own KV pool,"
+        f" {cal.pool_tokens_per_instance:,} tokens an engine instance, in place of kvtool's"
+        " estimate from HBM, weights and reserves; it assumes the engine runs the layout planned"
+    )
+    if cal.gpu_memory_utilization is not None:
+        notes.append(f"--calibrate: the engine runs gpu_memory_utilization"
+                     f" {cal.gpu_memory_utilization:.2f}, already in its pool")  # fmt: skip
+    if cal.hit_ratio is not None:
+        notes.append(
+            f"--calibrate: the engine's prefix-cache hit ratio, {cal.hit_ratio:.1%}, is not used"
+            " by size (it plans every session's KV); kvtool advise --shared-prefix takes one"
+        )
+    return replace(hardware, kv_pool_tokens_per_instance=cal.pool_tokens_per_instance)
+
+
+def _unique(shape: "KvShape", results: "Sequence[SizeResult]") -> tuple[int, ...]:
+    """Each context's session KV as one copy: the shape at tp 1 (an engine that replicates KV
+    heads, or an MLA latent, across tensor-parallel ranks counts it once); the result's own
+    bytes where tp 1 is refused."""
+    one = shape.serving_tp(1)
+    out = []
+    for r in results:
+        try:
+            out.append(one.size(r.ctx_tokens).kv_bytes_per_session)
+        except InputError:
+            out.append(r.kv_bytes_per_session)
+    return tuple(out)
+
+
+def _costs(plans: "tuple[DeploymentPlan, ...]", prices: "Prices | None", sessions: int
+           ) -> "tuple[Cost, ...]":  # fmt: skip
+    """Each plan's cost under ``prices`` (none without --cost)."""
+    if prices is None:
+        return ()
+    from kvtool.plan.cost import plan_cost
+
+    return tuple(
+        plan_cost(p.hardware, p.tiers, prices, sessions=sessions, ctx_tokens=p.ctx_tokens,
+                  chunk_tokens=p.assumptions.chunk_tokens, file_system=p.file_system)
+        for p in plans
+    )  # fmt: skip
+
+
+def _emit(
+    r: SizeRequest, resolved: "ResolvedModel", shape: "KvShape", planned: "ContextPlans"
+) -> SizeAnswer:
+    """``--emit``: the engine configuration for the plan of the longest context, and the
+    notes the configuration cannot carry."""
+    from kvtool.plan.emit import emit as emit_config
+    from kvtool.plan.emit import emit_inputs
+
+    assert r.emit is not None
+    longest = max(planned.plans, key=lambda plan: plan.ctx_tokens)
+    posture = r.posture
+    inputs = emit_inputs(
+        longest,
+        model_id=resolved.profile.hf_id if resolved.profile else resolved.location,
+        kv_dtype=shape.fmt.name,
+        model_dtype=resolved.spec.dtype,
+        is_mla=resolved.spec.is_mla,
+        t3_dir="/fsx/kvcache" if r.t3_dir is None else r.t3_dir,
+        eager=posture is not None and posture.strip().lower() == "eager",
+        kvtool_version=r.kvtool_version,
+    )
+    text = emit_config(r.emit.strip().lower(), inputs)
+    return SizeAnswer(emitted=text, notes_after=tuple(n for n in planned.format_notes if n))
+
+
+def _weights(resolved: "ResolvedModel", weights_dtype: str) -> "Weights | None":
+    """The model's weights in ``weights_dtype``; None where kvtool does not count its
+    parameters (the size still stands)."""
+    from kvtool.errors import ConfigError
+    from kvtool.model.params import model_weights
+
+    try:
+        return model_weights(resolved.spec, weights_dtype)
+    except ConfigError:
+        return None
