@@ -48,6 +48,9 @@ def parse_count(text: str, *, what: str = "--ctx") -> int:
     """
     match = _TOKEN_RE.match(text)
     if not match:
+        grouped = _grouped(text)
+        if grouped:
+            raise InputError(f"{what} {text!r} is not a count: no commas in a number", grouped)
         raise InputError(
             f"{what} {text!r} is not a count",
             "use a positive number, optionally with k/m/g/t (x1000) or K/M/G/T (x1024), e.g. 200k",
@@ -80,6 +83,12 @@ def parse_count(text: str, *, what: str = "--ctx") -> int:
 def parse_count_list(text: str, *, what: str = "--ctx") -> list[int]:
     """Parse ``8k,32k,128K`` into ``[8000, 32000, 131072]``; order kept, duplicates dropped."""
     parts = text.split(",")
+    grouped = _grouped(text)
+    if grouped:  # 200,000: the comma is read as a thousands separator, not as two contexts
+        raise InputError(
+            f"{what} {text!r}: commas separate values ({what} 8k,32k is two), not thousands",
+            grouped,
+        )
     if not text.strip() or any(not part.strip() for part in parts):
         raise InputError(f"{what} {text!r} has an empty item", "use e.g. --ctx 8k,32k,200k")
     values: list[int] = []
@@ -88,6 +97,17 @@ def parse_count_list(text: str, *, what: str = "--ctx") -> list[int]:
         if value not in values:
             values.append(value)
     return values
+
+
+def _grouped(text: str) -> str | None:
+    """How to write ``200,000`` (a number with thousands separators) as kvtool reads it:
+    ``write 200000 or 200k``; None for anything else."""
+    if not re.fullmatch(r"\d{1,3}(?:,\d{3})+", text.strip()):
+        return None
+    number = int(text.replace(",", ""))
+    scales = ((10**9, "g"), (10**6, "m"), (10**3, "k"))
+    short = next((f"{number // n}{suffix}" for n, suffix in scales if number % n == 0), None)
+    return f"write {number}" + (f" or {short}" if short else "")
 
 
 _DECIMAL = ["B", "kB", "MB", "GB", "TB", "PB", "EB"]

@@ -568,3 +568,17 @@ def test_engine_hf_follows_the_transformers_installed_and_says_so(kvtool: Run) -
     bad = kvtool("size", "falcon-40b", "--engine", "hf==abc")
     assert bad.exit_code == 2
     assert "not a transformers release" in bad.stderr
+
+
+@pytest.mark.parametrize("command", ["size", "plan"])
+def test_a_context_with_thousands_separators_says_commas_separate_contexts(
+    kvtool: Run, command: str
+) -> None:
+    """``--ctx 200,000`` said "--ctx must be at least 1, got '000'" (issue 54)."""
+    done = kvtool(command, "deepseek-r1", "--ctx", "200,000", "--hardware", "p5en")
+    assert done.exit_code == 2
+    assert done.stderr == (
+        "kvtool: error: --ctx '200,000': commas separate values (--ctx 8k,32k is two), not"
+        " thousands (write 200000 or 200k)\n"
+    )
+    assert done.stdout == ""

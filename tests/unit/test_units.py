@@ -46,6 +46,26 @@ def test_parse_count_list_rejects_empty_items(text: str) -> None:
         parse_count_list(text)
 
 
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [("200,000", "write 200000 or 200k"), ("1,000,000", "write 1000000 or 1m"),
+     ("1,500", "write 1500")],
+)  # fmt: skip
+def test_a_number_with_thousands_separators_is_named_as_such(text: str, hint: str) -> None:
+    """``--ctx 200,000`` said "--ctx must be at least 1, got '000'" (issue 54)."""
+    with pytest.raises(InputError) as list_error:
+        parse_count_list(text, what="--ctx")
+    assert list_error.value.message == (
+        f"--ctx {text!r}: commas separate values (--ctx 8k,32k is two), not thousands"
+    )
+    assert list_error.value.hint == hint
+    with pytest.raises(InputError) as count_error:
+        parse_count(text, what="--sessions")
+    assert count_error.value.message == f"--sessions {text!r} is not a count: no commas in a number"
+    assert count_error.value.hint == hint
+    assert parse_count_list("8k,032") == [8_000, 32]  # a list that is not a grouped number
+
+
 @given(st.integers(min_value=1, max_value=10**6), st.sampled_from(["", "k", "m", "K", "M"]))
 def test_parse_count_round_trips_integers(number: int, suffix: str) -> None:
     scale = {"": 1, "k": 1000, "m": 10**6, "K": 1024, "M": 1024**2}[suffix]
