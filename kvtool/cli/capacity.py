@@ -124,7 +124,7 @@ def capacity(
       kvtool capacity --t3-dir /tmp --model llama-3.2-1b --ctx 4k --sessions 1,4 --duration 2 --json
 
       kvtool capacity --t3-dir /fsx/kvcache --model llama-3.1-8b --hardware p5en --nodes 4 \\
-        --trace conversation_trace.jsonl --plot capacity.png  # on FSx
+        --trace examples/traces/small.jsonl --plot capacity.png  # on FSx
     """
     from kvtool.bench.capacity import run_capacity
     from kvtool.cli import status as exit_status

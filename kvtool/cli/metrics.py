@@ -93,7 +93,7 @@ def metrics(
 
       kvtool metrics http://vllm-0:8000/metrics  # an engine's /metrics
 
-      kvtool metrics --from hosts.txt --interval 60 --json  # your engines, one a line
+      kvtool metrics --from examples/metrics/hosts.txt --interval 60 --json  # your engines
 
       kvtool metrics --prometheus http://prometheus:9090 --window 15m  # your Prometheus
 

@@ -226,8 +226,9 @@ def check_atime(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
 
 def check_layout(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
     """The folder's stripe count for files of the engine's chunk size, against the node count
-    (the brief's checklist: stripe count >= nodes). FSx's default PFL puts files under 100 MiB on
-    one OST, so typical KV chunk files are single-stripe unless the folder has its own layout."""
+    (the AWS article's checklist: stripe count >= nodes). FSx's default PFL puts files under
+    100 MiB on one OST, so typical KV chunk files are single-stripe unless the folder has its
+    own layout."""
     if not _is_lustre(facts):
         return _not_lustre("layout.stripe", facts)
     layout, targets = facts.lustre.layout, facts.lustre.targets

@@ -1,6 +1,8 @@
-"""Is the four-tier architecture worth it for this workload? The brief's criteria, applied.
+"""Is the four-tier architecture worth it for this workload? The AWS article's criteria,
+applied.
 
-Pure. ``shared/BRIEF.md`` ("When the architecture is worth it") lists six signs that a shared
+Pure. The AWS Storage Blog article "Accelerate inference with KV cache tiering on AWS"
+(2026-09-21), in "When the architecture is worth it", lists six signs that a shared
 T3 pays off; kvtool evaluates each with the workload's numbers and says why it is met or not:
 
 1. the working set (mean concurrency) exceeds the cluster's HBM (the 85% line);
@@ -16,7 +18,7 @@ T3 is recommended when any one holds (the article lists them as conditions, each
 recommendation names which), or when the peak working set does not fit T1 + T2 at all;
 disaggregated serving requires it (the decode node reads KV another node wrote). T2 is left
 out when a node's usable DRAM is smaller than its HBM KV space (a Trn3 UltraServer's pooled
-HBM: go T1 -> T3, as the brief says). T4 is added when sessions idle
+HBM: go T1 -> T3, as the article says). T4 is added when sessions idle
 for 10 minutes or more (kvtool's reading of "idle much longer") or must survive restarts.
 The write posture is eager when prefill and decode are disaggregated (required: the decode node
 never ran the prefill), when KV must survive a node failure, or when shared prefixes are worth
@@ -62,7 +64,7 @@ class Capacity:
 
 @dataclass(frozen=True)
 class Criterion:
-    """One of the brief's six signs, evaluated."""
+    """One of the article's six signs, evaluated."""
 
     name: str
     met: bool
@@ -94,7 +96,7 @@ def mean_session_bytes(workload: Workload, capacity: Capacity) -> float:
 
 
 def advise(workload: Workload, capacity: Capacity) -> Advice:
-    """Apply the brief's criteria; see the module docstring for the rules."""
+    """Apply the article's criteria; see the module docstring for the rules."""
     mean_bytes = mean_session_bytes(workload, capacity)
     working = int(workload.sessions * mean_bytes)
     peak = int(working * workload.peak_to_mean)

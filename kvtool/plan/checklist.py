@@ -6,9 +6,9 @@ Rules, each a finding with its fix:
 * ``plan.capacity``: at peak concurrency (mean sessions x peak-to-mean, the mean session size
   over the context mix) the tiers the plan deploys hold every session; nothing the plan did
   not deploy (S3) has to take the overflow.
-* ``plan.tiers`` and ``plan.posture``: the tiers deployed match what the brief's criteria
+* ``plan.tiers`` and ``plan.posture``: the tiers deployed match what the AWS article's criteria
   recommend (``plan/advise.py``), and disaggregated serving writes eagerly.
-* the FSx checklist of the brief: ``fsx.deployment`` (PERSISTENT_2), ``fsx.storage_type``
+* the FSx checklist of the AWS article: ``fsx.deployment`` (PERSISTENT_2), ``fsx.storage_type``
   (SSD), ``fsx.compression`` (NONE), ``fsx.efa`` (EFA enabled for an EFA client path),
   ``fsx.same_az``, ``fsx.s3_association``, ``fsx.mount_options`` (flock, noatime/relatime),
   ``fsx.stripe`` (stripe count >= nodes, -1 = every OST), ``client.odirect``,
@@ -48,7 +48,7 @@ from kvtool.plan.reload import t3_client_gbps
 from kvtool.plan.workload import FsxSettings, PlanFile
 from kvtool.units import format_bytes, plural
 
-MIN_IO_THREADS = 32  # the brief's checklist: 32 or more I/O threads per node
+MIN_IO_THREADS = 32  # the AWS article's checklist: 32 or more I/O threads per node
 
 
 class Evidence(NamedTuple):

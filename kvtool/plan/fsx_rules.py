@@ -1,4 +1,4 @@
-"""The brief's FSx for Lustre settings checklist, once, over typed facts. Pure.
+"""The AWS article's FSx for Lustre settings checklist, once, over typed facts. Pure.
 
 ``kvtool check`` grades what the infrastructure code declares (a plan's ``fsx:``, a Terraform
 plan, a CloudFormation template); ``kvtool doctor`` grades what the FSx API describes for the

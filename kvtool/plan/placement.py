@@ -1,6 +1,7 @@
 """Place a deployment's KV cache in the four tiers: HBM, host DRAM, FSx for Lustre, S3.
 
-Pure arithmetic on profiles and sizes. The rules, from the brief (shared/BRIEF.md):
+Pure arithmetic on profiles and sizes. The rules, from the AWS Storage Blog article
+"Accelerate inference with KV cache tiering on AWS" (2026-09-21):
 
 * T1 (HBM) holds what fits under the 85% pressure line of the KV space the engine gets:
   ``chips x HBM x gpu_memory_utilization - weights - activation reserve`` per node (vLLM's

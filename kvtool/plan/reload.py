@@ -36,11 +36,11 @@ from kvtool.model.params import ParamCount
 from kvtool.model.spec import AttentionLayers, IndexerLayers, MlaLayers, ModelSpec
 from kvtool.profiles.hardware import NodeProfile, StorageProfile
 
-T2_LATENCY_S = 5e-6  # the brief: single-digit microseconds for host DRAM (estimate)
+T2_LATENCY_S = 5e-6  # the AWS article: single-digit microseconds for host DRAM (estimate)
 DEFAULT_MFU = 0.4
 DEFAULT_CONCURRENT_LOADS = 16
 DEFAULT_CHUNK_TOKENS = 256  # LMCache's default chunk_size: one file / object per chunk
-DEFAULT_IO_THREADS = 32  # the brief's FSx checklist: 32 or more I/O threads per node
+DEFAULT_IO_THREADS = 32  # the AWS article's FSx checklist: 32 or more I/O threads per node
 DEFAULT_S3_CONNECTIONS = 64  # LMCache's S3 backend examples use s3_num_io_threads: 64
 DEFAULT_OVERHEAD_S = 1e-3  # estimate: connector lookup (hashing the prefix, one lookup round)
 DSA_TOPK = 2048  # DeepSeek-V3.2's index_topk
