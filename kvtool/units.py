@@ -231,10 +231,10 @@ class TierSize(NamedTuple):
 
 
 def parse_tier_size(text: str, *, what: str) -> TierSize:
-    """``3M`` or ``3000000`` tokens, ``80GiB`` or ``2TB`` bytes, ``0`` (the tier off) or
-    ``inf`` (unbounded); InputError names ``what``. A tier's tokens are counted in powers of
-    1000 whatever the case (``20G`` is 20x10^9 tokens, never 20x2^30): bytes take a unit
-    with B."""
+    """``3m`` (3,000,000), ``3M`` (3,145,728) or ``3000000`` tokens, ``80GiB`` or ``2TB``
+    bytes, ``0`` (the tier off) or ``inf`` (unbounded); InputError names ``what``. Tokens
+    follow the one rule of every token count (``parse_count``: k/m = x1000, K/M = x1024, as
+    ``--ctx``); bytes take a unit with B."""
     raw = text.strip()
     if raw in ("0", "off"):
         return TierSize("off", 0)
@@ -243,11 +243,11 @@ def parse_tier_size(text: str, *, what: str) -> TierSize:
     if raw[-1:].lower() == "b":
         return TierSize("bytes", parse_bytes(raw, what=what))
     try:
-        return TierSize("tokens", parse_count(raw[:-1] + raw[-1:].lower(), what=what))
+        return TierSize("tokens", parse_count(raw, what=what))
     except InputError:
         raise InputError(
             f"{what} {text!r} is not a size",
-            "give tokens (3M, 3000000), bytes with a unit (80GiB, 2TB), 0 (off) or inf",
+            "give tokens (3m, 3M, 3000000), bytes with a unit (80GiB, 2TB), 0 (off) or inf",
         ) from None
 
 

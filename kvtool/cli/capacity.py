@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from kvtool.cli.options import (
+    TOKENS_RULE,
     ChunkTokensOpt,
     EngineOpt,
     HardwareOpt,
@@ -32,7 +33,10 @@ def capacity(
         str | None, model_option("Whose chunk files the sessions write and restore.")
     ] = None,
     ctx: Annotated[
-        str, _run_option("--ctx", "TOKENS", "Context each session restores (default 32k).")
+        str,
+        _run_option(
+            "--ctx", "TOKENS", f"Context each session restores (default 32k); {TOKENS_RULE}."
+        ),
     ] = "32k",
     restore_slo: Annotated[
         str, _run_option("--restore-slo", "TIME", "Restore target (default 500ms).")

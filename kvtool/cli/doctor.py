@@ -7,6 +7,7 @@ import typer
 
 from kvtool.cli import status
 from kvtool.cli.options import (
+    TOKENS_RULE,
     ChunkTokensOpt,
     EngineOpt,
     JsonOpt,
@@ -44,7 +45,9 @@ def doctor(
     ] = None,
     ctx: Annotated[
         str | None,
-        typer.Option("--ctx", metavar="TOKENS", help="Context per session (with --sessions)."),
+        typer.Option(
+            "--ctx", metavar="TOKENS", help=f"Context per session (with --sessions); {TOKENS_RULE}."
+        ),
     ] = None,
     gds: Annotated[
         str,

@@ -5,6 +5,7 @@ from typing import Annotated
 import typer
 
 from kvtool.cli.options import (
+    TOKENS_RULE,
     EngineOpt,
     GpuMemoryUtilizationOpt,
     HardwareOpt,
@@ -74,7 +75,9 @@ def metrics(
     hardware: HardwareOpt = None,
     ctx: Annotated[
         str,
-        typer.Option("--ctx", metavar="TOKENS", help="Context of a session, for the plan's side."),
+        typer.Option(
+            "--ctx", metavar="TOKENS", help=f"Context of a session, for the plan; {TOKENS_RULE}."
+        ),
     ] = "128K",
     engine: EngineOpt = "vllm",
     kv_dtype: KvDtypeOpt = "auto",

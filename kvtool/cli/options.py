@@ -202,13 +202,15 @@ def print_renamed() -> None:
     RENAMED.clear()
 
 
+# the one rule of every token count kvtool reads (units.parse_count), said in each one's help
+TOKENS_RULE = "k/m = x1000, K/M = x1024, as vLLM's --max-model-len"
 CtxOpt = Annotated[
     str,
     typer.Option(
         "--ctx",
         metavar="TOKENS[,TOKENS...]",
-        help="Context length(s) per session, comma-separated. k/m = x1000, K/M = x1024"
-        " (vLLM's --max-model-len rule): 200k = 200,000; 128K = 131,072.",
+        help=f"Context length(s) per session, comma-separated; {TOKENS_RULE}: 200k = 200,000,"
+        " 128K = 131,072.",
     ),
 ]
 SessionsOpt = Annotated[

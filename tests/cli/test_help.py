@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -129,3 +130,29 @@ def test_statuses_are_coloured_on_a_terminal_only(tmp_path: Path) -> None:
 
 def test_shell_completion_is_on(kvtool: Callable[..., CliResult]) -> None:
     assert "--install-completion" in kvtool("--help").stdout
+
+
+def test_every_token_option_states_the_one_rule_of_token_counts() -> None:
+    """``--ctx 10M`` was 10 x 2^20 tokens and ``--t2 10M`` 10^7 (issue 54): one rule for every
+    token count (units.parse_count), said in the help of each option that takes tokens."""
+    from typer.main import get_command
+
+    from kvtool.cli.options import TOKENS_RULE
+
+    found: list[str] = []
+
+    def walk(command: Any, path: str) -> None:
+        if hasattr(command, "commands"):
+            for name, sub in command.commands.items():
+                walk(sub, f"{path} {name}".strip())
+            return
+        for param in command.params:
+            tokens = str(getattr(param, "metavar", "")).startswith("TOKENS")
+            tier = path in ("engine replay", "engine sweep") and param.opts[0] in (
+                "--t1", "--t2", "--t3", "--t4")  # fmt: skip
+            if (tokens or tier) and param.opts[0] != "--block-tokens":  # a plain number
+                found.append(f"{path} {param.opts[0]}")
+                assert TOKENS_RULE in (param.help or ""), f"{path} {param.opts[0]}"
+
+    walk(get_command(app), "")
+    assert {"size --ctx", "engine replay --t2", "engine sweep --t2", "capacity --ctx"} <= set(found)

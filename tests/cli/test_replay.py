@@ -28,7 +28,7 @@ def test_replay_json_has_the_ratios_and_tiers(kvtool: Kvtool) -> None:
         assert key in data
     assert data["requests"] == 200
     assert [t["tier"] for t in data["tiers"]] == ["T1", "T2", "T3"]  # T4 off
-    assert data["tiers"][0]["capacity"] == (1_000_000 // 512) * 512  # a tier's 1M: 10^6 tokens
+    assert data["tiers"][0]["capacity"] == 2**20  # a tier's 1M is --ctx's: 2^20 tokens
     assert 0 < data["token_hit_ratio"] <= data["reuse_ratio_unbounded"] <= 1
     assert data["format"] == "mooncake"
     assert data["unit"] == "tokens"
@@ -118,7 +118,7 @@ def test_a_trace_read_as_it_goes_fails_late_as_cleanly_as_early(
     streamed = json.loads(kvtool("engine", "replay", str(HEAD), "--t1", "64K", "--t2", "128K",
                                  "--t3", "inf", "--json").stdout)  # fmt: skip
     trace = parse_trace(HEAD.read_text().splitlines())
-    sizes = {"T1": 64_000 // 512 * 512, "T2": 128_000 // 512 * 512, "T3": None, "T4": 0}
+    sizes = {"T1": 64 * 1024, "T2": 128 * 1024, "T3": None, "T4": 0}  # K: x1024, as --ctx
     config = ReplayConfig(capacity=sizes, block_units=512, unit="tokens")
     held = replay(trace.requests, 512, config)
     assert streamed["counters"] == held.counters
@@ -147,11 +147,11 @@ def test_sweep_gives_one_point_per_size_and_rises_with_capacity(
     assert done.exit_code == 0, done.stderr
     points = json.loads(done.stdout)["points"]
     assert [p["capacity"]["T1"] for p in points] == [
-        256_000 // 512 * 512,
-        1_000_000 // 512 * 512,
-        4_000_000 // 512 * 512,
+        256 * 2**10,
+        2**20,
+        4 * 2**20,
         None,
-    ]  # a tier's K and M are 10^3 and 10^6 tokens, in whole 512-token blocks
+    ]  # a tier's K and M are --ctx's: 2^10 and 2^20 tokens
     ratios = [p["token_hit_ratio"] for p in points]
     assert ratios == sorted(ratios)
 
@@ -450,7 +450,9 @@ def test_the_sweep_chart_says_its_unit_labels_its_points_and_shows_every_line(
     kvtool: Kvtool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = _charted(kvtool, tmp_path, monkeypatch, "--t1", "1M,3M,10M,inf", "--t3", "0,inf")
-    assert [label for _, label in data["ticks"]] == ["1m", "3m", "10m", "inf"]
+    assert [label for _, label in data["ticks"]] == ["1M", "3M", "10M", "inf"]  # as typed
+    decimal = _charted(kvtool, tmp_path, monkeypatch, "--t1", "1m,3m")
+    assert [label for _, label in decimal["ticks"]] == ["1m", "3m"]  # 999,936: labelled as typed
     assert data["xlabel"] == "T1 capacity (tokens, log scale; inf drawn at the right)"
     labels = [s[0] for s in data["series"]]
     assert labels == ["T3 off", "T3 inf"]

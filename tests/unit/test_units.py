@@ -157,12 +157,15 @@ def test_a_byte_size_without_its_b_asks_which_was_meant() -> None:
     assert parse_bytes("20GB", what="x") == 20 * 10**9
 
 
-def test_a_tiers_tokens_are_powers_of_1000_whatever_the_case() -> None:
+def test_a_tiers_tokens_follow_the_one_rule_of_token_counts() -> None:
+    """``--t2 10M`` was 10^7 tokens where ``--ctx 10M`` is 10 x 2^20 (issue 54): every token
+    count reads k/m as x1000 and K/M as x1024 (vLLM's --max-model-len rule)."""
     from kvtool.units import TierSize, parse_tier_size
 
-    assert parse_tier_size("20G", what="--t1") == TierSize("tokens", 20 * 10**9)
-    assert parse_tier_size("20g", what="--t1") == TierSize("tokens", 20 * 10**9)
-    assert parse_tier_size("3M", what="--t1") == TierSize("tokens", 3 * 10**6)
+    for text in ("20G", "20g", "3M", "3m", "128K", "1.5k", "32768"):
+        assert parse_tier_size(text, what="--t1") == TierSize("tokens", parse_count(text))
+    assert parse_tier_size("10M", what="--t2") == TierSize("tokens", 10 * 2**20)
+    assert parse_tier_size("10m", what="--t2") == TierSize("tokens", 10**7)
     assert parse_tier_size("1.5k", what="--t1") == TierSize("tokens", 1500)
     assert parse_tier_size("20GB", what="--t1") == TierSize("bytes", 20 * 10**9)
     assert parse_tier_size("20GiB", what="--t1") == TierSize("bytes", 20 * 2**30)

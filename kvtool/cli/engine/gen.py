@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from kvtool.cli.options import TOKENS_RULE
+
 
 def gen(
     output: Annotated[
@@ -40,7 +42,12 @@ def gen(
     output_tokens: Annotated[
         int, typer.Option("--output-tokens", metavar="N", help="Mean answer (lognormal).")
     ] = 400,
-    max_context: Annotated[str, typer.Option("--max-context", metavar="TOKENS")] = "128k",
+    max_context: Annotated[
+        str,
+        typer.Option(
+            "--max-context", metavar="TOKENS", help=f"Longest request; {TOKENS_RULE}."
+        ),
+    ] = "128k",
     block_tokens: Annotated[int, typer.Option("--block-tokens", metavar="N")] = 512,
     seed: Annotated[int, typer.Option("--seed", metavar="N")] = 1,
 ) -> None:

@@ -6,10 +6,13 @@ from typing import Annotated, Any
 
 import typer
 
-from kvtool.cli.options import engine_rule_options
+from kvtool.cli.options import TOKENS_RULE, engine_rule_options
 
 PANEL_RULES = "Engine rules"
-TIER_HELP = "tokens (3M = 3x10^6, 20G = 20x10^9), bytes (80GiB, 20GB: need --model), 0 (off) or inf"
+TIER_HELP = (
+    f"tokens ({TOKENS_RULE}: 10m = 10,000,000, 10M = 10,485,760), bytes (80GiB, 20GB: need"
+    " --model), 0 (off) or inf"
+)
 POLICY, POSTURE = engine_rule_options()
 
 TraceArg = Annotated[

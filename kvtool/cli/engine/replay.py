@@ -60,7 +60,7 @@ def replay(
 ) -> int:
     """Replay TRACE through the tiering engine on its own clock: hit ratios, tier traffic, TTFT.
 
-    Sizes are tokens (3M = 3x10^6; 20G = 20x10^9, whatever the case), bytes with a unit
+    Sizes are tokens (as --ctx: 3m = 3,000,000; 3M = 3,145,728), bytes with a unit
     (80GiB, 2TB: needs --model), 0 (off) or inf.
     Without sizes they come from --hardware and --model.
 

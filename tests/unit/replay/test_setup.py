@@ -84,7 +84,7 @@ def test_sizes_in_tokens_hold_whole_blocks_and_tiers_not_given_are_off() -> None
     assert setup.config.capacity == {
         "T1": 512,  # 1000 tokens: one whole 512-token block
         "T2": 0,
-        "T3": 3_000_000 // 512 * 512,  # 3M = 3,000,000 tokens (a tier's M is 10^6): 5,859 blocks
+        "T3": 3 * 2**20,  # 3M = 3,145,728 tokens (M is 2^20, as in --ctx): 6,144 blocks
         "T4": 0,
     }
     assert setup.notes == []
