@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from kvtool.model.spec import ModelSpec
     from kvtool.profiles.resolve import ResolvedModel
 
+MAX_CONTEXT_TOKENS = 2**31 - 1  # an engine's positions are 32-bit: no model runs past it
+
 
 def resolve_shape(
     model: str | ResolvedModel,
@@ -38,6 +40,12 @@ def resolve_shape(
     block = _block_tokens(block_size)
     if block is not None:
         check_block_size(rules, block)
+        if block > MAX_CONTEXT_TOKENS:  # a block past any context holds no session's KV
+            raise InputError(
+                f"--block-tokens {block:,} tokens is past any engine's context (at most"
+                f" {MAX_CONTEXT_TOKENS:,} tokens: positions are 32-bit integers)",
+                "give the tokens per block, e.g. 16 or 32",
+            )
     if state_dtype.strip().lower() != "auto":
         spec = _with_state_dtype(spec, state_dtype, rules)
     return KvShape(

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from kvtool.errors import InputError
-from kvtool.inputs.shape import resolve_shape, split_models
+from kvtool.inputs.shape import MAX_CONTEXT_TOKENS, resolve_shape, split_models
 from kvtool.model.engines import batched_tokens
 from kvtool.profiles.resolve import resolve_model
 from kvtool.units import parse_count, parse_count_list
@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from kvtool.plan.cost import Cost, Prices
     from kvtool.plan.deployment import ContextPlans, DeploymentPlan
     from kvtool.profiles.resolve import ResolvedModel
-
-MAX_CONTEXT_TOKENS = 2**31 - 1  # an engine's positions are 32-bit: no model runs past it
 
 
 class SizeRequest(NamedTuple):

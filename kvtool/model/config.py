@@ -33,6 +33,7 @@ from kvtool.model.fields import (
     HYBRID_GDN_TYPES,
     LAYER_TYPE_KIND,
     MAMBA1_TYPES,
+    MAX_FIELD,
     MINIMAX_LINEAR_TYPES,
     NO_KV_LAYER_TYPES,
     QWEN_SLIDING_TYPES,
@@ -263,7 +264,10 @@ def max_context_of(fields: ConfigFields) -> int | None:
     ``original_max_position_embeddings x factor``, linear and dynamic scaling multiply the
     key by ``factor``; llama3 and longrope leave it (the key already counts them).
     """
-    found = [int(v) for k in _MAX_LEN_KEYS if isinstance(v := fields.get(k), int) and v > 0]
+    # each key present must be a count of tokens, as transformers' strict config classes
+    # hold it: NaN, Infinity, a string or a bool is refused, and so is 0 or less (which
+    # transformers lets through and no engine can serve)
+    found = [fields.positive_int(k, v) for k in _MAX_LEN_KEYS if (v := fields.get(k)) is not None]
     if not found:
         return None
     limit = found[0]
@@ -271,9 +275,20 @@ def max_context_of(fields: ConfigFields) -> int | None:
     if isinstance(rope, Mapping):
         kind = str(rope.get("rope_type") or rope.get("type") or "")
         factor = rope.get("factor")
-        if isinstance(factor, int | float) and factor > 1:
-            if kind == "yarn" and isinstance(rope.get("original_max_position_embeddings"), int):
-                limit = int(rope["original_max_position_embeddings"] * factor)
+        if factor is not None and (
+            isinstance(factor, bool) or not isinstance(factor, int | float)
+            or not 0 < factor < MAX_FIELD  # (NaN fails every comparison)
+        ):  # fmt: skip
+            raise ConfigError(
+                f"{fields.source}: rope_scaling's factor must be a positive number,"
+                f" got {factor!r:.40}",
+                "fix the value in the config",
+            )
+        if factor is not None and factor > 1:
+            original = rope.get("original_max_position_embeddings")
+            if kind == "yarn" and original is not None:
+                original = fields.positive_int("original_max_position_embeddings", original)
+                limit = int(original * factor)
             elif kind in ("linear", "dynamic"):
                 limit = int(limit * factor)
     return limit
@@ -511,14 +526,14 @@ def _kv_heads(fields: ConfigFields, num_heads: int, notes: list[str]) -> int:
             return 1
         return fields.whole("num_kv_heads", default=num_heads)
     if fields.plain is not None:
-        return _plain_kv_heads(fields, fields.plain, num_heads)
+        return _plain_kv_heads(fields, fields.plain, num_heads, notes)
     heads = fields.get("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
     if heads is None:
-        return num_heads
+        return _mha_heads(fields, num_heads, notes)
     return fields.positive_int("num_key_value_heads", heads)
 
 
-def _plain_kv_heads(fields: ConfigFields, plain: Plain, num_heads: int) -> int:
+def _plain_kv_heads(fields: ConfigFields, plain: Plain, num_heads: int, notes: list[str]) -> int:
     if plain.kv_heads == "mha":
         return num_heads
     if plain.kv_heads == "chatglm":
@@ -526,7 +541,17 @@ def _plain_kv_heads(fields: ConfigFields, plain: Plain, num_heads: int) -> int:
             return num_heads
         return fields.require_int("multi_query_group_num")
     heads = fields.get("num_key_value_heads")
-    return num_heads if heads is None else fields.positive_int("num_key_value_heads", heads)
+    if heads is None:
+        return _mha_heads(fields, num_heads, notes)
+    return fields.positive_int("num_key_value_heads", heads)
+
+
+def _mha_heads(fields: ConfigFields, num_heads: int, notes: list[str]) -> int:
+    """A config without KV heads has one per query head (transformers' and vLLM's default);
+    one that names them as null gets a note that this was assumed."""
+    if fields.is_null("num_key_value_heads"):
+        return fields.null_read_as("num_key_value_heads", num_heads, "num_attention_heads", notes)
+    return num_heads
 
 
 def _head_dim(fields: ConfigFields, num_heads: int, hidden_size: int, notes: list[str]) -> int:
@@ -548,6 +573,9 @@ def _head_dim(fields: ConfigFields, num_heads: int, hidden_size: int, notes: lis
     names = ("head_dim",) if fields.plain is not None else ("head_dim", "attention_head_dim")
     explicit = fields.get(*names)
     if explicit is None:
+        if fields.is_null("head_dim"):
+            how = "hidden_size/num_attention_heads"
+            return fields.null_read_as("head_dim", derived, how, notes)
         return derived
     head_dim = fields.positive_int("head_dim", explicit)
     if head_dim != derived:

@@ -137,6 +137,29 @@ class ConfigFields:
                 return self.defaults[name]
         return default
 
+    def null_read_as(self, name: str, value: int, how: str, notes: list[str]) -> int:
+        """``value`` for a field the config names as JSON null, with a note of what was
+        assumed: transformers' LlamaConfig reads a null ``head_dim`` as hidden_size /
+        num_attention_heads and a null ``num_key_value_heads`` as num_attention_heads
+        (configuration_llama.py:86-89, transformers 5.25.0), and vLLM sizes what it gets.
+        A family whose config class has a default of its own (Gemma: head_dim 256) refuses
+        a null there (transformers' strict dataclass validation): so does kvtool."""
+        if name in self.defaults:
+            raise ConfigError(
+                f"{self.source}: field {name!r} is null, and model_type {self.model_type!r}"
+                f" takes a number (transformers' default: {self.defaults[name]!r:.20})",
+                f"give {name!r}, or leave the key out for the default",
+            )
+        notes.append(
+            f"{name} is null in the config: read as {how} = {value}, as transformers'"
+            " LlamaConfig does (configuration_llama.py:86-89, 5.25.0)"
+        )
+        return value
+
+    def is_null(self, name: str) -> bool:
+        """True where the config names ``name`` as JSON null (not where it leaves it out)."""
+        return name in self.config and self.config[name] is None
+
     def require_int(self, *names: str) -> int:
         value = self.get(*names)
         if value is None:

@@ -121,6 +121,41 @@ def test_malformed_config_names_file_and_position(kvtool: Run, tmp_path: Path) -
     assert f"{bad}: malformed JSON at line 1, column 49" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [  # as a hostile or broken config.json writes them (Python's json reads NaN and Infinity)
+        ('"max_position_embeddings": NaN', "'max_position_embeddings' must be a positive integer"),
+        ('"max_position_embeddings": -Infinity', "got -inf"),
+        ('"max_position_embeddings": "131072"', "got '131072'"),
+        ('"max_position_embeddings": true', "got True"),  # was read as 1 token
+        ('"max_position_embeddings": 0', "got 0"),
+    ],
+)
+def test_a_hostile_config_value_is_one_line(
+    kvtool: Run, tmp_path: Path, text: str, said: str
+) -> None:
+    config = (Path(__file__).parents[2] / "profiles/models/llama-3.1-8b/config.json").read_text()
+    assert '"max_position_embeddings": 131072' in config
+    (tmp_path / "config.json").write_text(config.replace('"max_position_embeddings": 131072', text))
+    result = kvtool("size", str(tmp_path))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1
+    assert said in result.stderr
+
+
+def test_null_kv_heads_are_sized_with_a_note(kvtool: Run, tmp_path: Path) -> None:
+    config = json.loads(
+        (Path(__file__).parents[2] / "profiles/models/llama-3.1-8b/config.json").read_text()
+    )
+    config["num_key_value_heads"] = None
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    result = kvtool("size", str(tmp_path), "--json")
+    [row] = json.loads(result.stdout)["results"]
+    assert row["kv_bytes_per_token"] == 32 * 32 * 128 * 2 * 2  # 32 KV heads, as transformers
+    assert any("num_key_value_heads is null" in note for note in row["notes"])
+
+
 def test_config_missing_a_field_names_it(kvtool: Run, tmp_path: Path) -> None:
     config = json.loads(
         (Path(__file__).parents[2] / "profiles/models/deepseek-v3/config.json").read_text()

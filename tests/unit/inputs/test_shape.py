@@ -42,6 +42,8 @@ def test_a_model_already_resolved_is_not_read_again() -> None:
         ({"tp": "two"}, "--tp"),
         ({"block_size": "x"}, "--block-tokens 'x' is not a number of tokens"),
         ({"block_size": "4M"}, "--block-tokens '4M' is not a number of tokens"),  # was 4,194,304
+        ({"block_size": str(2**64)}, "past any engine's context"),  # was taken as it was
+        ({"block_size": 2**31, "engine": "sglang"}, "at most 2,147,483,647 tokens"),
         ({"block_size": "17"}, "need a multiple of 16 tokens"),
         ({"block_size": "16", "engine": "formula"}, "--block-tokens has no effect"),
     ],

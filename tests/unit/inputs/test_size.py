@@ -30,7 +30,7 @@ def test_weights_are_in_a_comparison_and_in_json() -> None:
 def test_a_note_is_kept_when_a_later_option_is_a_mistake() -> None:
     notes: list[str] = []
     with pytest.raises(InputError, match="unknown --engine"):
-        size_models(SizeRequest("llama-3.1-8b", nodes="4", engine="trtllm"), notes)
+        size_models(SizeRequest("llama-3.1-8b", nodes="4", engine="nosuch"), notes)
     assert notes == ["--nodes has no effect without --hardware"]
 
 

@@ -186,3 +186,48 @@ def test_non_integer_field_is_rejected() -> None:
     }
     with pytest.raises(ConfigError, match="'num_attention_heads' must be a positive integer"):
         spec_from_config(config, name="x")
+
+
+def _llama_with(**fields: Any) -> dict[str, Any]:
+    return {**bundled_config("llama-3.1-8b"), **fields}
+
+
+def test_null_kv_heads_are_the_query_heads_with_a_note() -> None:
+    spec = spec_from_config(_llama_with(num_key_value_heads=None), name="x")
+    assert attention(spec, "full").num_kv_heads == 32  # transformers: num_attention_heads
+    assert any("num_key_value_heads is null" in note for note in spec.notes)
+    absent = {k: v for k, v in bundled_config("llama-3.1-8b").items() if k != "num_key_value_heads"}
+    assert not any("null" in note for note in spec_from_config(absent, name="y").notes)
+
+
+def test_a_null_head_dim_is_hidden_over_heads_with_a_note() -> None:
+    spec = spec_from_config(_llama_with(head_dim=None), name="x")
+    assert attention(spec, "full").head_dim == 4096 // 32
+    assert any("head_dim is null" in note for note in spec.notes)
+
+
+def test_a_null_head_dim_is_refused_where_the_family_has_its_own_default() -> None:
+    config = {**bundled_config("gemma-2-9b"), "head_dim": None}  # 3584 / 16 = 224, not 256
+    with pytest.raises(ConfigError, match="'head_dim' is null"):
+        spec_from_config(config, name="x")
+
+
+@pytest.mark.parametrize(
+    "value", [float("nan"), float("inf"), -float("inf"), -5, 0, "131072", True, False, 2.5e5]
+)
+def test_a_max_context_that_is_no_count_of_tokens_is_refused(value: Any) -> None:
+    with pytest.raises(ConfigError, match="'max_position_embeddings' must be a positive integer"):
+        spec_from_config(_llama_with(max_position_embeddings=value), name="x")
+
+
+@pytest.mark.parametrize("factor", [float("inf"), float("nan"), "8", True, -2])
+def test_a_rope_factor_that_is_no_number_is_refused(factor: Any) -> None:
+    rope = {"rope_type": "linear", "factor": factor}
+    with pytest.raises(ConfigError, match="rope_scaling's factor must be a positive number"):
+        spec_from_config(_llama_with(rope_scaling=rope), name="x")
+
+
+def test_a_yarn_original_length_that_is_no_count_is_refused() -> None:
+    rope = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": "x"}
+    with pytest.raises(ConfigError, match="'original_max_position_embeddings' must be"):
+        spec_from_config(_llama_with(rope_scaling=rope), name="x")

@@ -36,3 +36,22 @@ def test_a_config_without_model_type_is_read_by_what_it_carries() -> None:
     assert infer_model_type({"multi_query": True}, notes) == "falcon"
     assert "Falcon's rules because it has multi_query" in notes[0]
     assert infer_model_type({}, []) == "unknown"
+
+
+def test_a_null_field_is_read_as_transformers_reads_it_with_a_note() -> None:
+    notes: list[str] = []
+    llama = ConfigFields({"model_type": "llama", "head_dim": None}, "l")
+    assert llama.is_null("head_dim")
+    assert not llama.is_null("num_key_value_heads")
+    assert llama.null_read_as("head_dim", 128, "hidden_size/num_attention_heads", notes) == 128
+    assert notes == [
+        "head_dim is null in the config: read as hidden_size/num_attention_heads = 128, as"
+        " transformers' LlamaConfig does (configuration_llama.py:86-89, 5.25.0)"
+    ]
+
+
+def test_a_null_field_with_a_family_default_is_refused() -> None:
+    # transformers' Gemma2Config takes head_dim: int = 256 and refuses None
+    gemma = ConfigFields({"model_type": "gemma2", "head_dim": None}, "g.json")
+    with pytest.raises(ConfigError, match="'head_dim' is null, and model_type 'gemma2' takes"):
+        gemma.null_read_as("head_dim", 448, "hidden_size/num_attention_heads", [])
