@@ -71,6 +71,25 @@ def test_names_from_disk_are_printed_escaped(kvtool: Kvtool, tmp_path: Path) -> 
     assert not any(line.startswith("fake line") for line in done.stdout.splitlines())
 
 
+def test_kvtools_own_labels_are_not_escaped_and_a_model_name_from_disk_is(
+    kvtool: Kvtool, tmp_path: Path
+) -> None:
+    """inspect printed its own layout label as ``world\\ 8`` (issue 54): only what was read
+    from disk is escaped; the label kvtool composes from the numbers it parsed is not."""
+    import shutil
+
+    shutil.copytree(Path(__file__).parents[2] / "examples" / "check" / "kvcache", tmp_path / "kv")
+    done = kvtool("inspect", str(tmp_path / "kv"))
+    assert done.exit_code == 0, done.stderr
+    assert "  world 8  " in done.stdout
+    assert "\\" not in done.stdout
+    for chunk in (tmp_path / "kv").iterdir():
+        chunk.rename(chunk.with_name(chunk.name.replace("meta-llama", "meta llama")))
+    spaced = kvtool("inspect", str(tmp_path / "kv"))
+    assert "meta\\ llama" in spaced.stdout  # a name from disk: escaped as ls -b does
+    assert "  world 8  " in spaced.stdout
+
+
 def test_an_alias_finds_the_files_its_hub_id_names_and_world_still_works(
     kvtool: Kvtool, tmp_path: Path
 ) -> None:

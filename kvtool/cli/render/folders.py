@@ -62,7 +62,7 @@ def print_inspection(found: Inspection) -> None:
         used = f"{age(s.now - g.newest)} - {age(s.now - g.oldest)} ago" if g.files else "-"
         table.add_row(
             engine_name(g.engine), escape_name(g.model) or "-", escape_name(g.dtype) or "-",
-            escape_name(g.layout) or "-", ranks or "-",
+            g.layout or "-", ranks or "-",  # kvtool's own label ("world 8"), made of numbers
             f"{g.files:,}", format_bytes_binary(g.bytes), used, g.orphan or "-",
         )  # fmt: skip
     echo(table.render())
