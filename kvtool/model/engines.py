@@ -15,6 +15,11 @@ and version):
 * ``sglang`` (0.5.23): one-token pages, the same head sharding; sliding windows bound memory
   only for architectures on its hybrid-SWA allow-list (gpt-oss, Llama 4); Mamba/GDN recurrent
   state in fp32 by default.
+* ``trtllm`` (TensorRT-LLM 1.2.1, PyTorch backend; ``model/trtllm.py``): 32-token blocks, KV
+  heads per rank ``ceil(heads / tp)``, the MLA latent whole on every rank, NVFP4 with an fp8
+  scale per 16 elements; sliding and chunked layers keep every token (no
+  ``max_attention_window`` by default); a model class for the families in ``model_types``
+  only; Mamba/GDN states (Nemotron-H, Qwen3-Next) in the model dtype.
 * ``hf`` (transformers 5.25 ``DynamicCache``): no paging, no sharding; sliding layers keep
   ``window - 1`` tokens; MLA caches the latent (since 5.15.0); the DSA indexer key is cached in
   the model dtype. Which release's rules apply follows the transformers installed
@@ -30,6 +35,7 @@ import re
 from typing import Literal, NamedTuple
 
 from kvtool.errors import InputError
+from kvtool.model import trtllm as TRTLLM
 
 
 class EngineRules(NamedTuple):
@@ -122,6 +128,23 @@ class EngineRules(NamedTuple):
     # the Python distribution whose installed release picks these rules ("transformers": its
     # metadata read by the front door, ``for_installed``); "" where the rules are one release's
     installed_release: str = ""
+    # the families (model_type) the engine has a model class for (None: every family kvtool
+    # knows), and why some of the others are refused (model/trtllm.py for TensorRT-LLM)
+    model_types: frozenset[str] | None = None
+    model_types_refused: tuple[tuple[str, str], ...] = ()
+    model_types_unknown: str = "its layout of {model_type} is not modelled"
+    # families refused when a multimodal wrapper holds them in text_config (the wrapper's
+    # class is missing): (model_type, why)
+    wrapped_types_refused: tuple[tuple[str, str], ...] = ()
+    # the --kv-dtype formats the engine keeps a cache in (None: every one ``quantized_kv``
+    # allows)
+    kv_formats: frozenset[str] | None = None
+    # said when a family's sliding or chunked layers keep every token here (its windows are not
+    # on ``windowed_model_types``); "" for SGLang's hybrid-SWA wording
+    unwindowed_note: str = ""
+    # Mamba2 B/C groups replicated to fill the ranks when tp does not divide them (vLLM's
+    # extra_groups_for_head_shards); False: the engine splits the conv channels as they are
+    state_groups_extend: bool = True
 
 
 # the hybrid families whose transformers 5.24 cache was weighed after a forward pass, in fp32
@@ -247,6 +270,46 @@ ENGINES: dict[str, EngineRules] = {
             ),
             checked_hybrids=SGLANG_CHECKED_HYBRIDS,
             hybrids_refused=SGLANG_REFUSED,
+        ),
+        EngineRules(
+            name="trtllm",
+            source="TensorRT-LLM 1.2.1, PyTorch backend",
+            block_size=TRTLLM.TOKENS_PER_BLOCK,  # KvCacheConfig.tokens_per_block
+            mla_block_size=TRTLLM.TOKENS_PER_BLOCK,
+            shards_over_tp=True,  # ceil(KV heads / tp) per rank, the MLA latent whole on each
+            window_rule="exact",
+            windowed_model_types=frozenset(),  # max_attention_window [max_seq_len] by default
+            mla_layout="latent",
+            indexer_layout="fp8_scaled",
+            ssm_state_default="model",  # mamba_ssm_cache_dtype auto: the model's torch_dtype
+            conv_state_steps="kernel_minus_one",
+            quantized_kv=True,
+            mla_quantized_scales=frozenset({"none", "per_tensor"}),
+            query_heads_divide_tp=True,
+            offload_stack="dynamo",  # per-rank host pools (host_cache_size); no file tier
+            block_size_multiple=TRTLLM.TOKENS_PER_BLOCK,
+            state_dtype_keys=(),  # the config's mamba_ssm_cache_dtype is not read
+            state_dtype_setting="TensorRT-LLM's kv_cache_config.mamba_ssm_cache_dtype",
+            state_pool_note=(
+                "TensorRT-LLM 1.2.1 allocates these states for max_batch_size requests (2048"
+                " by default) before its KV pool (MambaCacheManager), and needs"
+                " enable_block_reuse off: kvtool counts the one slot a session holds"
+            ),
+            release_note=(
+                "TensorRT-LLM 1.2.1's rules as read in its source (docs/sizing.md section 7):"
+                f" {TRTLLM.TOKENS_PER_BLOCK}-token blocks, KV heads per rank ceil(heads / tp)"
+            ),
+            model_types=frozenset(TRTLLM.MODEL_CLASSES),
+            model_types_refused=TRTLLM.REFUSED,
+            model_types_unknown=TRTLLM.UNKNOWN_FAMILY,
+            wrapped_types_refused=TRTLLM.WRAPPED_REFUSED,
+            kv_formats=TRTLLM.KV_FORMATS,
+            unwindowed_note=(
+                "TensorRT-LLM 1.2.1 keeps every token in the {kind} layers of {model_type}:"
+                " its max_attention_window is max_seq_len unless kv_cache_config sets one"
+                " (variable sliding-window pools are not modelled)"
+            ),
+            state_groups_extend=False,
         ),
         EngineRules(
             name="hf",

@@ -343,7 +343,14 @@ def foreign_fields(config: Mapping[str, Any]) -> list[str]:
 def check_engine(model_type: str, rules: EngineRules) -> None:
     """ConfigError when kvtool has not modelled ``rules``' engine's layout for this family:
     an engine that does not size every ``VLLM_ONLY`` family (``sizes_hybrids``) sizes only
-    those in its ``checked_hybrids``; ``hybrids_refused`` gives the reason for some."""
+    those in its ``checked_hybrids``; ``hybrids_refused`` gives the reason for some. An engine
+    with ``model_types`` sizes those families only (``model_types_refused`` says why not)."""
+    if rules.model_types is not None and model_type not in rules.model_types:
+        why = dict(rules.model_types_refused).get(model_type)
+        if why is None:
+            why = rules.model_types_unknown.format(model_type=model_type)
+        raise ConfigError(f"kvtool does not size {model_type} under {rules.source}: {why}",
+                          "use --engine vllm or --engine formula")  # fmt: skip
     if model_type not in VLLM_ONLY or rules.sizes_hybrids or model_type in rules.checked_hybrids:
         return
     why = dict(rules.hybrids_refused).get(model_type)

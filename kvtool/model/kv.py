@@ -396,8 +396,18 @@ def admission_bytes(
     return per_group * page * sum(cdiv(n, per_group) * blocks for n, _, blocks in buckets)
 
 
+# the note model/config.py leaves on a multimodal wrapper's spec (its text_config was read)
+_WRAPPED = "read the language model from text_config"
+
+
 def _check_engine_supports(spec: ModelSpec, rules: EngineRules, fmt: KvFormat, tp: int) -> None:
     check_engine(spec.model_type, rules)
+    wrapped = dict(rules.wrapped_types_refused).get(spec.model_type)
+    if wrapped is not None and _WRAPPED in spec.notes:
+        raise ConfigError(
+            f"kvtool does not size {spec.model_type} under {rules.source}: {wrapped}",
+            "use --engine vllm or --engine formula",
+        )
     if rules.mamba2_needs_intermediate and any(
         isinstance(g, StateLayers) and not g.inner_given for g in spec.groups
     ):
@@ -405,6 +415,11 @@ def _check_engine_supports(spec: ModelSpec, rules: EngineRules, fmt: KvFormat, t
             f"{rules.source} builds {spec.model_type} from the config's intermediate_size"
             " (configs/mamba2.py:48), and this config has none: it fails to load there",
             'add "intermediate_size": expand x hidden_size to a copy of its config.json',
+        )
+    if rules.kv_formats is not None and fmt.name not in rules.kv_formats:
+        raise InputError(
+            f"{rules.source} keeps no {fmt.name} KV cache (it takes the model dtype, fp8 or nvfp4)",
+            "use --kv-dtype auto, fp8 or nvfp4",
         )
     if not rules.quantized_kv and fmt.name not in _DTYPE_BYTES:
         raise InputError(
@@ -538,7 +553,7 @@ def _state_bytes_per_layer(group: StateLayers, spec: ModelSpec, rules: EngineRul
     channels = group.conv_channels
     heads = group.state_heads
     if rules.shards_over_tp and tp > 1:
-        if group.n_groups and group.n_groups % tp:
+        if group.n_groups and group.n_groups % tp and rules.state_groups_extend:
             # vllm mamba_utils.extra_groups_for_head_shards: groups replicated to fill shards
             channels += 2 * (tp - group.n_groups) * group.group_state
         for count, what in ((channels, "state channels"), (heads, "state heads")):
@@ -652,8 +667,10 @@ def _effective_window(
     allowed = rules.windowed_model_types
     if allowed is not None and spec.model_type not in allowed:
         notes.append(
-            f"{rules.source} keeps every token in {group.kind} layers of {spec.model_type}"
-            " (not on its hybrid-SWA list)"
+            rules.unwindowed_note.format(kind=group.kind, model_type=spec.model_type)
+            if rules.unwindowed_note
+            else f"{rules.source} keeps every token in {group.kind} layers of"
+            f" {spec.model_type} (not on its hybrid-SWA list)"
         )
         return None
     if group.kind == "chunked" and rules.chunked_extra_tokens:

@@ -96,7 +96,7 @@ def test_tp_table_shows_per_rank_column(kvtool: Run) -> None:
         (["size", "deepseek-r1", "--sessions", "0"], "--sessions must be at least 1"),
         (["size", "deepseek-r1", "--sessions", "ten"], "--sessions 'ten' is not a count"),
         (["size", "deepseek-r1", "--kv-dtype", "fp6"], "unknown --kv-dtype 'fp6'"),
-        (["size", "deepseek-r1", "--engine", "trtllm"], "unknown --engine 'trtllm'"),
+        (["size", "deepseek-r1", "--engine", "tgi"], "unknown --engine 'tgi'"),
         (["size", "llama-3.1-8b", "--tp", "3"], "--tp 3 does not divide the model's 32 attention"),
         (["size", "llama-3.2-3b", "--tp", "12"], "--tp 12 is not a multiple of the model's 8 KV"),
         (["size", "nosuchorg/nosuchmodel-xyz"], ""),

@@ -37,7 +37,7 @@ def test_a_model_already_resolved_is_not_read_again() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"engine": "trtllm"}, "unknown --engine 'trtllm'"),
+        ({"engine": "tgi"}, "unknown --engine 'tgi'"),
         ({"kv_dtype": "fp7"}, "fp7"),
         ({"tp": "two"}, "--tp"),
         ({"block_size": "x"}, "--block-tokens 'x' is not a number of tokens"),
@@ -67,7 +67,7 @@ def test_shape_options_without_a_model_are_checked_and_noted() -> None:
     for options, message in (
         ({"tp": "abc"}, "--tp 'abc' is not a count"),
         ({"chunk_tokens": "nan"}, "--chunk-tokens 'nan' is not a count"),
-        ({"engine": "trtllm"}, "unknown --engine"),
+        ({"engine": "tgi"}, "unknown --engine"),
         ({"kv_dtype": "fp7"}, "unknown --kv-dtype"),
     ):
         with pytest.raises(InputError, match=message):

@@ -20,8 +20,10 @@ def test_every_engine_names_an_offload_stack_that_exists_and_can_be_emitted() ->
 
 
 def test_unknown_engine_lists_the_registry() -> None:
-    with pytest.raises(InputError, match="choose one of formula, vllm, sglang, hf, hf-legacy"):
-        get_engine("trtllm")
+    with pytest.raises(
+        InputError, match="choose one of formula, vllm, sglang, trtllm, hf, hf-legacy"
+    ):
+        get_engine("tgi")
     assert get_engine(" VLLM ") is ENGINES["vllm"]
 
 
