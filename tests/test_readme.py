@@ -85,3 +85,21 @@ def test_the_test_setup_installs_what_the_skippable_tests_need() -> None:
     assert [p.stem for p in recorded] == ["lmcache-0.5.6"]
     assert "pip install -q --no-deps lmcache==0.5.6" in setup
     assert (ROOT / ".ci" / "setup").stat().st_mode & 0o111  # executable, as the README runs it
+
+
+def test_the_ci_recipes_install_what_exists() -> None:
+    """docs/ci.md began with ``pip install kvtool``, which no index serves (issue 54): its
+    recipes install from the repository or from a wheel whose name is the one
+    ``pip wheel`` builds from this pyproject."""
+    import tomllib
+
+    text = (ROOT / "docs" / "ci.md").read_text()
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    wheel = f"kvtool-{version}-py3-none-any.whl"
+    commands = [line.strip().removeprefix("- ").removeprefix("run: ") for line in text.splitlines()]
+    installs = [line for line in commands if line.startswith("pip install")]
+    assert len(installs) >= 4  # the two ways, and each CI's recipe
+    for line in installs:
+        target = line.removeprefix("pip install").split("#")[0].strip()
+        assert target.startswith('"kvtool @ git+') or target.endswith(wheel), line
+    assert "python -m pip wheel --no-deps -w dist ." in text
