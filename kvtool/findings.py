@@ -66,6 +66,10 @@ class Report(NamedTuple):
         """True when any finding FAILs (the command exits 1)."""
         return any(f.status == "FAIL" for f in self.findings)
 
+    def fails(self, *, strict: bool = False) -> bool:
+        """True when the report fails a gate: any FAIL, or, when ``strict``, any WARN too."""
+        return self.failed or (strict and any(f.status == "WARN" for f in self.findings))
+
     def to_json(self) -> dict[str, Any]:
         """``{"path", "node", "findings": [...], "summary"}``."""
         return {
@@ -76,10 +80,13 @@ class Report(NamedTuple):
         }
 
 
-def junit_xml(suite: str, findings: Iterable[Finding], *, hostname: str = "") -> str:
+def junit_xml(
+    suite: str, findings: Iterable[Finding], *, hostname: str = "", strict: bool = False
+) -> str:
     """JUnit XML that GitHub Actions and GitLab CI show natively: one testcase per finding,
-    FAIL as ``<failure>``, SKIP as ``<skipped>``, WARN as a passing case with its message in
-    ``<system-out>``."""
+    FAIL as ``<failure>``, SKIP as ``<skipped>``, WARN as a passing case with ``WARN:`` and
+    its message in ``<system-out>`` or, when ``strict``, as ``<failure type="WARN">`` (the
+    gate fails on it, so the report must not show it passed)."""
     import re
     from xml.sax.saxutils import escape as escape_text
     from xml.sax.saxutils import quoteattr as quote_text
@@ -94,7 +101,8 @@ def junit_xml(suite: str, findings: Iterable[Finding], *, hostname: str = "") ->
         return quote_text(invalid.sub("\ufffd", text))
 
     cases = list(findings)
-    failures = sum(f.status == "FAIL" for f in cases)
+    failing = ("FAIL", "WARN") if strict else ("FAIL",)
+    failures = sum(f.status in failing for f in cases)
     skipped = sum(f.status == "SKIP" for f in cases)
     lines = [
         '<?xml version="1.0" encoding="UTF-8"?>',
@@ -115,10 +123,11 @@ def junit_xml(suite: str, findings: Iterable[Finding], *, hostname: str = "") ->
             )
             if x
         )
-        if f.status == "FAIL":
+        if f.status in failing:
             lines += [
                 head + ">",
-                f"      <failure message={quoteattr(f.message)}>{escape(detail)}</failure>",
+                f"      <failure type={quoteattr(f.status)} message={quoteattr(f.message)}>"
+                f"{escape(detail)}</failure>",
                 "    </testcase>",
             ]
         elif f.status == "SKIP":

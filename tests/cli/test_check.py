@@ -57,6 +57,44 @@ def test_failing_example_fails_each_kind_of_rule(kvtool: Run, tmp_path: Path) ->
     }
 
 
+def test_strict_fails_the_gate_on_a_warn_and_junit_shows_it_failed(
+    kvtool: Run, tmp_path: Path
+) -> None:
+    """``check`` could not fail a CI gate on WARN, and in JUnit a WARN was a passing case
+    (issue 54). plan-pass.yaml has one WARN (plan.bandwidth) and no FAIL."""
+    plan = str(EXAMPLES / "plan-pass.yaml")
+
+    def cases(path: Path) -> dict[str, str]:
+        suite = ET.parse(path).getroot().find("testsuite")
+        assert suite is not None
+        return {
+            str(c.get("name")): "failure" if c.find("failure") is not None
+            else "skipped" if c.find("skipped") is not None else "passed"
+            for c in suite.iter("testcase")
+        }  # fmt: skip
+
+    plain = kvtool("check", plan, "--junit", str(tmp_path / "plain.xml"))
+    assert plain.exit_code == 0
+    assert cases(tmp_path / "plain.xml")["plan.bandwidth"] == "passed"  # WARN: passes, said
+    assert "<system-out>WARN: the file system" in (tmp_path / "plain.xml").read_text()
+
+    strict = kvtool("check", plan, "--strict", "--junit", str(tmp_path / "strict.xml"))
+    assert strict.exit_code == 1
+    assert "(problems found: --strict fails a WARN)" in strict.stdout
+    found = cases(tmp_path / "strict.xml")
+    assert [name for name, how in found.items() if how == "failure"] == ["plan.bandwidth"]
+    root = ET.parse(tmp_path / "strict.xml").getroot()
+    assert root.get("failures") == "1"
+    (failure,) = root.iter("failure")
+    assert failure.get("type") == "WARN"
+    data = json.loads(kvtool("check", plan, "--strict", "--json").stdout)
+    assert data["strict"] is True
+    assert kvtool("check", plan, "--strict", "--json").exit_code == 1
+    fail = kvtool("check", str(EXAMPLES / "plan-fail.yaml"), "--strict")
+    assert fail.exit_code == 1
+    assert "(problems found)" in fail.stdout
+
+
 def test_a_size_fsx_cannot_provision_fails_with_the_nearest(kvtool: Run, tmp_path: Path) -> None:
     plan = tmp_path / "plan.yaml"
     plan.write_text(

@@ -51,6 +51,7 @@ EXAMPLES = _examples()
 # the examples that show a check finding problems: exit 1 (every other one runs to exit 0)
 FAILING = {
     "kvtool check examples/check/plan-fail.yaml --junit kvtool-check.xml",
+    "kvtool check examples/check/plan-pass.yaml --strict",  # its one WARN fails the gate
     "kvtool doctor --merge examples/check/doctor-node-a.json examples/check/doctor-node-b.json",
 }
 

@@ -41,8 +41,11 @@ def _summary(counts: dict[str, int]) -> str:
     return ", ".join(f"{counts[s]} {s}" for s in ("FAIL", "WARN", "PASS", "SKIP"))
 
 
-def print_report(report: Report, *, verbose: bool = False, title: str = "") -> None:
-    """One report (a node's doctor run, or a plan's checklist), area by area."""
+def print_report(
+    report: Report, *, verbose: bool = False, title: str = "", strict: bool = False
+) -> None:
+    """One report (a node's doctor run, or a plan's checklist), area by area; ``strict``: a
+    WARN fails it too (``check --strict``), and the summary says so."""
     echo(title or f"kvtool doctor {report.path} on {report.node}")
     areas = list(dict.fromkeys(f.area for f in report.findings))
     for area in areas:
@@ -54,6 +57,8 @@ def print_report(report: Report, *, verbose: bool = False, title: str = "") -> N
                     echo(line)
     echo()
     verdict = "problems found" if report.failed else "no failures"
+    if not report.failed and report.fails(strict=strict):
+        verdict = "problems found: --strict fails a WARN"
     echo(f"summary: {_summary(report.summary)} ({verdict})")
 
 
