@@ -27,7 +27,15 @@ from typing import NamedTuple
 
 from kvtool.bench.fio import FLEET_FILES, FioError, aligned, fleet_job, json_document
 from kvtool.bench.sessions import Level, Search, Workload, fixed, level_of, search
-from kvtool.bench.t3 import T3Options, check_odirect, run_t3, servers_unreachable, t3_folder
+from kvtool.bench.t3 import (
+    T3Options,
+    check_odirect,
+    folder_filesystem,
+    not_lustre,
+    run_t3,
+    servers_unreachable,
+    t3_folder,
+)
 from kvtool.errors import InputError
 from kvtool.probe.host import CommandResult, Host
 from kvtool.scratch import Scratch
@@ -113,7 +121,7 @@ def run_capacity(
             f" {max(options.levels):,}",
             "lower --sessions or --ctx, or free space",
         )
-    notes = []
+    notes = [note] if (note := not_lustre(path, folder_filesystem(host, path, info))) else []
     file_bytes = aligned(workload.chunk_bytes)
     if file_bytes != workload.chunk_bytes:
         notes.append(

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from kvtool.bench.result import BenchResult, skipped
 from kvtool.bench.s3 import run_t4
-from kvtool.bench.t3 import T3Options, run_t3
+from kvtool.bench.t3 import T3Options, not_lustre, run_t3
 from kvtool.plan.reload import t3_client_gbps
 from kvtool.probe.host import Host
 from kvtool.profiles.hardware import NodeProfile, StorageProfile
@@ -30,6 +30,10 @@ def with_spec(
         return result
     if result.tier == "t2" and result.op in ("h2d", "d2h", "bidir"):
         return _link_spec(result, node)
+    if result.tier == "t3" and result.filesystem and result.filesystem != "lustre":
+        return result._replace(
+            limit=f"the folder is on {result.filesystem}, not Lustre: no FSx spec applies"
+        )
     if node is None:
         return result
     if result.tier == "t1":
@@ -40,10 +44,6 @@ def with_spec(
         )
     if result.tier == "t2":
         return result._replace(limit="host-only: no accelerator link measured")
-    if result.tier == "t3" and result.filesystem and result.filesystem != "lustre":
-        return result._replace(
-            limit=f"the folder is on {result.filesystem}, not Lustre: no FSx spec applies"
-        )
     if result.tier == "t3" and result.variant in ("gds-gpu", "gds-compat-gpu"):
         return result._replace(
             limit="one GPU's share of the node's GDS read: the node's client ceiling applies"
@@ -81,6 +81,14 @@ def with_spec(
         )
         return result._replace(spec_bytes_per_s=spec, limit=limit)
     return result
+
+
+def bench_notes(results: list[BenchResult], options: BenchOptions) -> list[str]:
+    """What the figures need said beside them: a T3 folder that is not on Lustre (bench
+    measured that file system, not FSx)."""
+    filesystems = {r.filesystem for r in results if r.tier == "t3" and r.filesystem}
+    found = (not_lustre(options.t3_dir or "the T3 folder", fs) for fs in sorted(filesystems))
+    return [note for note in found if note]
 
 
 def _link_spec(result: BenchResult, node: NodeProfile | None) -> BenchResult:

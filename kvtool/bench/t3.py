@@ -37,7 +37,7 @@ from kvtool.bench.gds import run_gds_read
 from kvtool.bench.result import BenchResult, Latency
 from kvtool.errors import InputError, escape_name
 from kvtool.probe.host import NOT_INSTALLED, CommandResult, Host, file_ops_probe, odirect_probe
-from kvtool.probe.parse import mount_for, parse_proc_mounts
+from kvtool.probe.parse import mount_for, mount_kind, parse_proc_mounts
 from kvtool.scratch import Scratch
 
 FIO_INSTALL = "apt-get update && apt-get install -y fio  (or dnf install -y fio)"
@@ -136,6 +136,33 @@ def t3_folder(host: Host, path: str, key: str) -> dict[str, Any]:
     return info
 
 
+def folder_filesystem(host: Host, path: str, info: dict[str, Any]) -> str:
+    """The type of the file system that holds the T3 folder (``lustre``, ``ext4``; "" when
+    the mount table cannot be read), from /proc/mounts through ``host``."""
+    mounts = parse_proc_mounts(host.read("proc_mounts", "/proc/mounts") or "")
+    mount = mount_for(str(info.get("realpath") or path), mounts)
+    return mount.fstype if mount else ""
+
+
+def not_lustre(path: str, filesystem: str) -> str | None:
+    """The note a T3 measurement needs when its folder is not on Lustre, by the rule doctor's
+    ``mount.shared`` grades (``probe.parse.mount_kind``): the figures are that file system's,
+    not FSx for Lustre's (an unmounted /fsx is the root disk). None on Lustre, or when the
+    mount table was not read."""
+    kind = mount_kind(filesystem) if filesystem else "lustre"
+    if kind == "lustre":
+        return None
+    what = {
+        "local": f"a node-local {filesystem} file system (kvtool doctor FAILs it as a T3)",
+        "shared": f"{filesystem}, a shared file system",
+        "unknown": f"{filesystem}, a file system kvtool does not know to be shared",
+    }[kind]
+    return (
+        f"{path} is on {what}, not FSx for Lustre: these are {filesystem}'s figures, not T3's;"
+        " mount the file system (sudo mount -t lustre ...) and measure the folder there"
+    )
+
+
 def run_t3(
     host: Host,
     path: str,
@@ -153,9 +180,7 @@ def run_t3(
     """
     info = t3_folder(host, path, "bench_path")
     tool = fio_version(host)
-    mounts = parse_proc_mounts(host.read("proc_mounts", "/proc/mounts") or "")
-    mount = mount_for(str(info.get("realpath") or path), mounts)
-    filesystem = mount.fstype if mount else ""
+    filesystem = folder_filesystem(host, path, info)
     per_job = plan_files(path, options, info.get("free_bytes"))
     with Scratch() as cleanup:  # removed however this ends: errors, SIGINT, SIGTERM, SIGHUP
         scratch = cleanup.folder(Path(path), SCRATCH_PREFIX)

@@ -152,7 +152,7 @@ def bench(
     import socket
 
     from kvtool import __version__
-    from kvtool.bench.run import run_bench, with_spec
+    from kvtool.bench.run import bench_notes, run_bench, with_spec
     from kvtool.cli import status as exit_status
     from kvtool.cli.render import bench as render
     from kvtool.cli.render.text import StatusLine, print_json
@@ -192,6 +192,7 @@ def bench(
     results = [
         with_spec(r, node=node, t3=t3_profile, t4=t4_profile, t3_path=t3_key) for r in results
     ]
+    notes[:0] = bench_notes(results, options)  # first: what the figures are of
     if node is None:
         notes.append("no --hardware: nothing to compare with (kvtool hardware lists the nodes)")
     host = socket.gethostname()

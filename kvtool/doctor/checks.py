@@ -17,31 +17,12 @@ from kvtool.probe.facts import NodeFacts
 from kvtool.probe.parse import (
     component_for,
     lustre_mount_name,
+    mount_kind,
     param_values,
 )
 
 GdsMode = Literal["required", "optional", "off"]
 
-LOCAL_FILE_SYSTEMS = frozenset(
-    {"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "overlay", "zfs", "f2fs", "vfat"}
-)
-SHARED_FILE_SYSTEMS = frozenset(
-    {
-        "nfs",
-        "nfs4",
-        "gpfs",
-        "wekafs",
-        "beegfs",
-        "ceph",
-        "cephfs",
-        "glusterfs",
-        "fuse.s3fs",
-        "fuse.mountpoint-s3",
-        "fuse.juicefs",
-        "fuse.weka",
-        "efs",
-    }
-)
 TCP_PER_OSS_GBPS = 5  # same page: per client and file-server pair over TCP
 EFA_PROOF_FRACTION = 0.5  # kvtool's judgement: at least half the probe's MiB as EFA sends
 LARGE_MEMORY_GIB = 64  # performance tips: lru tunings for clients with more than 64 GiB
@@ -126,10 +107,11 @@ def check_mount(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
     if mount is None:
         return [_f("mount.shared", "SKIP", "the mount table was not captured")]
     evidence = f"{mount.source} on {mount.mountpoint} type {mount.fstype}"
-    if mount.fstype == "lustre":
+    kind = mount_kind(mount.fstype, mount.source)
+    if kind == "lustre":
         name = lustre_mount_name(mount.source)
         return [_f("mount.shared", "PASS", f"Lustre mount (mount name {name})", evidence)]
-    if mount.fstype in SHARED_FILE_SYSTEMS or mount.fstype.startswith("fuse."):
+    if kind == "shared":
         return [
             _f(
                 "mount.shared",
@@ -139,7 +121,7 @@ def check_mount(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
                 evidence,
             )
         ]
-    local = mount.fstype in LOCAL_FILE_SYSTEMS or mount.source.startswith("/dev/")
+    local = kind == "local"
     return [
         _f(
             "mount.shared",

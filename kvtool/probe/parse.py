@@ -59,6 +59,42 @@ def mount_for(path: str, mounts: list[Mount]) -> Mount | None:
     return best
 
 
+LOCAL_FILE_SYSTEMS = frozenset(
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "overlay", "zfs", "f2fs", "vfat"}
+)
+SHARED_FILE_SYSTEMS = frozenset(
+    {
+        "nfs",
+        "nfs4",
+        "gpfs",
+        "wekafs",
+        "beegfs",
+        "ceph",
+        "cephfs",
+        "glusterfs",
+        "fuse.s3fs",
+        "fuse.mountpoint-s3",
+        "fuse.juicefs",
+        "fuse.weka",
+        "efs",
+    }
+)
+
+
+def mount_kind(fstype: str, source: str = "") -> str:
+    """What a file system is to a T3 folder: ``lustre``; ``shared`` (one every node can mount,
+    not Lustre: NFS, GPFS, a FUSE client...); ``local`` (node-local, or a block device's);
+    ``unknown``. The one rule doctor's ``mount.shared`` grades and bench and capacity say
+    beside their figures."""
+    if fstype == "lustre":
+        return "lustre"
+    if fstype in SHARED_FILE_SYSTEMS or fstype.startswith("fuse."):
+        return "shared"
+    if fstype in LOCAL_FILE_SYSTEMS or source.startswith("/dev/"):
+        return "local"
+    return "unknown"
+
+
 LUSTRE_SOURCE = re.compile(
     r"^(?P<nids>[^:]+@(?:tcp|efa|o2ib)\d*(?::[^:]+@(?:tcp|efa|o2ib)\d*)*):/(?P<name>\S+)$"
 )

@@ -76,6 +76,23 @@ def test_t3_text_report_says_how_and_what_bounds_it(kvtool: Kvtool, tmp_path: Pa
 
 @needs_fio
 @pytest.mark.fio
+def test_a_t3_folder_off_lustre_is_said_first_without_hardware(
+    kvtool: Kvtool, tmp_path: Path
+) -> None:
+    """An unmounted /fsx gave believable T3 figures silently (issue 54); a temp folder is on
+    no Lustre here, so bench says so, first among its notes, in text and in --json."""
+    done = kvtool("bench", "--tier", "t3", "--t3-dir", str(tmp_path), *QUICK)
+    assert done.exit_code == 0, done.stderr
+    notes = [line for line in done.stdout.splitlines() if line.startswith("note: ")]
+    assert notes[0].startswith(f"note: {tmp_path} is on ")
+    assert "not FSx for Lustre" in notes[0]
+    data = json.loads(kvtool("bench", "--tier", "t3", "--t3-dir", str(tmp_path), *QUICK,
+                             "--json").stdout)  # fmt: skip
+    assert "not FSx for Lustre" in data["notes"][0]
+
+
+@needs_fio
+@pytest.mark.fio
 def test_model_sizes_the_transfer_as_one_kv_chunk(kvtool: Kvtool, tmp_path: Path) -> None:
     done = kvtool(
         "bench", "--tier", "t3", "--t3-dir", str(tmp_path), "--duration", "1", "--size", "64MiB",

@@ -177,3 +177,12 @@ def test_plot_without_matplotlib_prints_the_table_then_one_line(tmp_path: Path) 
         "kvtool: error: --plot needs matplotlib (pip install 'kvtool[plot]')"
     )
     assert not (tmp_path / "c.png").exists()
+
+
+def test_a_folder_off_lustre_is_said(kvtool: Run, tmp_path: Path) -> None:
+    """capacity on a local folder measured that disk, not FSx, without a word (issue 54)."""
+    result = kvtool("capacity", "--t3-dir", str(tmp_path), *TINY, "--sessions", "1",
+                    "--restore-slo", "60s", "--no-fio-check", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    (note,) = [n for n in json.loads(result.stdout)["notes"] if "not FSx for Lustre" in n]
+    assert note.startswith(f"{tmp_path} is on ")

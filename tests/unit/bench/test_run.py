@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kvtool.bench.result import BenchResult
-from kvtool.bench.run import with_spec
+from kvtool.bench.run import BenchOptions, bench_notes, with_spec
+from kvtool.bench.t3 import T3Options
 from kvtool.profiles.load import load_node_profile, load_storage_profile
 
 P5EN = load_node_profile("p5en")
@@ -41,6 +42,22 @@ def test_a_folder_that_is_not_lustre_gets_no_fsx_spec() -> None:
     out = with_spec(_ok("t3", "seq_read", filesystem="ext4"), node=P5EN, t3=FSX, t4=S3)
     assert out.spec_bytes_per_s is None
     assert "ext4, not Lustre" in out.limit
+
+
+def test_a_t3_folder_off_lustre_is_said_with_or_without_hardware() -> None:
+    """``bench --tier t3 --t3-dir <ext4>`` gave believable T3 figures with no word that the
+    folder is not on Lustre (issue 54): an unmounted /fsx is the root disk."""
+    out = with_spec(_ok("t3", "seq_read", filesystem="ext4"), node=None, t3=None, t4=None)
+    assert "ext4, not Lustre" in out.limit
+    options = BenchOptions(tiers=("t3",), block_bytes=2**20, t3=T3Options(2**20), t3_dir="/fsx/kv")
+    rows = [_ok("t3", "seq_read", filesystem="ext4"), _ok("t3", "seq_write", filesystem="ext4")]
+    (note,) = bench_notes(rows, options)
+    assert note.startswith("/fsx/kv is on a node-local ext4 file system (kvtool doctor FAILs it")
+    assert "not FSx for Lustre: these are ext4's figures, not T3's" in note
+    (shared,) = bench_notes([_ok("t3", "seq_read", filesystem="nfs4")], options)
+    assert "nfs4, a shared file system, not FSx for Lustre" in shared
+    assert bench_notes([_ok("t3", "seq_read", filesystem="lustre")], options) == []
+    assert bench_notes([_ok("t3", "seq_read")], options) == []  # no mount table: nothing said
 
 
 def test_few_threads_are_named_as_a_limit() -> None:

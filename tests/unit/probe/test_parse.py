@@ -29,6 +29,18 @@ def test_proc_mounts_fsx_lustre_line() -> None:
     assert parse.lustre_mount_name(mount.source) == "krvlrbev"
 
 
+@pytest.mark.parametrize(
+    ("fstype", "source", "kind"),
+    [("lustre", "10.0.0.1@tcp:/abc", "lustre"), ("nfs4", "server:/export", "shared"),
+     ("fuse.mountpoint-s3", "mountpoint-s3", "shared"), ("ext4", "/dev/vda", "local"),
+     ("tmpfs", "tmpfs", "local"), ("squashfs", "/dev/loop0", "local"),
+     ("virtiofs", "share", "unknown")],
+)  # fmt: skip
+def test_mount_kind_is_the_one_rule_for_a_t3_folder(fstype: str, source: str, kind: str) -> None:
+    """doctor's mount.shared and bench/capacity's not-Lustre note read the same rule."""
+    assert parse.mount_kind(fstype, source) == kind
+
+
 def test_mount_for_picks_the_longest_prefix_and_not_a_sibling() -> None:
     text = (
         "/dev/root / ext4 rw 0 0\n"
