@@ -116,10 +116,50 @@ def test_plan_input_errors_are_one_line(kvtool: Run, args: list[str], message: s
     assert message in result.stderr
 
 
-def test_weights_larger_than_hbm_is_exit_2(kvtool: Run) -> None:
+def test_weights_larger_than_hbm_is_a_verdict_exit_1(kvtool: Run) -> None:
     result = kvtool("size", "llama-3.1-405b", "--hardware", "p4d")
-    assert result.exit_code == 2
-    assert "leave no room for KV" in result.stderr
+    assert result.exit_code == 1  # (was 2: an answer, not a mistake in the input)
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("does not fit: the weights (812 GB (756 GiB)) leave no room for KV")
+    assert "try --tp 8 --pp 3 --nodes 3 (fits" in first
+
+
+def test_a_session_larger_than_a_node_is_a_verdict_whose_tries_plan_as_said(kvtool: Run) -> None:
+    """The issue's case, end to end: exit 1, the verdict first with its tries, and each try,
+    run as typed, is a plan with the figures the verdict gave it."""
+    args = ("plan", "llama-3.1-405b", "--hardware", "p5en", "--ctx", "1m")
+    result = kvtool(*args)
+    assert result.exit_code == 1, result.stderr
+    assert result.stdout.startswith("does not fit: one session (516 GB (481 GiB) of KV")
+    assert "Tier plan" not in result.stdout  # no plan for a context no node serves
+    data = kvtool(*args, "--json")
+    assert data.exit_code == 1
+    [row] = json.loads(data.stdout)["results"]
+    assert "tiers" not in row
+    verdict = row["verdict"]
+    assert verdict["reason"].startswith("one session (516 GB")
+    assert [t["options"][:2] for t in verdict["tries"]] == [
+        ["--tp", "8"], ["--kv-dtype", "fp8"], ["--hardware", "p6-b300"]
+    ]  # fmt: skip
+    for tried in verdict["tries"]:
+        again = kvtool(*args, *tried["options"], "--json")
+        assert again.exit_code == 0, (tried, again.stderr)
+        [plan] = json.loads(again.stdout)["results"]
+        assert plan["verdict"]["fits"] == tried["fits"]
+        assert plan["verdict"]["sessions_in_t1"] == tried["sessions_in_t1"]
+        assert plan["verdict"]["hbm_utilization"] == tried["hbm_utilization"]
+        assert plan["verdict"]["reason"] is None
+
+
+def test_a_context_no_node_serves_beside_one_it_serves(kvtool: Run) -> None:
+    result = kvtool("plan", "llama-3.1-405b", "--hardware", "p5en", "--ctx", "8k,1m", "--json")
+    assert result.exit_code == 1
+    short, long = json.loads(result.stdout)["results"]
+    assert (short["ctx_tokens"], long["ctx_tokens"]) == (8000, 1_000_000)
+    assert short["verdict"]["reason"] is None
+    assert "tiers" in short
+    assert long["verdict"]["reason"] is not None
+    assert "tiers" not in long
 
 
 def test_user_hardware_profile_file(kvtool: Run, tmp_path: Path) -> None:
@@ -143,7 +183,7 @@ def test_hardware_lists_profiles(kvtool: Run) -> None:
     assert 'trn3-ultraserver\'s 20,736 GiB is their "20.7 TB", 22.3 TB in bytes' in table
     assert "fsx-lustre-persistent2" in table
     data = json.loads(kvtool("hardware", "--json").stdout)
-    assert any(n["name"] == "p5en.48xlarge" for n in data["nodes"])
+    assert any(n["name"] == "p5en.48xlarge" for n in data["results"] if n["kind"] == "node")
 
 
 def test_t3_and_t4_profiles_can_be_chosen(kvtool: Run) -> None:

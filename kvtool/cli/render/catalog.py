@@ -59,12 +59,13 @@ def print_models(rows: list[tuple[ModelProfile, ModelSpec, int]]) -> None:
 def hardware_json(
     nodes: tuple[NodeProfile, ...], storage: tuple[StorageProfile, ...]
 ) -> dict[str, Any]:
-    """``kvtool hardware --json``: every profile's fields, sources included."""
+    """``kvtool hardware --json``: every profile's fields, sources included, under ``results``
+    as every list kvtool answers with, each with its ``kind`` (``node`` or ``storage``)."""
     from dataclasses import asdict
 
     return {
-        "nodes": [asdict(n) for n in nodes],
-        "storage": [asdict(s) for s in storage],
+        "results": [{"kind": "node", **asdict(n)} for n in nodes]
+        + [{"kind": "storage", **asdict(s)} for s in storage],
     }
 
 
