@@ -72,7 +72,7 @@ def plan(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
-) -> None:
+) -> int | None:
     """Plan MODEL's KV on --hardware: sessions per tier (HBM, host DRAM, FSx for Lustre, S3),
     reload against recompute, the FSx to provision, and with --cost, --emit or --bench what
     it costs, the engine's configuration, or the plan with measured bandwidths.

@@ -72,7 +72,7 @@ def size(
     old_block_size: Annotated[str | None, renamed("--block-size", "--block-tokens")] = None,
     old_t3: Annotated[str | None, renamed("--t3", "--t3-storage")] = None,
     old_t4: Annotated[str | None, renamed("--t4", "--t4-storage")] = None,
-) -> None:
+) -> int | None:
     """How much KV cache MODEL needs: per token, per session, and for all sessions.
 
     Where it lives and what it costs on a cluster is kvtool plan's answer.
@@ -107,10 +107,11 @@ def size(
     )  # fmt: skip
 
 
-def answer(request: SizeRequest, command: str = "size") -> None:
+def answer(request: SizeRequest, command: str = "size") -> int | None:
     """kvtool size's answer, and with ``hardware`` kvtool plan's: one library call (every
     option resolved there, one error line for any mistake), then the sizes, plans or the
-    emitted configuration rendered. Notes are said even when a later option is a mistake."""
+    emitted configuration rendered. Notes are said even when a later option is a mistake.
+    Exit 1 (``PROBLEMS``) when one node cannot serve a session of some context."""
     from kvtool import __version__
 
     notes: list[str] = []
@@ -123,8 +124,13 @@ def answer(request: SizeRequest, command: str = "size") -> None:
         sys.stdout.write(answered.emitted)
         for line in answered.notes_after:  # the configuration cannot carry them: stderr
             say_note(line)
-        return
+        return None
     _render(answered, request.as_json, command)
+    if any(one.unservable for one in answered.sized):  # a verdict: no node serves a session
+        from kvtool.cli.status import PROBLEMS
+
+        return PROBLEMS
+    return None
 
 
 def _render(answered: SizeAnswer, as_json: bool, command: str = "size") -> None:
@@ -141,21 +147,23 @@ def _render(answered: SizeAnswer, as_json: bool, command: str = "size") -> None:
             records += render.size_json(
                 one.resolved, one.results, one.plans, one.batched_why,
                 weights=None if weights is None else weights[index], costs=one.costs,
+                unservable=one.unservable,
             )  # fmt: skip
         print_json(records, command=command)
         return
     if len(sized) > 1:
         assert weights is not None
         render.print_comparison(
-            [render.Compared(one.resolved, one.results, one.plans, w, one.costs, one.unique)
+            [render.Compared(one.resolved, one.results, one.plans, w, one.costs, one.unique,
+                             one.unservable)
              for one, w in zip(sized, weights, strict=True)]
         )  # fmt: skip
         return
     one = sized[0]
-    if one.plans:
+    if one.plans or one.unservable:
         from kvtool.cli.render.plan import print_verdicts
 
-        print_verdicts(one.plans)
+        print_verdicts(one.plans, one.unservable)
     render.print_size(one.resolved, one.results, one.batched_why)
     if one.plans:
         from kvtool.cli.render.plan import print_plans

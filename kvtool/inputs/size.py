@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from kvtool.model.shape import KvShape
     from kvtool.plan.cluster import Hardware
     from kvtool.plan.cost import Cost, Prices
-    from kvtool.plan.deployment import ContextPlans, DeploymentPlan
+    from kvtool.plan.deployment import ContextPlans, DeploymentPlan, Unservable
     from kvtool.profiles.resolve import ResolvedModel
 
 
@@ -73,6 +73,8 @@ class Sized(NamedTuple):
     ignored: tuple[str, ...]
     costs: "tuple[Cost, ...]" = ()
     unique: tuple[int, ...] = ()  # per context, one copy of a session's KV (no tp replicas)
+    # the contexts one node cannot serve: a verdict each, with what would serve it (no plan)
+    unservable: "tuple[Unservable, ...]" = ()
 
 
 class SizeAnswer(NamedTuple):
@@ -163,7 +165,7 @@ def size_models(request: SizeRequest, notes: list[str]) -> SizeAnswer:
         sized.append(
             Sized(resolved, planned.sizes, planned.plans, planned.batched.source,
                   (planned.batched.ignored,), _costs(planned.plans, priced, count),
-                  _unique(shape, planned.sizes) if several else ())
+                  _unique(shape, planned.sizes) if several else (), planned.unservable)
         )  # fmt: skip
     notes.extend(dict.fromkeys(n for one in sized for n in one.ignored if n))  # once each
     weights = None
@@ -265,6 +267,7 @@ def _plan(
     from kvtool.inputs.hardware import resolve_assumptions
     from kvtool.plan.deployment import plan_contexts
     from kvtool.plan.offload import get_layout
+    from kvtool.profiles.load import node_profiles
 
     return plan_contexts(
         shape,
@@ -283,6 +286,9 @@ def _plan(
         pp=None if r.pp is None else parse_count(r.pp, what="--pp"),
         choose_layout=r.emit is None,  # (kvtool emits tensor-parallel configurations)
         dp_attention=r.dp_attention,
+        # a context one node cannot serve is a verdict with tries, a larger bundled node one
+        # of them (an emitted configuration needs a plan: there it stays an error)
+        rescue_from=node_profiles() if r.emit is None else None,
     )
 
 
@@ -354,6 +360,7 @@ def _emit(
 ) -> SizeAnswer:
     """``--emit``: the engine configuration for the plan of the longest context, and the
     notes the configuration cannot carry."""
+    from kvtool.model.spec import StateLayers
     from kvtool.plan.emit import emit as emit_config
     from kvtool.plan.emit import emit_inputs
 
@@ -369,6 +376,7 @@ def _emit(
         t3_dir="/fsx/kvcache" if r.t3_dir is None else r.t3_dir,
         eager=posture is not None and posture.strip().lower() == "eager",
         kvtool_version=r.kvtool_version,
+        has_states=any(isinstance(g, StateLayers) for g in resolved.spec.groups),
     )
     text = emit_config(r.emit.strip().lower(), inputs)
     return SizeAnswer(emitted=text, notes_after=tuple(n for n in planned.format_notes if n))

@@ -4,7 +4,7 @@ profiles arrive loaded."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvtool.errors import InputError
 from kvtool.plan.fsx import FileSystem, file_system
@@ -36,6 +36,9 @@ class Hardware:
     # one engine instance's KV pool in tokens as the engine's metrics report it (kvtool plan
     # --calibrate): the plan's T1 space, in place of kvtool's estimate; None: the estimate
     kv_pool_tokens_per_instance: int | None = None
+    # nodes one engine spans (pipeline stages across nodes, ``over_nodes``): ``node`` is then
+    # that many nodes as one, and ``nodes`` counts such groups
+    engine_nodes: int = 1
 
     @property
     def efa_file_system(self) -> bool:
@@ -96,6 +99,35 @@ def make_hardware(
     )
     hardware.file_system()  # raises for a throughput or capacity FSx cannot provision
     return hardware
+
+
+def over_nodes(hardware: Hardware, span: int) -> Hardware:
+    """``hardware`` with each engine over ``span`` nodes, its pipeline stages on different
+    nodes (vLLM's ``--pipeline-parallel-size`` across nodes, tensor parallel within each): the
+    ``span`` nodes are planned as one node of ``span`` times their chips, host memory and
+    links (as a UltraServer's instances are), and ``nodes`` counts such groups. Each node
+    then holds its stages' share of the weights and of every session's KV. InputError where
+    ``nodes`` is not a whole number of groups."""
+    if span == 1:
+        return hardware
+    node = hardware.node
+    if hardware.nodes % span:
+        raise InputError(
+            f"--nodes {hardware.nodes} is not a whole number of engines over {span} nodes"
+            f" (--tp x --pp = {span} x {node.chips} accelerators)",
+            f"give --nodes a multiple of {span}",
+        )
+    group = replace(
+        node,
+        name=f"{span} x {node.name}",
+        chips=node.chips * span,
+        host_memory_gib=node.host_memory_gib * span,
+        host_memory_gbytes_per_s=node.host_memory_gbytes_per_s * span,
+        ena_gbps=node.ena_gbps * span,
+        efa_gbps=node.efa_gbps * span,
+        instances=node.instances * span,
+    )
+    return replace(hardware, node=group, nodes=hardware.nodes // span, engine_nodes=span)
 
 
 def client_path(hardware: Hardware) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from kvtool.errors import InputError
 from kvtool.model.engines import BatchedTokens, batched_tokens
 from kvtool.model.formats import resolve_format
 from kvtool.model.kv import SizeResult
@@ -21,11 +22,12 @@ from kvtool.model.params import (
 )
 from kvtool.model.shape import KvShape
 from kvtool.model.spec import ModelSpec
-from kvtool.plan.cluster import Hardware, client_path, make_hardware, uses_gds
+from kvtool.plan.cluster import Hardware, client_path, make_hardware, over_nodes, uses_gds
 from kvtool.plan.fsx import FileSystem, smallest_size_at_least
 from kvtool.plan.measured import apply_measured
 from kvtool.plan.offload import LAYOUTS, OffloadLayout, copies_divisor
 from kvtool.plan.placement import (
+    NodeTooSmall,
     PlanInputs,
     TierPlan,
     plan_tiers,
@@ -55,12 +57,13 @@ from kvtool.plan.serving import (
     node_gpu,
 )
 from kvtool.plan.t3_size import FOR_CAPACITY, FOR_THROUGHPUT, GIVEN, T3Size, size_t3
-from kvtool.plan.verdict import Replan, Verdict, judge
+from kvtool.plan.verdict import Replan, Verdict, judge, rescue
 from kvtool.plan.workload import Workload
+from kvtool.profiles.hardware import NodeProfile
 
 __all__ = [
     "BREAK_EVEN_CONTEXTS", "ContextPlans", "DeploymentPlan", "FanIn", "Hardware", "Layout",
-    "Serving", "WorkloadPlan", "best_layout", "capability_family", "choose_serving",
+    "Serving", "Unservable", "WorkloadPlan", "best_layout", "capability_family", "choose_serving",
     "client_path", "kv_format_notes", "make_hardware", "node_batched_tokens", "node_gpu",
     "offload_divisors", "place_sessions", "plan_contexts", "plan_deployment", "plan_workload",
     "serve", "serve_chosen", "uses_gds",
@@ -319,15 +322,28 @@ def plan_deployment(
 
 
 @dataclass(frozen=True)
+class Unservable:
+    """A context one node cannot serve (one session over its 85% line, or weights that leave
+    no room for KV): no plan, a verdict that says why and what would serve it."""
+
+    ctx_tokens: int
+    hardware: Hardware
+    serving: Serving
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
 class ContextPlans:
-    """``plan_contexts``' answer: the sizes under the serving layout, one plan each, and the
-    tokens per batch the admission charge assumed (and where that figure came from)."""
+    """``plan_contexts``' answer: the sizes under the serving layout, one plan each (or, for a
+    context one node cannot serve, an ``Unservable`` verdict), and the tokens per batch the
+    admission charge assumed (and where that figure came from)."""
 
     serving: Serving
     sizes: tuple[SizeResult, ...]
     plans: tuple[DeploymentPlan, ...]
     batched: BatchedTokens
     format_notes: tuple[str, ...] = ()  # what the accelerators make of the KV format
+    unservable: tuple[Unservable, ...] = ()
 
 
 def serve(
@@ -393,6 +409,7 @@ def plan_contexts(
     dp_attention: bool = False,
     choose_layout: bool = True,
     verdicts: bool = True,
+    rescue_from: tuple[NodeProfile, ...] | None = None,
 ) -> ContextPlans:
     """``kvtool plan``: choose the serving layout, price a session at each context
     under it, and plan each.
@@ -406,12 +423,21 @@ def plan_contexts(
     engine's own (``EngineRules.offload_stack``). ``max_num_batched_tokens`` None takes the
     engine's default on the node's accelerator (``model.engines.batched_tokens``).
 
+    ``--tp`` x ``--pp`` past a node's accelerators runs each engine's pipeline stages on
+    several nodes (``engine_over_nodes``).
+
+    With ``rescue_from`` (the bundled nodes, for a larger one to try), a context one node
+    cannot serve is an ``Unservable`` verdict with its tries (``verdict.rescue``); without,
+    it raises ``NodeTooSmall``.
+
     Raises InputError for layouts the engine or the node cannot run (see ``choose_serving``
     and ``size_kv``).
     """
     spec = shape.spec
     params = count_params(spec)
     given_pp = pp
+    given_hardware = hardware
+    hardware = engine_over_nodes(shape, hardware, pp)
     batched = node_batched_tokens(shape, hardware, max_num_batched_tokens)
     stack = offload or LAYOUTS[shape.rules.offload_stack]
     reserve = stack.gpu_reserve_mib_with_gds * 2**20 if uses_gds(hardware) else 0
@@ -428,21 +454,21 @@ def plan_contexts(
     sizes = tuple(
         priced.size(tokens, sessions, max_num_batched_tokens=batched.value) for tokens in contexts
     )
-    plans = tuple(
-        plan_deployment(
-            spec,
-            params,
-            ctx_tokens=size.ctx_tokens,
-            sessions=sessions,
-            bytes_at=priced.session_bytes,
-            hardware=hardware,
-            serving=serving,
-            assumptions=a,
-            offload=offload or LAYOUTS[shape.rules.offload_stack],
-            t1_admission_bytes=size.admission_bytes_per_session,
-        )
-        for size in sizes
-    )
+    planned: list[DeploymentPlan] = []
+    refused: list[tuple[int, NodeTooSmall]] = []
+    for size in sizes:
+        try:
+            planned.append(plan_deployment(
+                spec, params, ctx_tokens=size.ctx_tokens, sessions=sessions,
+                bytes_at=priced.session_bytes, hardware=hardware, serving=serving,
+                assumptions=a, offload=offload or LAYOUTS[shape.rules.offload_stack],
+                t1_admission_bytes=size.admission_bytes_per_session,
+            ))  # fmt: skip
+        except NodeTooSmall as error:
+            if rescue_from is None or not verdicts:
+                raise
+            refused.append((size.ctx_tokens, error))
+    plans = tuple(planned)
     if format_notes:
         plans = tuple(replace(p, notes=(*format_notes, *p.notes)) for p in plans)
     if hardware.kv_pool_tokens_per_instance is None:  # (a measured pool is one layout's)
@@ -457,15 +483,20 @@ def plan_contexts(
 
         def replan_at(ctx: int) -> Replan:
             def replan(kv_dtype: str | None = None, nodes: int | None = None,
-                       tp: int | None = None, pp: int | None = None) -> DeploymentPlan:  # fmt: skip
+                       tp: int | None = None, pp: int | None = None,
+                       node: NodeProfile | None = None) -> DeploymentPlan:  # fmt: skip
                 tried = shape
                 if kv_dtype is not None:
                     tried = tried._replace(fmt=resolve_format(kv_dtype, spec.dtype))
                 if tp is not None:
                     tried = tried._replace(tp=tp, tp_given=True)
+                other = given_hardware
+                if node is not None:
+                    other = replace(other, node=node)
+                if nodes is not None:
+                    other = replace(other, nodes=nodes)
                 return plan_contexts(
-                    tried, contexts=[ctx], sessions=sessions,
-                    hardware=hardware if nodes is None else replace(hardware, nodes=nodes),
+                    tried, contexts=[ctx], sessions=sessions, hardware=other,
                     weights_dtype=weights_dtype, assumptions=assumptions, offload=offload,
                     max_num_batched_tokens=max_num_batched_tokens,
                     pp=pp if pp is not None else given_pp, dp_attention=dp_attention,
@@ -480,13 +511,40 @@ def plan_contexts(
                                      fp8_possible=fp8_possible))
             for p in plans
         )  # fmt: skip
+    unservable = []
+    for ctx, too_small in refused:  # (only with verdicts: kept above)
+        verdict = rescue(too_small.message, sessions, hardware, serving, replan=replan_at(ctx),
+                         fp8_possible=fp8_possible and not too_small.by_weights,
+                         layers=spec.num_layers, larger=rescue_from or ())  # fmt: skip
+        unservable.append(Unservable(ctx, hardware, serving, verdict))
     return ContextPlans(
         serving=serving,
         sizes=sizes,
         plans=plans,
         batched=batched,
         format_notes=tuple(format_notes),
+        unservable=tuple(unservable),
     )
+
+
+def engine_over_nodes(shape: KvShape, hardware: Hardware, pp: int | None) -> Hardware:
+    """``hardware`` as groups of nodes where ``--tp`` x ``--pp`` asks for more accelerators
+    than a node has: each engine's pipeline stages on several nodes, tensor parallel within
+    one (``cluster.over_nodes``). InputError where the layout is not whole nodes."""
+    node = hardware.node
+    if pp is None or not shape.tp_given or shape.tp * pp <= node.chips:
+        return hardware
+    if pp > shape.spec.num_layers:
+        return hardware  # (choose_serving says: a stage holds at least one layer)
+    chips = shape.tp * pp
+    if node.chips % shape.tp or chips % node.chips:
+        raise InputError(
+            f"--tp {shape.tp} x --pp {pp} does not divide {node.name}'s {node.chips}"
+            f" accelerators, nor make whole nodes of them",
+            f"an engine over several nodes keeps --tp within one (a divisor of {node.chips})"
+            f" and --tp x --pp a multiple of {node.chips}",
+        )
+    return over_nodes(hardware, chips // node.chips)
 
 
 def node_batched_tokens(

@@ -30,6 +30,16 @@ HOST_MEMORY_FRACTION = 0.8
 ACTIVATION_RESERVE_GB_PER_CHIP = 2.0
 
 
+class NodeTooSmall(InputError):
+    """One node cannot serve a session: the weights leave no room for KV (``by_weights``), or
+    one session is over the 85% line. ``kvtool plan`` answers it with a verdict and the tries
+    that would serve it (``verdict.rescue``); the other planners refuse it as bad input."""
+
+    def __init__(self, message: str, hint: str, *, by_weights: bool) -> None:
+        super().__init__(message, hint)
+        self.by_weights = by_weights
+
+
 @dataclass(frozen=True)
 class PlanInputs:
     """What placement needs: the node, how many, the weights per node, one session's KV.
@@ -121,21 +131,23 @@ def plan_tiers(inputs: PlanInputs) -> TierPlan:
     node = inputs.node
     space = kv_space_per_node(inputs)
     if space <= 0:
-        raise InputError(
+        raise NodeTooSmall(
             f"the weights ({format_bytes(inputs.weights_bytes)}) leave no room for KV in"
             f" {node.name}'s {format_bytes(node.hbm_bytes)} of HBM"
             f" at gpu_memory_utilization {inputs.gpu_memory_utilization}",
             "use more or larger accelerators (--hardware), or narrower weights (--weights-dtype)",
+            by_weights=True,
         )
     pressure = int(space * inputs.pressure_fraction)
     per_session = inputs.kv_bytes_per_session
     admitted = max(per_session, inputs.t1_admission_bytes_per_session or 0)
     per_node_t1 = pressure // admitted
     if per_node_t1 == 0:
-        raise InputError(
+        raise NodeTooSmall(
             f"one session ({format_bytes(admitted)} of KV as the engine admits it) does not fit"
             f" under the 85% line of one {node.name} ({format_bytes(pressure)})",
             "shorten --ctx, quantize the cache (--kv-dtype fp8), or use larger nodes",
+            by_weights=False,
         )
     notes: list[str] = []
     if inputs.measured_kv_space_bytes_per_node is not None:

@@ -222,8 +222,9 @@ def best_layout(shape: KvShape, hardware: Hardware, *, weights_dtype: str, ctx_t
     weights = replica_bytes(spec, params, weights_dtype)
     extra_per_rank = int(attention_params(spec) * WEIGHT_BYTES[dtype])  # DP attention's, a rank
     heads = spec.num_attention_heads
+    within = node.chips // hardware.engine_nodes  # tensor parallel within a node (over_nodes)
     best: tuple[tuple[int, int, int, bool], Layout] | None = None
-    for tp in (t for t in range(1, node.chips + 1) if node.chips % t == 0 and heads % t == 0):
+    for tp in (t for t in range(1, within + 1) if node.chips % t == 0 and heads % t == 0):
         for dp in (False, True) if spec.is_mla and tp > 1 and dp_attention else (False,):
             priced = shape.serving_tp(1 if dp else tp).on_gpu(node_gpu(node))
             try:

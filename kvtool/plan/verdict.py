@@ -1,10 +1,12 @@
 """A plan's one-line verdict, as kvfit and kvplan users expect it first: does every session fit
 in HBM, on what, in which layout; and when it does not, what would make it fit, each "try"
-planned again rather than guessed. Pure: the re-planning is a function passed in."""
+planned again rather than guessed. A context that one node cannot serve at all (one session
+over its 85% line, or weights that leave no room) is a verdict too (``rescue``), with the
+tries that would serve it. Pure: the re-planning is a function passed in."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -12,6 +14,7 @@ from kvtool.errors import InputError
 from kvtool.plan.cluster import Hardware
 from kvtool.plan.placement import TierPlan
 from kvtool.plan.serving import Layout, Serving
+from kvtool.profiles.hardware import NodeProfile
 
 
 class DeploymentPlan(Protocol):
@@ -58,15 +61,19 @@ class Verdict:
     node: str
     layout: str
     tries: tuple[Try, ...] = ()
+    refused: str = ""  # why one node cannot serve a session ("": it can)
 
     @property
     def text(self) -> str:
         head = "fits" if self.fits else "does not fit"
-        line = (
-            f"{head}: {self.sessions_in_t1:,} of {self.sessions:,} sessions in T1"
-            f" ({self.hbm_utilization:.0%} of HBM's KV space), {self.nodes} x {self.node},"
-            f" {self.layout}"
-        )
+        if self.refused:
+            line = f"{head}: {self.refused}, {self.layout}"
+        else:
+            line = (
+                f"{head}: {self.sessions_in_t1:,} of {self.sessions:,} sessions in T1"
+                f" ({self.hbm_utilization:.0%} of HBM's KV space), {self.nodes} x {self.node},"
+                f" {self.layout}"
+            )
         if self.tries:
             line += "; try " + ", ".join(t.text for t in self.tries)
         return line
@@ -79,8 +86,14 @@ def _in_t1(plan: DeploymentPlan) -> tuple[int, float]:
 
 def layout_text(plan: DeploymentPlan) -> str:
     """``tp 8 x pp 18`` (and data-parallel attention), as the plan serves."""
-    serving = plan.serving
+    return serving_text(plan.serving, plan.hardware)
+
+
+def serving_text(serving: Serving, hardware: Hardware) -> str:
+    """``tp 8 x pp 2 over 2 nodes`` (and data-parallel attention)."""
     text = f"tp {serving.tp}" + (f" x pp {serving.pp}" if serving.pp > 1 else "")
+    if hardware.engine_nodes > 1:
+        text += f" over {hardware.engine_nodes} nodes"
     return text + (" with data-parallel attention" if serving.dp_attention else "")
 
 
@@ -104,8 +117,9 @@ def judge(plan: DeploymentPlan, sessions: int, *, replan: Replan, fp8_possible: 
     changes: list[tuple[tuple[str, ...], dict[str, object]]] = []
     if fp8_possible:
         changes.append((("--kv-dtype", "fp8"), {"kv_dtype": "fp8"}))
-    nodes = plan.tiers.nodes_for_all_in_t1
-    if nodes > plan.hardware.nodes:
+    span = plan.hardware.engine_nodes  # (the plan counts groups of nodes; --nodes, nodes)
+    nodes = plan.tiers.nodes_for_all_in_t1 * span
+    if nodes > plan.hardware.nodes * span:
         changes.append((("--nodes", str(nodes)), {"nodes": nodes}))
     best = plan.best_layout
     serving = plan.serving
@@ -121,3 +135,74 @@ def judge(plan: DeploymentPlan, sessions: int, *, replan: Replan, fp8_possible: 
         other_in_t1, other_used = _in_t1(other)
         tries.append(Try(options, other.tiers.fits_in_t1, other_in_t1, other_used))
     return Verdict(**{**verdict.__dict__, "tries": tuple(tries)})
+
+
+MAX_PIPELINE_NODES = 16  # the longest pipeline across nodes a rescue tries
+
+
+def rescue(
+    refused: str,
+    sessions: int,
+    hardware: Hardware,
+    serving: Serving,
+    *,
+    replan: Replan,
+    fp8_possible: bool,
+    layers: int,
+    larger: Sequence[NodeProfile] = (),
+) -> Verdict:
+    """The verdict of a context that one node of ``hardware`` cannot serve (``refused`` says
+    why), with the tries that would, each planned again by ``replan``: the pipeline over the
+    fewest nodes that serves it (``serving``'s tp within a node, its stages on ``span``
+    nodes); fp8 KV (``fp8_possible``: a narrower format, and a session, not the weights, over
+    the line), alone where that serves it, else with the fewest nodes when that is no
+    more; and the first node of ``larger`` (bundled nodes with more HBM: of the same maker,
+    smallest first, then the others) that serves it. A try no plan serves is left out."""
+    node = hardware.node
+    tp = serving.tp
+
+    def attempt(options: tuple[str, ...], **change: object) -> Try | None:
+        try:
+            other = replan(**change)
+        except InputError:
+            return None
+        in_t1, used = _in_t1(other)
+        return Try(options, other.tiers.fits_in_t1, in_t1, used)
+
+    def fewest_nodes(prefix: tuple[str, ...], **change: object) -> tuple[int, Try] | None:
+        for span in range(2, MAX_PIPELINE_NODES + 1):
+            pp = span * node.chips // tp
+            if pp > layers:
+                return None
+            nodes = span * -(-hardware.nodes // span)  # whole groups, at least the nodes given
+            options = (*prefix, "--tp", str(tp), "--pp", str(pp), "--nodes", str(nodes))
+            found = attempt(options, tp=tp, pp=pp, nodes=nodes, **change)
+            if found is not None:
+                return span, found
+        return None
+
+    tries = []
+    pipeline = fewest_nodes(())
+    if pipeline is not None:
+        tries.append(pipeline[1])
+    if fp8_possible:
+        alone = attempt(("--kv-dtype", "fp8"), kv_dtype="fp8")
+        if alone is not None:
+            tries.append(alone)
+        else:
+            both = fewest_nodes(("--kv-dtype", "fp8"), kv_dtype="fp8")
+            if both is not None and (pipeline is None or both[0] <= pipeline[0]):
+                tries.append(both[1])
+    vendor = node.accelerator.split()[0]  # a node of the same maker first (the same software)
+    for other in sorted(larger, key=lambda n: (n.accelerator.split()[0] != vendor, n.hbm_bytes)):
+        if other.hbm_bytes <= node.hbm_bytes // hardware.engine_nodes:
+            continue
+        found = attempt(("--hardware", (other.aliases or (other.name,))[0]), node=other)
+        if found is not None:
+            tries.append(found)
+            break
+    return Verdict(
+        fits=False, sessions=sessions, sessions_in_t1=0, hbm_utilization=0.0,
+        nodes=hardware.nodes, node=node.name, layout=serving_text(serving, hardware),
+        tries=tuple(tries), refused=refused,
+    )  # fmt: skip

@@ -8,7 +8,7 @@ from kvtool.cli.render.text import QUIET, Table, echo, plural, print_notes, seco
 from kvtool.units import format_bytes, format_bytes_decimal
 
 if TYPE_CHECKING:
-    from kvtool.plan.deployment import DeploymentPlan
+    from kvtool.plan.deployment import DeploymentPlan, Unservable
 
 
 def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
@@ -117,8 +117,9 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
     }
 
 
-def verdict_json(plan: DeploymentPlan) -> dict[str, Any] | None:
-    """The plan's one-line verdict and its tries, as numbers (``text`` for people)."""
+def verdict_json(plan: DeploymentPlan | Unservable) -> dict[str, Any] | None:
+    """The plan's one-line verdict and its tries, as numbers (``text`` for people); for a
+    context one node cannot serve, ``reason`` says why."""
     v = plan.verdict
     if v is None:
         return None
@@ -132,6 +133,7 @@ def verdict_json(plan: DeploymentPlan) -> dict[str, Any] | None:
         "tp": plan.serving.tp,
         "pp": plan.serving.pp,
         "text": v.text,
+        "reason": v.refused or None,
         "tries": [
             {
                 "options": list(t.options),
@@ -144,12 +146,20 @@ def verdict_json(plan: DeploymentPlan) -> dict[str, Any] | None:
     }
 
 
-def print_verdicts(plans: tuple[DeploymentPlan, ...]) -> None:
-    """Each plan's verdict, one line, first (``at N tokens:`` when there are several)."""
-    for plan in plans:
-        if plan.verdict is not None:
-            at = f"at {plan.ctx_tokens:,} tokens, " if len(plans) > 1 else ""
-            echo(at + plan.verdict.text)
+def print_verdicts(
+    plans: tuple[DeploymentPlan, ...], unservable: tuple[Unservable, ...] = ()
+) -> None:
+    """Each plan's verdict, and each unservable context's, one line, first, by context
+    (``at N tokens:`` when there are several)."""
+    verdicts = sorted(
+        [(p.ctx_tokens, p.verdict) for p in plans]
+        + [(u.ctx_tokens, u.verdict) for u in unservable],
+        key=lambda item: item[0],
+    )
+    for ctx, verdict in verdicts:
+        if verdict is not None:
+            at = f"at {ctx:,} tokens, " if len(verdicts) > 1 else ""
+            echo(at + verdict.text)
 
 
 def _crossover(tokens: int | None) -> str:

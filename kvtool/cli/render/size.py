@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from kvtool.model.kv import SizeResult
     from kvtool.model.params import Weights
     from kvtool.plan.cost import Cost
-    from kvtool.plan.deployment import DeploymentPlan
+    from kvtool.plan.deployment import DeploymentPlan, Unservable
     from kvtool.profiles.resolve import ResolvedModel
 
 
@@ -40,11 +40,12 @@ def size_json(
     *,
     weights: Weights | None = None,
     costs: Sequence[Cost] = (),
+    unservable: Sequence[Unservable] = (),
 ) -> list[dict[str, Any]]:
     """A list with one object per context (one shape, however many were asked for), each
     with the model's weights (None where kvtool does not count its parameters) and its tier
-    plan when ``--hardware`` was given."""
-    from kvtool.cli.render.plan import plan_json
+    plan when ``--hardware`` was given (a context one node cannot serve: its verdict only)."""
+    from kvtool.cli.render.plan import plan_json, verdict_json
 
     objects: list[dict[str, Any]] = [
         {
@@ -77,13 +78,16 @@ def size_json(
         }
         for r in results
     ]
-    for obj, plan in zip(objects, plans, strict=False):
-        obj.update(plan_json(plan))
+    by_ctx = {obj["ctx_tokens"]: obj for obj in objects}
+    for plan in plans:
+        by_ctx[plan.ctx_tokens].update(plan_json(plan))
+    for refused in unservable:
+        by_ctx[refused.ctx_tokens]["verdict"] = verdict_json(refused)
     if costs:
         from kvtool.cli.render.cost import cost_json
 
-        for obj, cost in zip(objects, costs, strict=False):
-            obj["cost"] = cost_json(cost)
+        for plan, cost in zip(plans, costs, strict=False):
+            by_ctx[plan.ctx_tokens]["cost"] = cost_json(cost)
     return objects
 
 
@@ -203,6 +207,7 @@ class Compared(NamedTuple):
     weights: Weights | None
     costs: Sequence[Cost] = ()
     unique: Sequence[int] = ()  # per context, one copy of a session's KV (no tp replicas)
+    unservable: Sequence[Unservable] = ()  # contexts one node cannot serve (no plan)
 
     def one_copy(self, index: int) -> int:
         """A session's KV at context ``index``, counted once."""
@@ -218,7 +223,7 @@ def print_comparison(models: Sequence[Compared]) -> None:
     dtype, KV per token (against the smallest), per session and in total, and with
     ``--hardware`` the nodes that hold every session in HBM and where the sessions go."""
     first = models[0].results[0]
-    planned = any(m.plans for m in models)
+    planned = any(m.plans or m.unservable for m in models)
     several_contexts = len(models[0].results) > 1
     echo(f"{len(models)} models, engine {first.engine} ({first.engine_source}),"
          f" {plural(first.sessions, 'session')}")  # fmt: skip
@@ -267,14 +272,18 @@ def print_comparison(models: Sequence[Compared]) -> None:
                 format_bytes_decimal(r.kv_bytes_per_session),
                 format_bytes_decimal(r.kv_bytes_total),
             ]  # fmt: skip
-            if planned:
-                plan = m.plans[index]
+            plan = next((p for p in m.plans if p.ctx_tokens == r.ctx_tokens), None)
+            if planned and plan is None:  # one node cannot serve a session of this context
+                row += ["-", "no node holds one"]
+            elif planned and plan is not None:
                 row += [
                     f"{plan.tiers.nodes_for_all_in_t1:,}",
                     "/".join(f"{t.sessions:,}" for t in plan.tiers.tiers),
                 ]
-            if priced:
-                cost = m.costs[index]
+            if priced and plan is None:
+                row += ["-", "-"]
+            elif priced and plan is not None:
+                cost = m.costs[m.plans.index(plan)]
                 row += [f"{cost.usd_per_month:,.0f}", f"{cost.all_in_hbm_usd_per_month:,.0f}"]
                 notes += [f"{name}: {note}" for note in cost.notes]
             table.add_row(*row)
@@ -296,7 +305,10 @@ def print_comparison(models: Sequence[Compared]) -> None:
                  + (" (one copy each; HBM holds the replicas in 'in HBM/token')"
                     if replicated else ""))  # fmt: skip
     if planned:
-        hardware = next(p for m in models for p in m.plans).hardware
+        hardware = next(
+            iter([p.hardware for m in models for p in m.plans]
+                 + [u.hardware for m in models for u in m.unservable])
+        )  # fmt: skip
         echo(f"plan: {hardware.node.name} x {hardware.nodes}; each model in its own serving"
              " layout (tp, weights), as `kvtool plan MODEL --hardware` plans it")  # fmt: skip
     print_notes(notes)

@@ -33,3 +33,23 @@ def test_the_client_path_is_what_the_file_system_allows() -> None:
     assert (client_path(gds), uses_gds(gds)) == ("efa_gds", True)
     plain = make_hardware(p5en, FSX, S3)
     assert (client_path(plain), uses_gds(plain)) == ("efa", False)
+
+
+def test_an_engine_over_nodes_is_planned_as_one_node_of_their_sum() -> None:
+    import pytest
+
+    from kvtool.errors import InputError
+    from kvtool.plan.cluster import over_nodes
+
+    node = load_node_profile("p5en")
+    hardware = make_hardware(node, load_storage_profile("fsx-lustre-persistent2"),
+                             load_storage_profile("s3-standard"), nodes=4)  # fmt: skip
+    assert over_nodes(hardware, 1) is hardware
+    two = over_nodes(hardware, 2)
+    assert (two.nodes, two.engine_nodes, two.node.name) == (2, 2, "2 x p5en.48xlarge")
+    assert (two.node.chips, two.node.hbm_bytes) == (16, 2 * node.hbm_bytes)
+    assert two.node.host_memory_bytes == 2 * node.host_memory_bytes
+    assert (two.node.efa_gbps, two.node.instances) == (2 * node.efa_gbps, 2)
+    assert two.node.chips_per_instance == 8  # tensor parallel stays within one
+    with pytest.raises(InputError, match="--nodes 4 is not a whole number of engines over 3"):
+        over_nodes(hardware, 3)

@@ -229,3 +229,33 @@ def test_data_parallel_attention_is_refused_where_there_is_no_latent() -> None:
     with pytest.raises(InputError, match="data-parallel attention for MLA models only"):
         plan_contexts(resolve_shape("llama-3.1-8b"), contexts=[8192], sessions=1,
                       hardware=resolve_hardware("p5"), dp_attention=True)  # fmt: skip
+
+
+def test_tp_times_pp_past_a_node_runs_the_pipeline_over_nodes() -> None:
+    """vLLM's pipeline stages on several nodes: 405B at 1M tokens (516 GB a session) fits an
+    engine over 2 p5en (each node holds half the layers: 406 GB of weights, 258 GB a
+    session), where one p5en cannot hold one session."""
+    from kvtool.inputs.hardware import resolve_hardware
+    from kvtool.inputs.shape import resolve_shape
+    from kvtool.plan.deployment import plan_contexts
+
+    shape = resolve_shape("llama-3.1-405b", tp=8)
+    (plan,) = plan_contexts(shape, contexts=[1_000_000], sessions=2,
+                            hardware=resolve_hardware("p5en", nodes="4"), pp=2).plans  # fmt: skip
+    assert (plan.hardware.nodes, plan.hardware.engine_nodes) == (2, 2)
+    assert (plan.serving.tp, plan.serving.pp, plan.serving.instances) == (8, 2, 1)
+    assert plan.tiers.sessions_per_node_in_t1 == 2
+    assert plan.tiers.fits_in_t1
+    assert plan.verdict is not None
+    assert plan.verdict.layout == "tp 8 x pp 2 over 2 nodes"
+    with pytest.raises(InputError, match="--nodes 3 is not a whole number of engines over 2"):
+        plan_contexts(shape, contexts=[8000], sessions=1,
+                      hardware=resolve_hardware("p5en", nodes="3"), pp=2)  # fmt: skip
+    with pytest.raises(InputError, match="nor make whole nodes"):
+        plan_contexts(
+            resolve_shape("llama-3.1-405b", tp=16),
+            contexts=[8000],
+            sessions=1,
+            hardware=resolve_hardware("p5en", nodes="4"),
+            pp=2,
+        )  # tp across nodes

@@ -58,3 +58,63 @@ def test_an_eight_bit_cache_is_not_told_to_try_fp8() -> None:
     assert not verdict.fits
     assert all(t.options[0] != "--kv-dtype" for t in verdict.tries)
     assert any(t.options[0] == "--nodes" and t.fits for t in verdict.tries)
+
+
+def _rescued(name: str, ctx: int, node: str, **options: object):  # type: ignore[no-untyped-def]
+    from kvtool.profiles.load import node_profiles
+
+    shape = resolve_shape(name, kv_dtype=str(options.pop("kv_dtype", "auto")))
+    hardware = resolve_hardware(node, **options)  # type: ignore[arg-type]
+    return plan_contexts(shape, contexts=[ctx], sessions=1, hardware=hardware,
+                         rescue_from=node_profiles())  # fmt: skip
+
+
+def test_a_session_larger_than_a_node_is_a_verdict_with_computed_tries() -> None:
+    """The issue's case: Llama 3.1 405B at 1M tokens is 516 GB of KV a session in bf16 over
+    a p5en's 244 GB line, and 258 GB in fp8: still over. Each try is the plan made again."""
+    planned = _rescued("llama-3.1-405b", 1_000_000, "p5en")
+    assert planned.plans == ()
+    (refused,) = planned.unservable
+    verdict = refused.verdict
+    assert not verdict.fits
+    assert "one session (516 GB (481 GiB) of KV as the engine admits it) does not fit" in (
+        verdict.refused
+    )
+    tries = {" ".join(t.options): t for t in verdict.tries}
+    assert list(tries) == [
+        "--tp 8 --pp 2 --nodes 2",  # the pipeline over the fewest nodes
+        "--kv-dtype fp8 --tp 8 --pp 2 --nodes 2",  # fp8 alone (258 GB) is still over a node
+        "--hardware p6-b300",  # the smallest NVIDIA node that holds it (p6-b200 does not)
+    ]
+    for options, kwargs in (
+        ("--tp 8 --pp 2 --nodes 2", {}),
+        ("--kv-dtype fp8 --tp 8 --pp 2 --nodes 2", {"kv_dtype": "fp8"}),
+    ):
+        shape = resolve_shape("llama-3.1-405b", tp=8, **kwargs)  # type: ignore[arg-type]
+        hardware = resolve_hardware("p5en", nodes="2")
+        again = plan_contexts(shape, contexts=[1_000_000], sessions=1, hardware=hardware, pp=2)
+        t1 = again.plans[0].tiers.tiers[0]
+        assert (tries[options].fits, tries[options].sessions_in_t1) == (True, t1.sessions)
+        assert tries[options].hbm_utilization == t1.utilization
+    assert tries["--tp 8 --pp 2 --nodes 2"].hbm_utilization > 2 * (
+        tries["--kv-dtype fp8 --tp 8 --pp 2 --nodes 2"].hbm_utilization * 0.99
+    )
+    assert verdict.text.startswith("does not fit: one session (516 GB")
+    assert "tp 8; try --tp 8 --pp 2 --nodes 2 (fits, 37%)" in verdict.text
+
+
+def test_weights_that_fill_a_node_get_no_fp8_cache_try() -> None:
+    (refused,) = _rescued("llama-3.1-405b", 8000, "p4d").unservable
+    assert "leave no room for KV" in refused.verdict.refused
+    options = [" ".join(t.options) for t in refused.verdict.tries]
+    assert options[0] == "--tp 8 --pp 3 --nodes 3"
+    assert not any("--kv-dtype" in o for o in options)  # the KV is not what is over
+
+
+def test_without_rescue_a_node_too_small_is_refused() -> None:
+    import pytest
+
+    from kvtool.plan.placement import NodeTooSmall
+
+    with pytest.raises(NodeTooSmall, match="does not fit under the 85% line"):
+        _plan("llama-3.1-405b", 1_000_000, 1, "p5en")
