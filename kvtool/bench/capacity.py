@@ -168,11 +168,16 @@ def run_capacity(
         if options.fio_check and found.levels:
             n = found.max_sessions or found.levels[0].sessions
             fio = _fio_check(host, scratch, files, n, workload, options, progress)
-        notes += _notes(found, workload, options, room)
+        notes += search_notes(found, workload, options, room)
         return CapacityResult(path, workload, options, found, file_bytes, fio, tuple(notes))
 
 
-def _notes(found: Search, workload: Workload, options: CapacityOptions, room: int) -> list[str]:
+def search_notes(
+    found: Search, workload: Workload, options: CapacityOptions, room: int
+) -> list[str]:
+    """What the search's figures rest on: the fleet, levels with few restores (in ascending
+    order, whatever order the search ran them in), a closed loop, the page cache, a folder
+    that ran out of room."""
     out = []
     if options.hosts:
         out.append(
@@ -182,7 +187,7 @@ def _notes(found: Search, workload: Workload, options: CapacityOptions, room: in
             " restores were measured on this node while the fleet loaded T3 alike; fleet GB/s is"
             " what they read meanwhile"
         )
-    few = [lv.sessions for lv in found.levels if 0 < lv.restores < 20]
+    few = sorted({lv.sessions for lv in found.levels if 0 < lv.restores < 20})
     if few:
         out.append(
             f"fewer than 20 restores at {', '.join(f'{n:,}' for n in few)} session(s): their"

@@ -110,3 +110,13 @@ def test_a_chunk_not_4k_aligned_is_rounded_up_and_said(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.file_bytes == 12_288
     assert any("rounded up to O_DIRECT's 4 KiB" in n for n in result.notes)
+
+
+def test_levels_with_few_restores_are_listed_in_ascending_order() -> None:
+    """The search runs 1, 2, 4, then 3: the note listed "1, 2, 4, 3 session(s)" (issue 54)."""
+    from kvtool.bench.capacity import CapacityOptions, search_notes
+    from kvtool.bench.sessions import Level, Search
+
+    levels = tuple(Level(n, 5, 0.1, 0.1, 0.1, 1e9, 1.0, 1.0, 1.0) for n in (1, 2, 4, 3))
+    notes = search_notes(Search(levels, 3, ""), SMALL, CapacityOptions(), room=1024)
+    assert "fewer than 20 restores at 1, 2, 3, 4 session(s)" in notes[0]
