@@ -5,6 +5,7 @@ engine's /metrics``, ``# your Prometheus``): those are listed, and only checked 
 
 from __future__ import annotations
 
+import itertools
 import shlex
 import shutil
 from pathlib import Path
@@ -82,3 +83,18 @@ def test_each_example_runs_as_written(
     assert "Traceback" not in result.stdout + result.stderr
     expected = 1 if example in FAILING else 0
     assert result.exit_code == expected, (example, result.stdout[-2000:], result.stderr[-2000:])
+
+
+def test_what_the_examples_write_is_ignored_by_git() -> None:
+    """The examples left big.jsonl, sweep.png and kvtool-check.xml in the clone (issue 54):
+    every file an example writes (-o, --plot, --junit, --log, a shell's >) is in .gitignore."""
+    ignored = (ROOT / ".gitignore").read_text().splitlines()
+    written = set()
+    for _, example, _ in EXAMPLES:
+        words = shlex.split(example)
+        for flag, value in itertools.pairwise(words):
+            if flag in ("-o", "--output", "--plot", "--junit", "--log", ">"):
+                written.add(value)
+    assert {"big.jsonl", "sweep.png", "kvtool-check.xml"} <= written
+    for name in sorted(written):
+        assert f"/{name}" in ignored, name
