@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kvtool.errors import InputError, redact
-from kvtool.http import check_url, get_text
-from kvtool.metrics.engines import Reading, rates, read
-from kvtool.metrics.prom import parse
+from kvtool.http import TooLarge, check_url, get_text
+from kvtool.metrics.engines import PREFIXES, Reading, rates, read
+from kvtool.metrics.prom import exposition
 
 MAX_SOURCES = 1024
 WORKERS = 128  # sources scraped at once: a scrape waits on the network, not the CPU
@@ -78,18 +78,21 @@ def _fetch(source: str, timeout: float) -> str:
 def _scrape(source: str, timeout: float) -> Scraped:
     try:
         text = _fetch(source, timeout)
+    except TooLarge as exc:
+        return Scraped(source, [], str(exc))
     except OSError as exc:  # an engine that does not answer is a finding, not bad input
         reason = getattr(exc, "reason", None) or exc
         return Scraped(source, [], f"no answer ({redact(str(reason))})")
     try:
-        samples = parse(text)
+        scrape = exposition(text, keep=PREFIXES)
     except ValueError as exc:
         if is_url(source):  # a body that is not an exposition is never printed
             where = str(exc).split(":", 1)[0]
             return Scraped(source, [], f"not a Prometheus exposition ({where})")
         raise InputError(f"{source} is not a Prometheus scrape: {exc}",
                          "save one with curl http://host:port/metrics") from None  # fmt: skip
-    readings = read(samples)
+    del text  # (the samples are all that is kept)
+    readings = read(scrape.samples, repeated=scrape.repeated)
     if not readings and not is_url(source):  # a file the user named: bad input
         raise InputError(f"{source} holds no vLLM, SGLang, LMCache or KVBM metrics",
                          "save one with curl http://host:port/metrics")  # fmt: skip

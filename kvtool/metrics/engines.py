@@ -17,13 +17,14 @@ wheel holds; ``tests/fixtures/metrics/record_kvbm.py``).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from kvtool.metrics.prom import Sample
 
 ENGINES = ("vllm", "sglang", "lmcache", "kvbm")
 _PREFIX = {"vllm": "vllm:", "sglang": "sglang:", "lmcache": "lmcache:", "kvbm": "kvbm_"}
+PREFIXES = tuple(_PREFIX.values())  # the names read start with one of these
 
 
 class Reading(NamedTuple):
@@ -120,10 +121,11 @@ def engines_in(samples: Iterable[Sample]) -> list[str]:
     return [e for e in ENGINES if any(n.startswith(_PREFIX[e]) for n in names)]
 
 
-def read(samples: Sequence[Sample]) -> list[Reading]:
-    """One reading per engine in the scrape."""
+def read(samples: Sequence[Sample], *, repeated: Mapping[str, int] | None = None) -> list[Reading]:
+    """One reading per engine in the scrape; ``repeated``: the samples of a series the scrape
+    gave twice and the parser kept once (by name, how many), noted on their engine."""
     readers = {"vllm": _vllm, "sglang": _sglang, "lmcache": _lmcache, "kvbm": _kvbm}
-    prefixes = tuple(_PREFIX.values())
+    prefixes = PREFIXES
     invalid = [not (math.isfinite(s.value) and s.value >= 0) and s.name.startswith(prefixes)
                for s in samples]  # fmt: skip
     bad = [s for s, no in zip(samples, invalid, strict=True) if no]
@@ -139,6 +141,13 @@ def read(samples: Sequence[Sample]) -> list[Reading]:
             reading = reading._replace(notes=(*reading.notes, (
                 f"{sum(s.name in ours for s in bad)} invalid sample(s) ignored (NaN, an infinity"
                 f" or a negative count): {', '.join(ours[:5])}"
+            )))  # fmt: skip
+        twice = sorted(n for n in repeated or {} if n.startswith(_PREFIX[engine]))
+        if twice:  # Prometheus too keeps one sample a series a scrape
+            count = sum((repeated or {})[n] for n in twice)
+            reading = reading._replace(notes=(*reading.notes, (
+                f"{count} sample(s) of a series the scrape gives twice ignored (the first"
+                f" counted): {', '.join(twice[:5])}"
             )))  # fmt: skip
         out.append(reading)
     return out

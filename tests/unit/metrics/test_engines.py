@@ -191,3 +191,18 @@ def test_kvbm_disk_and_object_tiers_are_read_by_route() -> None:
         "onboard_blocks_object2d": 20, "object_read_failures": 2, "object_write_failures": 0,
     }  # fmt: skip
     assert k.offload["onboard_blocks_h2d"] == 82_625  # host -> device, as before
+
+
+def test_the_same_series_twice_is_one_engine_with_a_note() -> None:
+    """Two identical ``cache_config_info`` lines read as two engine cores (twice the pool)."""
+    from kvtool.metrics.engines import PREFIXES
+    from kvtool.metrics.prom import exposition
+
+    text = (FIXTURES / "vllm-0.33.0-llama-3.1-8b-t60.prom").read_text()
+    info = re.search(r"^vllm:cache_config_info\{.*$", text, re.M)
+    assert info is not None
+    scrape = exposition(text + info[0] + "\n", keep=PREFIXES)
+    (r,) = read(scrape.samples, repeated=scrape.repeated)
+    assert (r.instances, r.capacity_tokens) == (1, 454_896)
+    assert "1 sample(s) of a series the scrape gives twice ignored (the first counted):" \
+        " vllm:cache_config_info" in r.notes  # fmt: skip
