@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 from kvtool.engine.chunkfile import CorruptChunk, check_key
-from kvtool.engine.manager import SHARED_TIERS, TIERS, Manager, Move
+from kvtool.engine.manager import Manager
 from kvtool.engine.mediums import Medium, MediumError, MemoryMedium, dma_pair, transfer
+from kvtool.engine.records import SHARED_TIERS, TIERS, Move
 from kvtool.errors import redact
 
 SHARED = frozenset(SHARED_TIERS)

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 from kvtool.engine.chunkfile import aligned
 from kvtool.engine.engine import Engine
 from kvtool.engine.keys import chain_keys, model_fingerprint
-from kvtool.engine.manager import TIERS, EngineConfig, Manager
+from kvtool.engine.manager import Manager
 from kvtool.engine.mediums import (
     FolderMedium,
     Medium,
@@ -42,6 +42,7 @@ from kvtool.engine.mediums import (
     pool_slots,
     t4_medium,
 )
+from kvtool.engine.records import TIERS, EngineConfig
 from kvtool.errors import InputError
 from kvtool.files import write_text
 from kvtool.model.shape import KvShape

@@ -32,7 +32,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Sized
 from typing import Any
 
-from kvtool.engine.manager import TIERS, new_counters
+from kvtool.engine.records import TIERS, new_counters
 from kvtool.replay.tally import ReplayConfig, ReplayResult, Tally, TtftModel
 from kvtool.replay.trace import Request
 

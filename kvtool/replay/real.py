@@ -17,8 +17,9 @@ from typing import Any, NamedTuple
 
 from kvtool.engine.chunkfile import CorruptChunk
 from kvtool.engine.engine import Engine
-from kvtool.engine.manager import Manager, Move
+from kvtool.engine.manager import Manager
 from kvtool.engine.mediums import Medium
+from kvtool.engine.records import Move
 from kvtool.engine.smoke import payload
 from kvtool.errors import InputError
 from kvtool.replay.run import ReplayConfig, ReplayResult, TtftModel, replay

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
-from kvtool.engine.manager import TIERS, Manager, Move
+from kvtool.engine.manager import Manager
+from kvtool.engine.records import TIERS, Move
 from kvtool.replay.tally import (
     INDEX,
     ReplayConfig,

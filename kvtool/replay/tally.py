@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from kvtool.engine.manager import TIERS, EngineConfig
+from kvtool.engine.records import TIERS, EngineConfig
 from kvtool.replay.trace import Request
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 from kvtool.engine.chunkfile import decode
 from kvtool.engine.engine import Engine
 from kvtool.engine.keys import chain_keys, model_fingerprint
-from kvtool.engine.manager import EngineConfig, Manager
+from kvtool.engine.manager import Manager
 from kvtool.engine.mediums import FolderMedium, MemoryMedium, S3Medium
+from kvtool.engine.records import EngineConfig
 
 FP = model_fingerprint("m", "bf16", "tp1")
 KEYS = chain_keys(list(range(4 * 64)), 4, FP)

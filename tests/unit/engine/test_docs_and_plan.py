@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 from kvtool.engine.keys import chain_keys, model_fingerprint
-from kvtool.engine.manager import EngineConfig, Manager
+from kvtool.engine.manager import Manager
+from kvtool.engine.records import EngineConfig
 from kvtool.inputs.shape import resolve_shape
 from kvtool.plan.deployment import make_hardware, plan_contexts
 from kvtool.plan.reload import ReloadAssumptions

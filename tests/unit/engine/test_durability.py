@@ -30,8 +30,9 @@ from hypothesis import strategies as st
 
 from kvtool.engine.engine import Engine
 from kvtool.engine.keys import chain_keys, model_fingerprint
-from kvtool.engine.manager import EngineConfig, Manager
+from kvtool.engine.manager import Manager
 from kvtool.engine.mediums import FolderMedium, MediumError, MemoryMedium
+from kvtool.engine.records import EngineConfig
 from tests.unit.engine.helpers import payload
 
 CHUNK = 4096

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from kvtool.engine.engine import Engine
-from kvtool.engine.manager import EngineConfig, Manager
+from kvtool.engine.manager import Manager
 from kvtool.engine.mediums import FolderMedium, S3Medium
+from kvtool.engine.records import EngineConfig
 from tests.unit.engine.fake_torch import FakeTorch
 from tests.unit.engine.helpers import KEYS, FullFolder, payload, s3_client, small_engine
 
@@ -91,8 +92,9 @@ def test_a_bad_key_is_refused_before_the_index_changes(tmp_path: Path) -> None:
 
 
 def _faulty_engine(tmp_path: Path, *, t3: FolderMedium) -> tuple[Engine, list[float]]:
-    from kvtool.engine.manager import EngineConfig, Manager
+    from kvtool.engine.manager import Manager
     from kvtool.engine.mediums import MemoryMedium
+    from kvtool.engine.records import EngineConfig
 
     config = EngineConfig(
         capacity_bytes={"T1": 8 * 65536, "T2": 16 * 65536, "T3": None, "T4": None},
@@ -148,7 +150,7 @@ def test_a_full_t3_does_not_let_t2_grow_past_its_capacity(tmp_path: Path) -> Non
 def test_a_drop_never_removes_the_last_copy(tmp_path: Path) -> None:
     """A drop leans on the copy the index says a lower tier holds: when that copy is gone,
     the drop is refused and the upper copy stays."""
-    from kvtool.engine.manager import Move
+    from kvtool.engine.records import Move
 
     engine, _clock = _faulty_engine(tmp_path, t3=FolderMedium("T3", tmp_path / "t3"))
     key = KEYS[5]

@@ -171,7 +171,8 @@ def test_every_damaged_chunk_is_quarantined_never_served_never_raised(
     multiple of 4 KiB, links), IsADirectoryError for a folder, and to read a 4 MiB padded file
     whole before judging it."""
     from kvtool.engine.engine import Engine
-    from kvtool.engine.manager import EngineConfig, Manager
+    from kvtool.engine.manager import Manager
+    from kvtool.engine.records import EngineConfig
 
     for index, (name, damage) in enumerate(_damages(tmp_path)):
         root = tmp_path / f"t3-{index}"
