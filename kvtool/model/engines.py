@@ -286,7 +286,7 @@ ENGINES: dict[str, EngineRules] = {
             quantized_kv=True,
             mla_quantized_scales=frozenset({"none", "per_tensor"}),
             query_heads_divide_tp=True,
-            offload_stack="dynamo",  # per-rank host pools (host_cache_size); no file tier
+            offload_stack="trtllm",  # per-rank host pools (host_cache_size); no file tier
             block_size_multiple=TRTLLM.TOKENS_PER_BLOCK,
             state_dtype_keys=(),  # the config's mamba_ssm_cache_dtype is not read
             state_dtype_setting="TensorRT-LLM's kv_cache_config.mamba_ssm_cache_dtype",
@@ -296,7 +296,7 @@ ENGINES: dict[str, EngineRules] = {
                 " enable_block_reuse off: kvtool counts the one slot a session holds"
             ),
             release_note=(
-                "TensorRT-LLM 1.2.1's rules as read in its source (docs/sizing.md section 7):"
+                "TensorRT-LLM 1.2.1's rules as read in its source (docs/sizing.md section 9):"
                 f" {TRTLLM.TOKENS_PER_BLOCK}-token blocks, KV heads per rank ceil(heads / tp)"
             ),
             model_types=frozenset(TRTLLM.MODEL_CLASSES),

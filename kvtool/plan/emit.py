@@ -34,10 +34,12 @@ from kvtool.plan.reload import t3_client_gbps
 if TYPE_CHECKING:
     from kvtool.plan.deployment import DeploymentPlan
 
-EMIT_TARGETS = ("lmcache", "vllm", "sglang", "dynamo")
+EMIT_TARGETS = ("lmcache", "vllm", "sglang", "dynamo", "trtllm")
 # the serving engine each configuration runs in: a plan sized by another engine's rules
 # would put that engine's numbers into this one's flags (LMCache and KVBM as vLLM connectors)
-EMIT_ENGINE = {"lmcache": "vllm", "vllm": "vllm", "sglang": "sglang", "dynamo": "vllm"}
+EMIT_ENGINE = {
+    "lmcache": "vllm", "vllm": "vllm", "sglang": "sglang", "dynamo": "vllm", "trtllm": "trtllm"
+}  # fmt: skip
 
 
 def check_emit_target(target: str, engine: str) -> None:
@@ -101,6 +103,7 @@ class EmitInputs(NamedTuple):
     use_gds: bool
     eager: bool
     kvtool_version: str
+    has_states: bool = False  # Mamba/GDN layers (TensorRT-LLM needs block reuse off for them)
 
     @property
     def t2_bytes_per_engine(self) -> int:
@@ -123,6 +126,7 @@ def emit_inputs(
     t3_dir: str,
     eager: bool,
     kvtool_version: str,
+    has_states: bool = False,
 ) -> EmitInputs:
     """What ``emit`` needs from one context's plan: per-node tier sizes and the layout."""
     hardware = plan.hardware
@@ -150,6 +154,7 @@ def emit_inputs(
         and hardware.node.gds,
         eager=eager,
         kvtool_version=kvtool_version,
+        has_states=has_states,
     )
 
 
@@ -176,6 +181,7 @@ def emit(target: str, e: EmitInputs) -> str:
         "vllm": vllm_command,
         "sglang": sglang_command,
         "dynamo": dynamo_env,
+        "trtllm": trtllm_config,
     }
     if target not in makers:
         raise InputError(f"unknown --emit {target!r}", "choose one of " + ", ".join(EMIT_TARGETS))
@@ -400,4 +406,55 @@ def dynamo_env(e: EmitInputs) -> str:
         json.dumps(DYNAMO_CONNECTOR, separators=(",", ":")),
     ]
     lines.append(shlex.join(args))
+    return "\n".join(lines) + "\n"
+
+
+# kvtool --kv-dtype -> TensorRT-LLM 1.2.1's kv_cache_config.dtype (_VALID_KV_CACHE_DTYPES:
+# auto, fp8, nvfp4; _torch/pyexecutor/model_loader.py)
+TRTLLM_KV_DTYPES = {"fp8_e4m3": "fp8", "nvfp4": "nvfp4"}
+TRTLLM_OPTIONS_FILE = "extra_llm_api_options.yaml"
+
+
+def trtllm_config(e: EmitInputs) -> str:
+    """TensorRT-LLM 1.2.1 (PyTorch backend): the ``extra_llm_api_options`` YAML
+    (``KvCacheConfig``, llmapi/llm_args.py:1627) and the ``trtllm-serve`` line
+    (``commands/serve.py``); the YAML overrides the flags (``update_llm_args_with_extra_dict``).
+    The host tier is ``host_cache_size``, bytes per rank; TensorRT-LLM has no file tier."""
+    if e.kv_dtype != e.model_dtype and e.kv_dtype not in TRTLLM_KV_DTYPES:
+        raise InputError(f"TensorRT-LLM 1.2.1 has no kv_cache_config.dtype for {e.kv_dtype}")
+    dtype = "auto" if e.kv_dtype == e.model_dtype else TRTLLM_KV_DTYPES[e.kv_dtype]
+    per_rank = e.t2_bytes_per_engine // e.tp
+    serve = [
+        "trtllm-serve", e.model_id, "--backend", "pytorch", "--tp_size", str(e.tp),
+        "--max_seq_len", str(e.max_model_len), "--kv_cache_free_gpu_memory_fraction", "0.9",
+        "--extra_llm_api_options", TRTLLM_OPTIONS_FILE,
+    ]  # fmt: skip
+    lines = _header(e, "TensorRT-LLM 1.2.1 configuration")
+    lines += [
+        f"# Save the YAML below as {TRTLLM_OPTIONS_FILE} and start the engine with:",
+        "# " + shlex.join(serve),
+        "kv_cache_config:",
+        "  # a fraction of the memory left after the weights and the profiling run, not of"
+        " HBM: the plan's",
+        f"  # T1 assumed gpu_memory_utilization {e.gpu_memory_utilization:g} of HBM",
+        "  free_gpu_memory_fraction: 0.9",
+        f"  enable_block_reuse: {'false' if e.has_states else 'true'}"
+        + ("  # MambaHybridCacheManager needs it off" if e.has_states else ""),
+        f"  dtype: {dtype}",
+        "  tokens_per_block: 32",
+    ]
+    if per_rank:
+        lines.append(
+            f"  host_cache_size: {per_rank}  # bytes of host memory per rank ({e.tp} ranks"
+            + (", each a full MLA copy" if e.is_mla else "")
+            + ")"
+        )
+    if e.t3_bytes_per_node:
+        lines += [
+            "# T3: TensorRT-LLM 1.2.1 keeps no file tier of its own; the plan's"
+            f" {e.t3_bytes_per_node / 1e9:,.0f} GB a node on {e.t3_dir}",
+            "# needs a KV connector (kv_connector_config) such as LMCache's or Dynamo KVBM's.",
+        ]
+    if e.instances > 1:
+        lines.append(f"# Run {e.instances} of these per node, each on its own {e.tp} GPUs")
     return "\n".join(lines) + "\n"

@@ -15,6 +15,10 @@ released wheels (docs/planning.md cites file and line):
 * ``sglang`` (SGLang 0.5.23 HiCache): every rank builds its own host pool, a full MLA copy each
   (``MLATokenToKVPoolHost``); the file backend has one writer for MLA
   (``is_storage_writer``).
+* ``trtllm`` (TensorRT-LLM 1.2.1): every rank's ``KVCacheManager`` keeps its own secondary
+  (host) pool of ``host_cache_size`` bytes (``calculate_max_num_blocks``,
+  ``_torch/pyexecutor/resource_manager.py``), an MLA latent in each; it has no file tier of its
+  own (a KV connector, LMCache or Dynamo KVBM, would serve one).
 * ``dynamo`` (Dynamo KVBM 1.6.1): per-rank host and disk pools; the disk tier is a private file
   per worker, deleted on exit, so it is not a shared T3.
 
@@ -74,6 +78,14 @@ LAYOUTS: dict[str, OffloadLayout] = {
         OffloadLayout(
             "dynamo",
             "Dynamo KVBM 1.6.1",
+            mla_t2_single_copy=False,
+            mla_t3_single_copy=False,
+            t3_shared=False,
+            host_pool_per_rank=True,
+        ),
+        OffloadLayout(
+            "trtllm",
+            "TensorRT-LLM 1.2.1 host cache (kv_cache_config.host_cache_size)",
             mla_t2_single_copy=False,
             mla_t3_single_copy=False,
             t3_shared=False,

@@ -203,8 +203,8 @@ def test_sglang_refuses_a_dtype_it_lacks() -> None:
 
 
 def test_unknown_target() -> None:
-    with pytest.raises(InputError, match="unknown --emit 'trtllm'"):
-        emit("trtllm", inputs())
+    with pytest.raises(InputError, match="unknown --emit 'tgi'"):
+        emit("tgi", inputs())
 
 
 def test_an_engine_configuration_needs_a_plan_sized_by_that_engine() -> None:

@@ -20,11 +20,12 @@ RULES = {
     "lmcache": (True, True, True, 8192, False),  # save_only_first_rank defaults to use_mla
     "sglang": (False, True, True, 0, True),  # MLATokenToKVPoolHost per rank, one file writer
     "dynamo": (False, False, False, 0, True),  # KVBM: per-rank pools, private disk file
+    "trtllm": (False, False, False, 0, True),  # host_cache_size per rank, no file tier
 }
 
 
-def test_the_four_stacks_and_their_rules() -> None:
-    assert list(LAYOUTS) == ["vllm", "lmcache", "sglang", "dynamo"]
+def test_the_five_stacks_and_their_rules() -> None:
+    assert list(LAYOUTS) == ["vllm", "lmcache", "sglang", "dynamo", "trtllm"]
     for name, rules in RULES.items():
         layout = LAYOUTS[name]
         assert layout.name == name
@@ -42,6 +43,9 @@ def test_the_sources_name_the_versions_read() -> None:
     assert LAYOUTS["lmcache"].source == "LMCache 0.5.6"
     assert LAYOUTS["sglang"].source == "SGLang 0.5.23 HiCache"
     assert LAYOUTS["dynamo"].source == "Dynamo KVBM 1.6.1"
+    assert LAYOUTS["trtllm"].source == (
+        "TensorRT-LLM 1.2.1 host cache (kv_cache_config.host_cache_size)"
+    )
 
 
 def test_lmcaches_gds_buffer_is_8_gib_of_gpu_memory_per_worker() -> None:
@@ -53,12 +57,12 @@ def test_get_layout_returns_the_registered_layout() -> None:
         assert get_layout(name) is layout
 
 
-@pytest.mark.parametrize("name", ["tensorrt-llm", "VLLM", "", "lmcache "])
+@pytest.mark.parametrize("name", ["tensorrt-llm", "VLLM", "", "lmcache ", "TRTLLM"])
 def test_an_unknown_emit_target_names_the_valid_ones(name: str) -> None:
     with pytest.raises(InputError) as info:
         get_layout(name)
     assert info.value.message == f"unknown --emit {name!r}"
-    assert info.value.hint == "choose one of vllm, lmcache, sglang, dynamo"
+    assert info.value.hint == "choose one of vllm, lmcache, sglang, dynamo, trtllm"
 
 
 def test_every_engines_offload_stack_is_a_layout() -> None:
@@ -68,7 +72,7 @@ def test_every_engines_offload_stack_is_a_layout() -> None:
 
 @pytest.mark.parametrize(
     ("stack", "t2", "t3"),
-    [("vllm", 8, 8), ("lmcache", 8, 8), ("sglang", 1, 8), ("dynamo", 1, 1)],
+    [("vllm", 8, 8), ("lmcache", 8, 8), ("sglang", 1, 8), ("dynamo", 1, 1), ("trtllm", 1, 1)],
 )
 def test_deepseek_r1_at_tp_8_is_stored_once_or_once_per_rank(stack: str, t2: int, t3: int) -> None:
     spec = resolve_model("deepseek-r1").spec
