@@ -110,8 +110,8 @@ _NO_CLASS_FOR = {
 NOT_MODELLED: dict[str, str] = {
     # DeepseekV32ForCausalLM exists, but its cache is the sparse-attention manager's (an
     # indexer-key pool beside the latent, DSACacheManager), whose blocks kvtool has not read
-    "deepseek_v32": "its DSA indexer-key pool (DSACacheManager, sparse-attention cache) is not"
-    " modelled",
+    "deepseek_v32": "its DSA indexer-key pool is not modelled (DSACacheManager, the"
+    " sparse-attention cache)",
 }
 
 # a family whose multimodal wrapper has no class (its text model alone would have one):

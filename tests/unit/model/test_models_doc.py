@@ -16,12 +16,15 @@ from kvtool.model.kv import size_kv
 from kvtool.model.spec import ModelSpec
 
 ROOT = Path(__file__).parents[3]
-ENGINE_NAMES = ("vllm", "sglang", "hf", "hf-legacy")
+ENGINE_NAMES = ("vllm", "sglang", "trtllm", "hf", "hf-legacy")
 # the evidence each engine's "exact" rests on
 EVIDENCE = {
     "vllm": "vLLM 0.33.0's model files, allocator and backend selection (docs/sizing.md)",
     "sglang": "SGLang 0.5.23's pool code; its hybrid state rows run from the wheel"
     " (tests/fixtures/engines/sglang-0.5.23-state.json)",
+    "trtllm": "TensorRT-LLM 1.2.1's KV cache manager as its source allocates, transcribed row by"
+    " row (tests/fixtures/engines/trtllm-1.2.1-kv.json; docs/sizing.md section 9 says why it"
+    " was not run)",
     "hf": "transformers 5.25.0's caches weighed after a forward pass"
     " (tests/fixtures/engines/transformers-5.25.0-cache.json; 5.24.0's differ in Falcon-40B"
     " alone, --engine hf==5.24)",
