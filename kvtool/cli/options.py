@@ -248,7 +248,7 @@ PLAN_OPTIONS: dict[str, tuple[str, str]] = {
     "--gpu-memory-utilization": ("FRACTION", "Share of HBM the engine may use (default 0.92,"
                                  " vLLM 0.33.0's)."),
     "--emit": ("ENGINE", "Print a configuration for the plan instead: lmcache, vllm, sglang,"
-               " dynamo."),
+               " dynamo, trtllm."),
     "--t3-dir": ("PATH", "KV directory on the FSx mount (--emit; default /fsx/kvcache)."),
     "--bench": ("FILE", "Plan with the bandwidths in a kvtool bench (or capacity) --json FILE"
                 " instead of the spec."),
