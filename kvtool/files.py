@@ -117,15 +117,27 @@ def read_toml(path: Path) -> dict[str, Any]:
 def read_json_object(
     path: Path, *, what: str = "JSON object", dir_fd: int | None = None
 ) -> dict[str, Any]:
-    """A JSON file that must hold one object; errors name the line and column. ``dir_fd`` as
-    for ``read_bytes``."""
+    """A JSON file that must hold one object; errors name the line and column, and a key given
+    twice in one object (JSON readers keep the last silently). ``dir_fd`` as for
+    ``read_bytes``."""
     import json
+
+    def once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in data:
+                raise _TwiceKey(key, 0, 0)
+            data[key] = value
+        return data
 
     text = read_text(path, what="JSON file", dir_fd=dir_fd)
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=once)
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply to be a {what}") from None
+    except _TwiceKey as exc:
+        raise InputError(f"{path}: the key {str(exc.key)[:80]!r} is given twice in one object",
+                         "keep one: kvtool does not guess which was meant") from None  # fmt: skip
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
@@ -165,11 +177,26 @@ def read_yaml_mapping(
 ) -> dict[str, Any]:
     """A YAML file that must hold one mapping; errors name the line and column.
     ``tags_as_values`` reads any ``!Tag`` (CloudFormation's ``!Ref``, ``!Sub``...) as
-    ``{"Fn": "Tag"}``, so a property set by an intrinsic function counts as undeclared."""
+    ``{"Fn": "Tag"}``, so a property set by an intrinsic function counts as undeclared. A key
+    given twice in one mapping is refused (YAML readers keep the last silently: ``nodes: 8``
+    then ``nodes: 9999`` would plan 9999 nodes); a key a merge (``<<: *base``) brings in may be
+    set again, as merges mean."""
     import yaml
 
     class Loader(yaml.SafeLoader):
-        pass
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            lines: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    first = lines.setdefault(key, key_node.start_mark.line + 1)
+                except TypeError:
+                    continue  # an unhashable key: the constructor names it
+                if first != key_node.start_mark.line + 1:
+                    raise _TwiceKey(key, first, key_node.start_mark.line + 1)
+            return super().construct_mapping(node, deep=deep)
 
     if tags_as_values:
 
@@ -183,6 +210,12 @@ def read_yaml_mapping(
         data = yaml.load(text, Loader=Loader)
     except RecursionError:
         raise InputError(f"{path}: YAML nested too deeply to be a {what}") from None
+    except _TwiceKey as exc:
+        raise InputError(
+            f"{path}: the key {str(exc.key)[:80]!r} is given twice in one mapping (lines"
+            f" {exc.lines[0]} and {exc.lines[1]})",
+            "keep one: kvtool does not guess which was meant",
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -191,6 +224,14 @@ def read_yaml_mapping(
         raise InputError(f"{path}: a {what} must be a YAML mapping")
     _no_surrogates(data, path)
     return data
+
+
+class _TwiceKey(Exception):
+    """A key given twice in one YAML mapping."""
+
+    def __init__(self, key: object, first: int, second: int) -> None:
+        super().__init__(key)
+        self.key, self.lines = key, (first, second)
 
 
 YAML_NODE_BUDGET = 1_000_000  # nodes once aliases are expanded: far past any workload or plan

@@ -453,6 +453,19 @@ def test_a_yaml_alias_bomb_is_refused_before_it_is_built(command: str, tmp_path:
     _one_clear_line(code, stderr, "its YAML aliases (*name) expand past 1,000,000 nodes")
 
 
+@pytest.mark.parametrize("command", ["advise", "check"])
+def test_a_key_given_twice_is_refused_not_the_last_taken(command: str, tmp_path: Path) -> None:
+    """``nodes: 8`` then ``nodes: 9999`` was read as 9999 nodes, silently (issue 53)."""
+    plan = tmp_path / "plan.yaml"
+    text = PLAN.read_text()
+    plan.write_text(text + "nodes: 9999\n")
+    code, stderr = invoke([command, str(plan)])
+    first = text.splitlines().index("nodes: 8") + 1
+    last = len(text.splitlines()) + 1
+    _one_clear_line(code, stderr, f"the key 'nodes' is given twice in one mapping (lines {first}"
+                    f" and {last})")  # fmt: skip
+
+
 def test_a_real_replay_block_past_the_memory_here_is_refused(tmp_path: Path) -> None:
     code, stderr = invoke(
         ["engine", "replay", str(HEAD), "--real", str(tmp_path / "t3"), "--block-bytes", "10TiB"]

@@ -533,3 +533,26 @@ def test_yaml_aliases_are_counted_as_they_would_expand(tmp_path: Path) -> None:
     bomb.write_text("\n".join(levels) + "\n")
     with pytest.raises(InputError, match="expand past 1,000,000 nodes"):
         read_yaml_mapping(bomb)
+
+
+def test_a_key_given_twice_is_refused_in_yaml_and_json(tmp_path: Path) -> None:
+    """YAML and JSON readers keep the last of two keys silently: ``nodes: 8`` then
+    ``nodes: 9999`` planned 9999 nodes (issue 53). A merge's keys may still be set again."""
+    path = tmp_path / "plan.yaml"
+    path.write_text("model: m\nnodes: 8\nfsx:\n  same_az: true\nnodes: 9999\n")
+    error = _error(lambda: read_yaml_mapping(path))
+    assert error.message == f"{path}: the key 'nodes' is given twice in one mapping (lines 2 and 5)"
+    assert error.hint == "keep one: kvtool does not guess which was meant"
+    path.write_text("fsx:\n  same_az: true\n  mount_options: a\n  same_az: false\n")
+    assert (
+        "the key 'same_az' is given twice in one mapping (lines 2 and 4)"
+        in _error(lambda: read_yaml_mapping(path)).message
+    )
+    path.write_text("1: a\n0x1: b\n")  # one key, spelled twice
+    assert "the key '1' is given twice" in _error(lambda: read_yaml_mapping(path)).message
+    path.write_text("base: &b {x: 1, y: 2}\nm:\n  <<: *b\n  x: 3\n")
+    assert read_yaml_mapping(path) == {"base": {"x": 1, "y": 2}, "m": {"x": 3, "y": 2}}
+    path = tmp_path / "plan.json"
+    path.write_text('{"model": "m", "fsx": {"same_az": true, "same_az": false}}')
+    error = _error(lambda: read_json_object(path))
+    assert error.message == f"{path}: the key 'same_az' is given twice in one object"
