@@ -247,9 +247,11 @@ def main() -> None:
             rich_utils.rich_format_error(exc)  # type: ignore[arg-type]
             bare_kvtool = len(sys.argv) <= 1  # `kvtool` alone asks what it does: exit 0
             sys.exit(status.OK if bare_kvtool else getattr(exc, "exit_code", status.USAGE))
+        from kvtool.cli.usage import usage_message
+
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx is not None else "kvtool"
-        message = exc.format_message()  # type: ignore[attr-defined]
+        message = usage_message(exc, sys.argv[1:])
         print(f"kvtool: error: {message} (see {where} --help)", file=sys.stderr)
         sys.exit(status.USAGE)
     except typer.Abort:

@@ -81,7 +81,7 @@ BASES: dict[str, list[str]] = {
     "engine smoke": ["engine", "smoke", "--chunk-tokens", "1", "--sessions", "3", "--chunks", "2"],
     "engine replay": ["engine", "replay", str(HEAD), "--t1", "1M"],
     "engine sweep": ["engine", "sweep", str(HEAD), "--t1", "1M,2M", "-j", "1"],
-    "engine gen": ["engine", "gen", "-n", "20", "-o", "g.jsonl"],
+    "engine gen": ["engine", "gen", "--requests", "20", "-o", "g.jsonl"],
     "inspect": ["inspect", str(FOLDER)],
     # a dry run: the fixture folder stays as it is
     "gc": ["gc", str(FOLDER), "--max-age", "30d", "--dry-run"],
@@ -255,8 +255,10 @@ def test_a_hostile_argument_is_refused_in_one_line(
     args = [HOSTILE[label] if a == "{}" else a for a in ARGUMENTS[argument]]
     code, stderr = invoke(args)
     assert "Traceback" not in stderr
-    # doctor reads a snapshot: any path is a string it looks up in the recorded mounts
-    assert code == 2 or (argument == "doctor PATH" and code in (0, 1)), stderr
+    # doctor reads a snapshot: any path is a string it looks up in the recorded mounts, but
+    # an empty one (the current folder) is refused
+    looked_up = argument == "doctor PATH" and label != "empty"
+    assert code == 2 or (looked_up and code in (0, 1)), stderr
 
 
 # --- input files ------------------------------------------------------------------------------
@@ -368,8 +370,8 @@ QUICK = [  # (command's base, option): fast to run, so many examples fit
     (["size", "llama-3.1-8b"], "--block-tokens"),
     (["advise", "-m", "llama-3.1-8b", "--hardware", "p5en"], "--peak-to-mean"),
     (["advise", "-m", "llama-3.1-8b", "--hardware", "p5en"], "--shared-prefix"),
-    (["engine", "gen", "-n", "5", "-o", "g.jsonl"], "--turns"),
-    (["engine", "gen", "-n", "5", "-o", "g.jsonl"], "--system-tokens"),
+    (["engine", "gen", "--requests", "5", "-o", "g.jsonl"], "--turns"),
+    (["engine", "gen", "--requests", "5", "-o", "g.jsonl"], "--system-tokens"),
 ]
 
 
@@ -464,6 +466,42 @@ def test_a_key_given_twice_is_refused_not_the_last_taken(command: str, tmp_path:
     last = len(text.splitlines()) + 1
     _one_clear_line(code, stderr, f"the key 'nodes' is given twice in one mapping (lines {first}"
                     f" and {last})")  # fmt: skip
+
+
+EMPTY_PATHS = {  # each a path that, empty, would be the current folder
+    "doctor PATH": (["doctor", "", "--no-aws"], "PATH is empty"),
+    "doctor --capture": (["doctor", ".", "--no-aws", "--capture", ""], "--capture is empty"),
+    "doctor --snapshot": (["doctor", "--snapshot", ""], "--snapshot is empty"),
+    "doctor --merge": (["doctor", "--merge", ""], "a --merge report is empty"),
+    "inspect DIR": (["inspect", ""], "DIR is empty"),
+    "gc DIR": (["gc", "", "--max-age", "1d"], "DIR is empty"),
+    "engine smoke --t3-dir": (["engine", "smoke", "--t3-dir", ""], "--t3-dir is empty"),
+    "engine replay --real": (["engine", "replay", str(HEAD), "--t1", "1M", "--real", ""],
+                             "--real is empty"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(EMPTY_PATHS))
+def test_an_empty_path_is_refused_never_the_current_folder(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``doctor ""`` checked the current folder (and ``--capture ""`` wrote into it)."""
+    monkeypatch.chdir(tmp_path)
+    args, message = EMPTY_PATHS[case]
+    code, stderr = invoke(args)
+    _one_clear_line(code, stderr, f"kvtool: error: {message} (give a path)")
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_long_model_list_is_never_a_file_name() -> None:
+    """300 names separated by commas were looked up as one file: 'File name too long'."""
+    names = ",".join(f"model-{i}" for i in range(300))
+    code, stderr = invoke(["size", names])
+    _one_clear_line(code, stderr, "unknown model 'model-0'")
+    code, stderr = invoke(["size", ",".join(["llama-3.1-8b"] * 300)])
+    _one_clear_line(code, stderr, "MODEL names 'llama-3.1-8b' twice")
+    code, stderr = invoke(["size", "llama-3.1-8b,org/" + "x" * 300])  # past the Hub's 96
+    _one_clear_line(code, stderr, "is no Hugging Face repo id, nor a bundled model")
 
 
 def test_a_real_replay_block_past_the_memory_here_is_refused(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ WRITERS: dict[str, tuple[str, list[str]]] = {
             *(str(ROOT / "examples" / "check" / f"doctor-node-{n}.json") for n in "ab"),
         ],
     ),
-    "engine gen -o": ("--output", ["engine", "gen", "-n", "50"]),
+    "engine gen -o": ("--output", ["engine", "gen", "--requests", "50"]),
     "engine replay --plot": ("--plot", ["engine", "replay", str(HEAD), "--t1", "1M"]),
     "engine sweep --plot": ("--plot", ["engine", "sweep", str(HEAD), "--t1", "1M,2M", "-j", "1"]),
 }

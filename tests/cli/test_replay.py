@@ -177,9 +177,9 @@ def test_sweep_needs_something_to_vary(kvtool: Kvtool) -> None:
 
 def test_gen_is_seeded_and_replays(kvtool: Kvtool, tmp_path: Path) -> None:
     a, b, c = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
-    assert kvtool("engine", "gen", "-n", "500", "--seed", "3", "-o", str(a)).exit_code == 0
-    assert kvtool("engine", "gen", "-n", "500", "--seed", "3", "-o", str(b)).exit_code == 0
-    assert kvtool("engine", "gen", "-n", "500", "--seed", "4", "-o", str(c)).exit_code == 0
+    assert kvtool("engine", "gen", "--requests", "500", "--seed", "3", "-o", str(a)).exit_code == 0
+    assert kvtool("engine", "gen", "--requests", "500", "--seed", "3", "-o", str(b)).exit_code == 0
+    assert kvtool("engine", "gen", "--requests", "500", "--seed", "4", "-o", str(c)).exit_code == 0
     assert a.read_bytes() == b.read_bytes()
     assert a.read_bytes() != c.read_bytes()
     header = json.loads(a.read_text().splitlines()[0])
@@ -195,8 +195,9 @@ def test_gen_is_seeded_and_replays(kvtool: Kvtool, tmp_path: Path) -> None:
 def test_gen_sharing_knobs_move_the_reuse(kvtool: Kvtool, tmp_path: Path) -> None:
     shared = tmp_path / "shared.jsonl"
     alone = tmp_path / "alone.jsonl"
-    kvtool("engine", "gen", "-n", "400", "--system-prompts", "1", "--turns", "6", "-o", str(shared))
-    kvtool("engine", "gen", "-n", "400", "--system-prompts", "400", "--turns", "1",
+    kvtool("engine", "gen", "--requests", "400", "--system-prompts", "1", "--turns", "6",
+           "-o", str(shared))  # fmt: skip
+    kvtool("engine", "gen", "--requests", "400", "--system-prompts", "400", "--turns", "1",
            "--rag-share", "0", "-o", str(alone))  # fmt: skip
     reuse = {
         name: json.loads(kvtool("engine", "replay", str(p), "--json").stdout)[

@@ -112,8 +112,8 @@ def long_trace(tmp_path: Path, env: dict[str, str]) -> Path:
     """A synthetic trace long enough that a --real replay is still running when signalled."""
     path = tmp_path / "trace.jsonl"
     subprocess.run(
-        [sys.executable, "-m", "kvtool", "engine", "gen", "-n", "3000", "--block-tokens", "64",
-         "--system-tokens", "256", "--rag-tokens", "512", "-o", str(path)],
+        [sys.executable, "-m", "kvtool", "engine", "gen", "--requests", "3000", "--block-tokens",
+         "64", "--system-tokens", "256", "--rag-tokens", "512", "-o", str(path)],
         check=True, env=env, capture_output=True,
     )  # fmt: skip
     return path

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kvtool.cli.options import TOKENS_RULE
+from kvtool.cli.options import TOKENS_RULE, merge, renamed
 
 
 def gen(
@@ -15,7 +15,11 @@ def gen(
         Path | None,
         typer.Option("--output", "-o", metavar="FILE", help="Write here (default: stdout)."),
     ] = None,
-    requests: Annotated[str, typer.Option("--requests", "-n", metavar="N")] = "10000",
+    requests: Annotated[
+        str | None,
+        typer.Option("--requests", metavar="N", help="Requests to write (default 10,000)."),
+    ] = None,
+    old_requests: Annotated[str | None, renamed("-n", "--requests")] = None,  # -n: --sessions
     arrival_rate: Annotated[
         float, typer.Option("--arrival-rate", metavar="PER_S", help="New sessions per second.")
     ] = 2.0,
@@ -44,9 +48,7 @@ def gen(
     ] = 400,
     max_context: Annotated[
         str,
-        typer.Option(
-            "--max-context", metavar="TOKENS", help=f"Longest request; {TOKENS_RULE}."
-        ),
+        typer.Option("--max-context", metavar="TOKENS", help=f"Longest request; {TOKENS_RULE}."),
     ] = "128k",
     block_tokens: Annotated[int, typer.Option("--block-tokens", metavar="N")] = 512,
     seed: Annotated[int, typer.Option("--seed", metavar="N")] = 1,
@@ -57,7 +59,7 @@ def gen(
 
       kvtool engine gen --requests 1000 --seed 7
 
-      kvtool engine gen -n 20k --arrival-rate 20 --rag-share 0.5 -o big.jsonl
+      kvtool engine gen --requests 20k --arrival-rate 20 --rag-share 0.5 -o big.jsonl
     """
     from kvtool.files import output_file
     from kvtool.replay.gen import Workload, write_lines
@@ -66,7 +68,9 @@ def gen(
     if output is not None:
         output_file(output, option="--output")
     workload = Workload(
-        requests=parse_count(requests, what="--requests"),
+        requests=parse_count(
+            merge(requests, old_requests, old="-n", new="--requests") or "10000", what="--requests"
+        ),
         arrival_rate=arrival_rate,
         turns=turns,
         think_s=think,
