@@ -70,12 +70,12 @@ def doctor(
     probe_mib: Annotated[
         str, typer.Option("--probe-mib", metavar="MIB", help="Probe I/O size (default 64).")
     ] = "64",
-    capture: Annotated[
-        Path | None,
+    capture: Annotated[  # (text: "" is refused, where a Path would be the current folder)
+        str | None,
         typer.Option("--capture", metavar="DIR", help="Also write everything read into DIR."),
     ] = None,
     snapshot: Annotated[
-        Path | None,
+        str | None,
         typer.Option("--snapshot", metavar="DIR", help="Check a captured folder, not this node."),
     ] = None,
     contents: Annotated[

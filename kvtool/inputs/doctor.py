@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from kvtool.errors import InputError
-from kvtool.files import output_folder
+from kvtool.files import output_folder, path_option
 
 if TYPE_CHECKING:
     from kvtool.doctor.checks import DoctorOptions, GdsMode
@@ -82,7 +82,7 @@ def read_reports(paths: list[str]) -> list[Report]:
         raise InputError(
             "--merge needs doctor --json reports", "kvtool doctor --merge a.json b.json"
         )
-    return [read_doctor_report(Path(p)) for p in paths]
+    return [read_doctor_report(path_option(p, option="a --merge report")) for p in paths]
 
 
 def resolve_doctor(
@@ -101,8 +101,8 @@ def resolve_doctor(
     fsx_id: str | None = None,
     write: bool = True,
     probe_mib: str = "64",
-    capture: Path | None = None,
-    snapshot: Path | None = None,
+    capture: str | Path | None = None,
+    snapshot: str | Path | None = None,
     contents: bool = True,
     cap: str | None = None,
 ) -> DoctorInputs:
@@ -114,6 +114,12 @@ def resolve_doctor(
     from kvtool.probe.host import CapturingHost, LocalHost, SnapshotHost
     from kvtool.units import parse_count
 
+    if path is not None:  # "" would be the current folder
+        path_option(path, option="PATH")
+    if capture is not None:
+        capture = path_option(capture, option="--capture")
+    if snapshot is not None:
+        snapshot = path_option(snapshot, option="--snapshot")
     if gds not in ("required", "optional", "off"):
         raise InputError(f"unknown --gds {gds!r}", "choose required, optional or off")
     node_count = parse_count(nodes, what="--nodes")

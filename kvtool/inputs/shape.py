@@ -112,8 +112,13 @@ def split_models(text: str) -> list[str]:
     empty name or one given twice."""
     from pathlib import Path
 
-    if "," not in text or Path(text).exists():
+    if "," not in text:
         return [text]
+    try:  # (a list past the system's longest name is no file: never looked up as one)
+        if Path(text).exists():
+            return [text]
+    except (OSError, ValueError):
+        pass
     names = [name.strip() for name in text.split(",")]
     if not all(names):
         raise InputError(

@@ -176,7 +176,14 @@ def load_hub_config(repo_id: str) -> tuple[dict[str, Any], bool]:
     except ImportError:
         raise not_installed from None
     online = hub_reachable()
-    if not online and not isinstance(try_to_load_from_cache(repo_id, "config.json"), str):
+    try:
+        cached = try_to_load_from_cache(repo_id, "config.json")
+    except ValueError:  # huggingface_hub's HFValidationError: no name the Hub can hold
+        raise InputError(
+            f"{repo_id[:100]!r} is no Hugging Face repo id, nor a bundled model",
+            "a repo id is owner/name, each at most 96 letters, digits, '-', '_' or '.'",
+        ) from None
+    if not online and not isinstance(cached, str):
         raise not_cached  # answered from the cache index, without importing transformers
     try:
         from transformers import AutoConfig
