@@ -92,7 +92,7 @@ def ctime_as_mtime(monkeypatch: pytest.MonkeyPatch) -> None:
     kernel stamps ctime with the real clock) read their last use as a file aged in place has
     it, its ctime no later than its mtime. The ctime rule itself is attacked without this, on
     files placed with an old mtime (tests/unit/folders/test_gc.py)."""
-    from kvtool.folders import gc, summary
+    from kvtool.folders import gc, gc_plan, summary
 
     real = summary.last_use
 
@@ -100,6 +100,7 @@ def ctime_as_mtime(monkeypatch: pytest.MonkeyPatch) -> None:
         return real(seen._replace(ctime=0.0), mode)
 
     monkeypatch.setattr(gc, "last_use", last_use)
+    monkeypatch.setattr(gc_plan, "last_use", last_use)
     monkeypatch.setattr(summary, "last_use", last_use)
 
 

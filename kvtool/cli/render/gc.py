@@ -15,44 +15,51 @@ from kvtool.errors import escape_name
 from kvtool.units import format_bytes, format_bytes_binary
 
 if TYPE_CHECKING:
-    from kvtool.folders.gc import Outcome, Plan, Removal, Tally
+    from kvtool.folders.gc import Outcome
+    from kvtool.folders.gc_plan import Plan, Removal, Tally
     from kvtool.folders.select import Limits
     from kvtool.inputs.folders import GcInputs
 
 
 def _why(inputs: GcInputs) -> dict[str, tuple[str, str]]:
     """Each reason a file stays: (the table's words, the note that explains them)."""
-    from kvtool.folders import gc
+    from kvtool.folders import gc_plan
 
     grace = age(inputs.limits.grace)
     return {
-        gc.NOT_NEEDED_WHY: (
+        gc_plan.NOT_NEEDED_WHY: (
             "kept: newer",
             "newer: the limits hold without them (the least recently used go first)",
         ),
-        gc.YOUNG_WHY: (
+        gc_plan.YOUNG_WHY: (
             f"kept: used < {grace} ago",
             f"used within --grace ({grace}): never removed",
         ),
-        gc.WRITING_WHY: (
+        gc_plan.WRITING_WHY: (
             "kept: being written",
             "being written: an in-flight temporary names the chunk; it stays whole",
         ),
-        gc.LINKED_WHY: (
+        gc_plan.LINKED_WHY: (
             "kept: hard-linked",
             "hard-linked: a file of the chunk has another name, so removing it frees nothing",
         ),
-        gc.CHANGED_WHY: (
+        gc_plan.CHANGED_WHY: (
             "kept: changed",
             "changed: used, rewritten or replaced since the plan; the chunk stays whole",
         ),
-        gc.FAILED_WHY: ("not removed: failed", "failed: the file system would not remove them"),
-        gc.SCOPE_WHY: (
+        gc_plan.FAILED_WHY: (
+            "not removed: failed",
+            "failed: the file system would not remove them",
+        ),
+        gc_plan.SCOPE_WHY: (
             "kept: out of scope",
             "out of scope: another layout or model than asked, a model that cannot be told, or"
             " an unknown file in a folder of no engine's files",
         ),
-        gc.TEMPORARY_WHY: ("kept: temporaries", "temporaries: in-flight writes, never removed"),
+        gc_plan.TEMPORARY_WHY: (
+            "kept: temporaries",
+            "temporaries: in-flight writes, never removed",
+        ),
     }
 
 
@@ -119,11 +126,11 @@ def _use(tally: Tally, now: float) -> str:
 
 
 def print_gc(inputs: GcInputs, planned: Plan, outcome: Outcome) -> None:
-    from kvtool.folders import gc
+    from kvtool.folders import gc_plan
     from kvtool.folders.summary import engine_name
 
     choice = planned.choice
-    groups = planned.groups or gc.Groups()
+    groups = planned.groups or gc_plan.Groups()
     verb = "would remove" if outcome.dry_run else "removed"
     why = _why(inputs)
     echo(f"{escape_name(str(inputs.folder.root))}: {_limits(inputs)}")
@@ -151,7 +158,7 @@ def print_gc(inputs: GcInputs, planned: Plan, outcome: Outcome) -> None:
                 format_bytes_binary(removed.bytes), _use(removed, now),
             )  # fmt: skip
         kept = groups.kept.get(key, {})
-        for reason in gc.KEPT_ORDER:
+        for reason in gc_plan.KEPT_ORDER:
             tally = kept.get(reason)
             if tally is None or not tally.files:
                 continue
@@ -165,7 +172,7 @@ def print_gc(inputs: GcInputs, planned: Plan, outcome: Outcome) -> None:
         echo()
         echo(table.render())
     notes = mode_notes(inputs.folder.mode)
-    notes.extend(why[reason][1] for reason in gc.KEPT_ORDER if reason in used)
+    notes.extend(why[reason][1] for reason in gc_plan.KEPT_ORDER if reason in used)
     notes.extend(_untouched(planned, outcome))
     if choice.short_bytes:
         notes.append(
@@ -193,19 +200,19 @@ def print_gc(inputs: GcInputs, planned: Plan, outcome: Outcome) -> None:
 def _unremovable(planned: Plan) -> str:
     """What stays of the folder whatever the limits, in bytes, by kind: --max-size counts it
     all, as du does, but gc removes none of it."""
-    from kvtool.folders import gc
+    from kvtool.folders import gc_plan
 
-    groups = planned.groups or gc.Groups()
+    groups = planned.groups or gc_plan.Groups()
     by_why: dict[str, int] = {}
     for kept in groups.kept.values():
         for why, tally in kept.items():
-            if why != gc.NOT_NEEDED_WHY:
+            if why != gc_plan.NOT_NEEDED_WHY:
                 by_why[why] = by_why.get(why, 0) + tally.bytes
     words = {
-        gc.YOUNG_WHY: "used within --grace", gc.WRITING_WHY: "being written",
-        gc.LINKED_WHY: "hard-linked", gc.CHANGED_WHY: "changed since the plan",
-        gc.FAILED_WHY: "not removable", gc.SCOPE_WHY: "out of scope",
-        gc.TEMPORARY_WHY: "in-flight temporaries",
+        gc_plan.YOUNG_WHY: "used within --grace", gc_plan.WRITING_WHY: "being written",
+        gc_plan.LINKED_WHY: "hard-linked", gc_plan.CHANGED_WHY: "changed since the plan",
+        gc_plan.FAILED_WHY: "not removable", gc_plan.SCOPE_WHY: "out of scope",
+        gc_plan.TEMPORARY_WHY: "in-flight temporaries",
     }  # fmt: skip
     parts = [f"{format_bytes(size)} {words[why]}" for why, size in by_why.items() if size]
     if planned.config_bytes:
@@ -268,11 +275,11 @@ def _tally(tally: Tally) -> dict[str, Any]:
 def gc_json(
     inputs: GcInputs, planned: Plan, outcome: Outcome, listed: list[Removal]
 ) -> dict[str, Any]:
-    from kvtool.folders import gc
+    from kvtool.folders import gc_plan
 
     choice = planned.choice
     limits = inputs.limits
-    groups = planned.groups or gc.Groups()
+    groups = planned.groups or gc_plan.Groups()
     walk = planned.walk
     data: dict[str, Any] = {
         "folder": str(inputs.folder.root),
@@ -300,7 +307,7 @@ def gc_json(
             {
                 "engine": key[0],
                 "model": key[1] or None,
-                "removed": _tally(groups.removed.get(key, gc.Tally())),
+                "removed": _tally(groups.removed.get(key, gc_plan.Tally())),
                 "kept": {
                     reason.replace(" ", "_").replace("-", "_"): _tally(tally)
                     for reason, tally in groups.kept.get(key, {}).items()

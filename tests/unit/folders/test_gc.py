@@ -168,18 +168,6 @@ def test_the_second_walks_name_filter_only_narrows_what_the_plan_chose(tmp_path,
     root.close()
 
 
-def test_the_name_filter_is_a_bitmap_that_keeps_every_hash_put_in():
-    hashes = [0, 7, 8, -1, 2**62 + 12345, -(2**40) - 3]
-    names = Chosen(hashes, [10, 11, 12, 13, 14, 15])
-    assert all(h in names for h in hashes)
-    assert len(names.table) == 2**22  # 4 MiB however many files
-    assert (1 << 25) + 7 in names  # the same low 25 bits: a collision, let through
-    assert 1 not in names
-    assert 9 not in names
-    assert 2**62 + 1 not in names
-    assert names.inodes_of([8, -1, 1, 2**63 - 1]) == [12, 13, -1, -1]
-
-
 def test_never_outside_never_temporaries_never_unknown_unless_asked(tmp_path):
     now = time.time()
     root = tmp_path / "kv"
@@ -368,22 +356,6 @@ def test_the_second_walk_enters_only_the_folders_holding_chosen_files(tmp_path):
         assert sweep.walk.folders == 4  # the root, a, a/b, a/b/c: not x, x/y, x/z, a/q
         assert hash(("a", "b")) in planned.folders
         assert hash(("x",)) not in planned.folders
-
-
-def test_needed_folders_climbs_to_the_top():
-    import numpy as np
-
-    from kvtool.folders.gc import needed_folders
-
-    tree = [("a",), ("a", "b"), ("a", "b", "c"), ("x",), ("x", "y")]
-    folders = np.array([hash(f) for f in tree], np.int64)
-    parents = np.array([hash(f[:-1]) for f in tree], np.int64)
-    bits = needed_folders(np.array([hash(("a", "b", "c"))] * 2, np.int64), folders, parents)
-    assert all(hash(f) in bits for f in tree[:3])
-    assert hash(("x",)) not in bits
-    assert hash(("x", "y")) not in bits
-    empty = needed_folders(np.zeros(0, np.int64), folders, parents)
-    assert not any(hash(f) in empty for f in tree)
 
 
 def test_a_chunk_placed_seconds_ago_with_old_times_is_young_by_its_ctime(tmp_path):
