@@ -5,7 +5,6 @@ arrive as ``KvtoolError`` (or an OSError only a path as typed can cause) and lea
 line on stderr with status 2, never a traceback.
 """
 
-import contextlib
 import errno
 import functools
 import sys
@@ -16,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from kvtool.cli import status
+from kvtool.cli.output import OUTPUT_ERRNOS, is_output_error, output_failed
 from kvtool.errors import InputError, KvtoolError
 
 # name -> (module in kvtool.cli, function, shows help when run without arguments). Only the
@@ -79,7 +79,6 @@ def error_line(exc: KvtoolError) -> str:
 def path_error_line(exc: OSError) -> str | None:
     """The error line for an OSError that only a path as typed can cause (longer than the
     system takes, or a loop of links), wherever a check met it; None for any other."""
-    import errno
 
     if exc.errno not in (errno.ENAMETOOLONG, errno.ELOOP):
         return None
@@ -118,9 +117,9 @@ def reports_errors(command: F) -> F:
             print("kvtool: interrupted", file=sys.stderr)
             raise typer.Exit(status.INTERRUPTED) from None
         except OSError as exc:
-            if exc.errno in _OUTPUT_ERRNOS and _is_output_error(exc):
+            if exc.errno in OUTPUT_ERRNOS and is_output_error(exc):
                 # before click's own handling, which makes a closed pipe exit 1
-                raise typer.Exit(_output_failed(exc)) from None
+                raise typer.Exit(output_failed(exc)) from None
             line = path_error_line(exc)
             if line is None:
                 raise
@@ -148,8 +147,11 @@ def reports_errors(command: F) -> F:
 
 
 def _typer() -> typer.Typer:
+    from kvtool.cli.helptext import FittedGroup
+
     return typer.Typer(
         name="kvtool",
+        cls=FittedGroup,
         help="Size the KV cache of an LLM deployment, plan where it lives (T1 GPU HBM, T2 host"
         " DRAM, T3 FSx for Lustre, T4 S3), emit the serving engine's configuration, verify that a"
         " node and its shared mount are ready for it, and benchmark each tier.\n\n"
@@ -190,6 +192,8 @@ def _root(
 
 def build_app(names: Sequence[str] = tuple(COMMANDS)) -> typer.Typer:
     """The ``kvtool`` app with the named commands (all by default, for help and tests)."""
+    from kvtool.cli.helptext import FittedCommand, FittedGroup
+
     built = _typer()
     built.callback()(_root)
     for name in names:
@@ -197,20 +201,20 @@ def build_app(names: Sequence[str] = tuple(COMMANDS)) -> typer.Typer:
         target = getattr(import_module(f"kvtool.cli.{module}"), function)
         if name in GROUPS:  # the group's help text; its commands are built here
             group = typer.Typer(
+                cls=FittedGroup,
                 help=target,
                 no_args_is_help=True,
                 context_settings={"help_option_names": ["-h", "--help"]},
             )
             for sub, (sub_module, sub_function, sub_bare) in GROUPS[name].items():
                 command = getattr(import_module(f"kvtool.cli.{sub_module}"), sub_function)
-                group.command(sub, no_args_is_help=sub_bare, short_help=SUMMARIES[f"{name} {sub}"])(
-                    reports_errors(command)
-                )
+                summary = SUMMARIES[f"{name} {sub}"]
+                group.command(sub, cls=FittedCommand, no_args_is_help=sub_bare,
+                              short_help=summary)(reports_errors(command))  # fmt: skip
             built.add_typer(group, name=name, no_args_is_help=bare_help, short_help=SUMMARIES[name])
         else:
-            built.command(name, no_args_is_help=bare_help, short_help=SUMMARIES[name])(
-                reports_errors(target)
-            )
+            built.command(name, cls=FittedCommand, no_args_is_help=bare_help,
+                          short_help=SUMMARIES[name])(reports_errors(target))  # fmt: skip
     return built
 
 
@@ -258,45 +262,9 @@ def main() -> None:
         print("kvtool: interrupted", file=sys.stderr)
         sys.exit(status.INTERRUPTED)
     except OSError as exc:
-        sys.exit(_output_failed(exc))
+        sys.exit(output_failed(exc))
     try:
         sys.stdout.flush()  # what is still buffered: a full disk shows here
     except OSError as exc:
-        sys.exit(_output_failed(exc))
+        sys.exit(output_failed(exc))
     sys.exit(code if isinstance(code, int) else status.OK)
-
-
-# the ways writing the output fails that are the output's, not kvtool's: said in one line
-_OUTPUT_ERRNOS = frozenset(
-    getattr(errno, name)
-    for name in ("EPIPE", "ENOSPC", "EDQUOT", "EIO", "EFBIG", "EBADF", "EROFS")
-    if hasattr(errno, name)
-)
-
-
-def _is_output_error(exc: OSError) -> bool:
-    """Whether ``exc`` came from writing stdout (a file kvtool writes says its name in
-    ``filename``; a write to stdout has none)."""
-    return exc.filename is None and exc.filename2 is None
-
-
-def _output_failed(exc: OSError) -> int:
-    """A write to the output that failed: a closed pipe (``kvtool check | head``) is exit 141,
-    silently, as for a program SIGPIPE ended (0 would let a FAIL piped into ``head`` pass a
-    gate, 1 would read as a FAIL); a full disk or a broken device is one line and exit 1.
-    Any other error is kvtool's own and keeps its traceback."""
-    import os
-
-    if exc.errno not in _OUTPUT_ERRNOS:
-        raise exc
-    try:  # nothing more reaches the broken output, not even Python's flush at exit
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
-        os.close(null)
-    except (OSError, ValueError):
-        pass
-    if exc.errno == errno.EPIPE:
-        return status.CLOSED_PIPE
-    with contextlib.suppress(OSError):
-        print(f"kvtool: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
-    return status.PROBLEMS

@@ -8,6 +8,7 @@ file, binary files, and small things a new user hits.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shlex
@@ -216,8 +217,9 @@ def test_one_session_is_singular(kvtool: Run) -> None:
     assert "1 sessions" not in advice
 
 
-def help_examples() -> list[tuple[str, list[str]]]:
-    """Every ``kvtool ...`` example line of every command's help, continuations joined."""
+def help_examples(columns: int = 200) -> list[tuple[str, list[str]]]:
+    """Every ``kvtool ...`` example line of every command's help at ``columns``, continuations
+    joined."""
     from typer.testing import CliRunner
 
     found = []
@@ -228,25 +230,43 @@ def help_examples() -> list[tuple[str, list[str]]]:
             [group.name or "", c.name or ""] for c in group.typer_instance.registered_commands
         ]
     for names in commands:
-        text = CliRunner().invoke(app, [*names, "--help"], env={"COLUMNS": "200"})
-        body = text.stdout.partition("Example")[2].partition("╭")[0]
-        joined = " ".join(line.strip() for line in body.splitlines()).replace(" \\ ", " ")
-        for match in re.finditer(r"kvtool \S.*?(?=\s{2,}|kvtool |$)", joined):
-            found.append((" ".join(names), shlex.split(match.group(0))[1:]))
+        text = CliRunner().invoke(app, [*names, "--help"], env={"COLUMNS": str(columns)})
+        body = text.stdout.partition("Example")[2].partition("╭")[0].splitlines()[1:]
+        for above, line in itertools.pairwise(body):  # rich wrapped no example onto a line
+            if above.startswith("   ") and above.strip() and line.strip():  # of prose's indent
+                assert line.startswith("   "), (names, columns, above, line)
+        logical, current = [], ""  # as a shell reads pasted lines: a line ending " \\" goes on
+        for raw in (line for line in body if line.startswith("   ") or not line.strip()):
+            current = f"{current} {raw.strip()}".strip()
+            if current.endswith("\\"):
+                current = current[:-1].rstrip()
+                continue
+            logical.append(current)
+            current = ""
+        for line in filter(None, logical):
+            if line.startswith("# "):
+                continue  # a comment on its own line, before its example
+            # anything else is a command a paste runs alone: it must be a whole example
+            assert line.startswith("kvtool "), (names, columns, line)
+            command = line.partition("  #")[0]
+            found.append((" ".join(names), shlex.split(command)[1:]))
     return found
 
 
-def test_help_examples_paste_and_run() -> None:
+@pytest.mark.parametrize("columns", [200, 80])
+def test_help_examples_paste_and_run(columns: int) -> None:
     """Each example, copied from the help as a terminal shows it (continuations joined), is
     the very command tests/cli/test_help_examples.py runs to exit 0 (or to the 1 of a check
-    that finds problems), or one marked as needing a node: pasting one runs what was tested."""
+    that finds problems), or one marked as needing a node: pasting one runs what was tested.
+    At 80 columns rich broke examples mid-command (issue 54): they are cut at words into
+    continuation lines instead, and still paste."""
     from tests.cli.test_help_examples import EXAMPLES
 
     tested = {
         (command, tuple(shlex.split(example.split(" > ")[0])[1:]))  # as the runner splits it
         for command, example, _ in EXAMPLES
     }
-    examples = help_examples()
+    examples = help_examples(columns)
     assert len(examples) >= 8
     for command, argv in examples:
         argv = argv[: argv.index(">")] if ">" in argv else argv  # a redirection is the shell's
