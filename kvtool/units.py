@@ -271,9 +271,12 @@ _DURATION_UNITS = {
 
 def parse_duration(text: str, *, what: str) -> float:
     """A duration such as ``500ms``, ``90s``, ``30m``, ``12h``, ``7d`` or ``2w`` in seconds;
-    the unit is required (``7`` alone could mean days or seconds)."""
+    the unit is required (``7`` alone could mean days or seconds), but for a bare 0, which is
+    no time in any unit."""
     match = _NUMBER_UNIT_RE.match(text)
     unit = match.group(2).lower() if match else ""
+    if match and not unit and not match.group(1).strip("0."):
+        return 0.0
     if not match or unit not in _DURATION_UNITS:
         raise InputError(
             f"{what} {text!r} is not a duration",

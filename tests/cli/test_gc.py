@@ -212,3 +212,18 @@ def test_a_size_limit_missed_because_chosen_chunks_changed_is_exit_1(tmp_path: P
     assert gc_problems(planned, outcome, limits)
     age_only = Limits(max_age=3600, grace=0)  # a chunk used since is young: that limit holds
     assert not missed_bytes(planned, outcome, age_only)
+
+
+def test_a_bare_zero_grace_is_no_grace(kvtool: Kvtool, tmp_path: Path) -> None:
+    """--grace 0 is 0s (issue 55: it was refused as 'not a duration'); 7 alone stays refused."""
+    left = {}
+    for grace in ("0", "0s", "10m"):
+        root = tmp_path / grace
+        build(root, "sglang-0.5.23.json")  # all just written: only a zero grace removes them
+        done = kvtool("gc", str(root), "--max-size", "1KiB", "--grace", grace)
+        assert done.exit_code in (0, 1), done.stderr
+        left[grace] = _names(root)
+    assert left["0"] == left["0s"] < left["10m"]
+    refused = kvtool("gc", str(tmp_path), "--max-size", "0", "--grace", "7")
+    assert refused.exit_code == 2
+    assert "--grace '7' is not a duration" in refused.stderr

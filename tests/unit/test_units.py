@@ -139,9 +139,18 @@ def test_parse_duration():
     assert parse_duration("1.5h", what="--grace") == 5400.0
     assert parse_duration("7d", what="--grace") == 7 * 86400.0
     assert parse_duration("2w", what="--grace") == 14 * 86400.0
-    for bad in ("7", "soon", "-1d", "1y", ""):
+    for bad in ("7", "soon", "-1d", "1y", "", "0.5", "01"):
         with pytest.raises(InputError, match="is not a duration"):
             parse_duration(bad, what="--max-age")
+
+
+def test_a_bare_zero_is_a_duration() -> None:
+    """0 is no time in any unit (issue 55: gc --grace 0 was refused, only 0s worked); any
+    other bare number stays refused (7 could be days or seconds)."""
+    from kvtool.units import parse_duration
+
+    for zero in ("0", " 0 ", "0.0", "00"):
+        assert parse_duration(zero, what="--grace") == 0.0
 
 
 def test_a_byte_size_without_its_b_asks_which_was_meant() -> None:
