@@ -62,9 +62,11 @@ def test_size_json_several_contexts_is_a_list(kvtool: Run) -> None:
     result = kvtool("size", "gpt-oss-120b", "--ctx", "1k,128K", "--json", "--engine", "formula")
     data = json.loads(result.stdout)["results"]
     assert [item["ctx_tokens"] for item in data] == [1000, 131_072]
-    # the 18 sliding layers stop growing past their 128-token window
-    assert data[0]["kv_bytes_per_token"] == data[1]["kv_bytes_per_token"] == 18 * 8 * 64 * 2 * 2
+    # a token costs all 36 layers' bytes; the 18 sliding layers stop growing past their
+    # 128-token window, which the mean per token at each context shows (issue 55)
+    assert data[0]["kv_bytes_per_token"] == data[1]["kv_bytes_per_token"] == 36 * 8 * 64 * 2 * 2
     assert data[1]["kv_bytes_per_session"] == 18 * 2048 * (131_072 + 128)
+    assert data[1]["kv_bytes_per_token_mean"] == round(18 * 2048 * (131_072 + 128) / 131_072)
 
 
 def test_size_accepts_hf_ids_any_case_and_config_paths(kvtool: Run, tmp_path: Path) -> None:

@@ -58,8 +58,11 @@ def size_json(
             "sessions": r.sessions,
             "tp": r.tp,
             "block_size": r.block_size,
-            "kv_bytes_per_token": r.kv_bytes_per_token,
+            # every layer's bytes for one token (the table's "bytes/token" of all layers), never
+            # 0 for a model that caches KV; the mean at ctx_tokens takes windows and state in
+            "kv_bytes_per_token": r.kv_bytes_per_token_unbounded,
             "kv_bytes_per_token_unbounded": r.kv_bytes_per_token_unbounded,
+            "kv_bytes_per_token_mean": round(r.kv_bytes_per_session / r.ctx_tokens),
             "kv_bytes_per_session": r.kv_bytes_per_session,
             "kv_bytes_per_rank_per_session": r.kv_bytes_per_rank_per_session,
             "kv_bytes_total": r.kv_bytes_total,
