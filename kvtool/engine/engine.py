@@ -233,7 +233,12 @@ class Engine:
     # --- carrying out moves --------------------------------------------------------------------
 
     def execute(
-        self, moves: Sequence[Move], payloads: dict[str, bytes] | None = None, *, _depth: int = 0
+        self,
+        moves: Sequence[Move],
+        payloads: dict[str, bytes] | None = None,
+        *,
+        _depth: int = 0,
+        _tried: set[tuple[str, str, str | None, str | None]] | None = None,
     ) -> set[str]:
         """Do each move in order; returns the keys whose move failed. A failed move is reverted
         together with the later moves planned for the same chunk (undone last first, so the
@@ -241,7 +246,10 @@ class Engine:
         leaves the chunk in T2, not claimed by T3). A tier that refused a write is passed over
         for a while, and after any failure (a refused write, or a drop whose lower copy was
         not there, which leaves the chunk where it was) the tiers over their limit make room
-        again, so capacities hold under faults."""
+        again, so capacities hold under faults. A move that failed is not tried again in the
+        same batch: planned again (its source file gone, a T3 that went away), it is undone
+        unrun, so a tick tries each failing chunk once."""
+        tried = set() if _tried is None else _tried  # the moves that failed in this batch
         failed: set[str] = set()
         refused: set[str] = set()
         unreadable: set[str] = set()
@@ -249,6 +257,10 @@ class Engine:
         for index, move in enumerate(moves):
             if move.key in failed:
                 continue  # reverted with the move that failed before it
+            if (move.kind, move.key, move.src, move.dst) in tried:
+                self._revert_from(moves, index, fault=False)  # it failed once: not again
+                failed.add(move.key)
+                continue
             try:
                 self._do(move, payloads or {}, ahead)
                 if move.dst in SHARED_TIERS:
@@ -262,6 +274,7 @@ class Engine:
                 )
                 failed.add(move.key)
             except (MediumError, KeyError) as exc:
+                tried.add((move.kind, move.key, move.src, move.dst))
                 self._revert_from(moves, index, fault=True)
                 self.faults.add(
                     f"{move.kind} {move.src}->{move.dst}",
@@ -288,7 +301,10 @@ class Engine:
                 again = self.manager.settle(keep=arriving) + self.manager.tick()
                 if not again:
                     break
-                failed |= self.execute(again, _depth=_depth + 1)
+                fresh = any((m.kind, m.key, m.src, m.dst) not in tried for m in again)
+                failed |= self.execute(again, _depth=_depth + 1, _tried=tried)
+                if not fresh:
+                    break  # only what already failed was planned: nothing new to try
         if self.at_risk or failed or self.manager.refusing():
             self._account(moves)
         return failed

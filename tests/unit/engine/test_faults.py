@@ -292,3 +292,32 @@ def test_a_chunk_no_shared_tier_takes_is_at_risk_and_named_when_the_node_is_lost
     assert engine.faults.counts["lost with the node"] == 2
     assert any(m.startswith(f"{KEYS[0][:12]}: lost with the node") for m in engine.faults)
     assert not engine.at_risk
+
+
+def test_chunks_gone_from_t3_are_tried_once_a_tick_not_thousands_of_times(tmp_path: Path) -> None:
+    """T3's folder removed under the engine (issue 53): each idle T3 -> T4 demotion whose
+    source file is gone was planned and tried again and again in one tick (7 chunks, 7,491
+    tries); now once each a tick, the rest of the batch unharmed."""
+    import shutil
+
+    from tests.unit.engine.helpers import KEYS
+
+    config = EngineConfig(
+        capacity_bytes={"T1": 65536, "T2": 0, "T3": None, "T4": None},
+        t2_idle_s=10.0,
+        t3_idle_s=100.0,
+        posture="eager",
+    )
+    clock = [0.0]
+    mediums = {"T1": MemoryMedium("T1"), "T3": FolderMedium("T3", tmp_path / "t3"),
+               "T4": FolderMedium("T4", tmp_path / "t4")}  # fmt: skip
+    engine = Engine(Manager(config, lambda: clock[0]), mediums, chunk_bytes=65536, chunk_tokens=4)
+    keys = KEYS[:7]
+    for key in keys:
+        engine.insert(key, payload(key), 4)
+    assert all("T3" in engine.manager.chunks[k].tiers for k in keys)
+    shutil.rmtree(tmp_path / "t3")
+    for tick in range(1, 4):
+        clock[0] = 200.0 * tick
+        engine.tick()
+        assert engine.faults.counts.get("move T3->T4", 0) <= 7 * tick, engine.faults.counts
