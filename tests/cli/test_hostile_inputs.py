@@ -126,6 +126,9 @@ ACCEPTED: dict[tuple[str, str], set[str]] = {
     **{(c, "--model"): set(HOSTILE) - {"empty", "newline"} for c in ("inspect", "gc")},
     ("gc", "--log"): PATHS,  # a new file of that name
     ("gc", "--max-size"): {"zero"},  # nothing may stay
+    # a bare 0 is no time in any unit (issue 55): no grace, and every chunk is past age 0
+    ("gc", "--grace"): {"zero"},
+    ("gc", "--max-age"): {"zero"},
 }
 # options that have no effect in their command's base: any value is taken, with a note saying so
 NOTED = {
