@@ -225,12 +225,6 @@ def _check_combinations(
     if not r.cost:
         _no_effect([n for n, v in (("--prices", r.prices), ("--region", r.region))
                     if v is not None], "without --cost", notes)  # fmt: skip
-    if r.emit is not None and r.pp is not None and r.pp.strip() not in ("1", ""):
-        raise InputError("--emit writes tensor-parallel engine configurations; kvtool does not"
-                         " emit pipeline-parallel ones yet", "drop --pp with --emit")  # fmt: skip
-    if r.emit is not None and r.dp_attention:
-        raise InputError("--emit writes tensor-parallel engine configurations; kvtool does not"
-                         " emit data-parallel attention yet", "drop --dp-attention")  # fmt: skip
     if r.calibrate is not None and several:
         raise InputError("--calibrate reads one engine, serving one model", "give one model")
     if r.emit is None:
@@ -284,11 +278,11 @@ def _plan(
         offload=None if r.emit is None else get_layout(r.emit.strip().lower()),
         max_num_batched_tokens=batched,
         pp=None if r.pp is None else parse_count(r.pp, what="--pp"),
-        choose_layout=r.emit is None,  # (kvtool emits tensor-parallel configurations)
         dp_attention=r.dp_attention,
         # a context one node cannot serve is a verdict with tries, a larger bundled node one
         # of them (an emitted configuration needs a plan: there it stays an error)
         rescue_from=node_profiles() if r.emit is None else None,
+        verdicts=r.emit is None,  # (an emitted configuration carries no verdict)
     )
 
 
@@ -366,6 +360,7 @@ def _emit(
 
     assert r.emit is not None
     longest = max(planned.plans, key=lambda plan: plan.ctx_tokens)
+    size = next(s for s in planned.sizes if s.ctx_tokens == longest.ctx_tokens)
     posture = r.posture
     inputs = emit_inputs(
         longest,
@@ -377,6 +372,9 @@ def _emit(
         eager=posture is not None and posture.strip().lower() == "eager",
         kvtool_version=r.kvtool_version,
         has_states=any(isinstance(g, StateLayers) for g in resolved.spec.groups),
+        # the engine the plan priced: its block and tokens per batch (issue 55)
+        block_size=size.block_size,
+        max_num_batched_tokens=size.max_num_batched_tokens,
     )
     text = emit_config(r.emit.strip().lower(), inputs)
     return SizeAnswer(emitted=text, notes_after=tuple(n for n in planned.format_notes if n))

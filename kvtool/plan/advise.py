@@ -34,6 +34,7 @@ from kvtool.plan.deployment import (
     Hardware,
     Serving,
     WorkloadPlan,
+    engine_hosts,
     offload_divisors,
     plan_workload,
 )
@@ -268,8 +269,10 @@ def advise_workload(workload: Workload, shape: KvShape, hardware: Hardware) -> A
     Raises InputError when the weights (or one session) leave no room for KV on the node.
     """
     planned = plan_workload(shape, workload, hardware)
+    serving = planned.serving
     divisor = offload_divisors(LAYOUTS[shape.rules.offload_stack], is_mla=shape.spec.is_mla,
-                               tp=planned.serving.kv_tp)["T2"]  # fmt: skip
+                               tp=serving.kv_tp, pp=serving.pp,
+                               hosts=engine_hosts(serving, hardware.node))["T2"]  # fmt: skip
     return AdviceResult(
         workload=workload,
         model=shape.spec.name,

@@ -35,6 +35,7 @@ from kvtool.plan.advise import advise, capacity_of
 from kvtool.plan.deployment import (
     Hardware,
     WorkloadPlan,
+    engine_hosts,
     offload_divisors,
     plan_workload,
     serve,
@@ -130,8 +131,9 @@ def check_plan(
     tiers = planned.tiers
     session_bytes = planned.session_bytes
     divisor = offload_divisors(
-        LAYOUTS[shape.rules.offload_stack], is_mla=shape.spec.is_mla, tp=planned.serving.kv_tp
-    )
+        LAYOUTS[shape.rules.offload_stack], is_mla=shape.spec.is_mla, tp=planned.serving.kv_tp,
+        pp=planned.serving.pp, hosts=engine_hosts(planned.serving, hardware.node),
+    )  # fmt: skip
     findings.append(_capacity(plan, tiers, planned.peak_sessions, planned.mean_session_bytes))
     findings += _tiers(plan, planned)
     findings += _fsx_checklist(plan, fsx, wants_efa=efa, nodes=w.nodes)

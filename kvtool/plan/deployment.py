@@ -53,6 +53,7 @@ from kvtool.plan.serving import (
     best_layout,
     capability_family,
     choose_serving,
+    engine_hosts,
     kv_format_notes,
     node_gpu,
 )
@@ -64,18 +65,23 @@ from kvtool.profiles.hardware import NodeProfile
 __all__ = [
     "BREAK_EVEN_CONTEXTS", "ContextPlans", "DeploymentPlan", "FanIn", "Hardware", "Layout",
     "Serving", "Unservable", "WorkloadPlan", "best_layout", "capability_family", "choose_serving",
-    "client_path", "kv_format_notes", "make_hardware", "node_batched_tokens", "node_gpu",
-    "offload_divisors", "place_sessions", "plan_contexts", "plan_deployment", "plan_workload",
-    "serve", "serve_chosen", "uses_gds",
+    "client_path", "engine_hosts", "kv_format_notes", "make_hardware", "node_batched_tokens",
+    "node_gpu", "offload_divisors", "place_sessions", "plan_contexts", "plan_deployment",
+    "plan_workload", "serve", "serve_chosen", "uses_gds",
 ]  # fmt: skip
 
 BREAK_EVEN_CONTEXTS = (1_000, 4_000, 10_000, 32_000, 50_000, 128_000, 200_000, 1_000_000)
 ARTICLE_CHEAP_TOKENS = 10_000  # the article: below 10K tokens recompute is cheap
 
 
-def offload_divisors(offload: OffloadLayout, *, is_mla: bool, tp: int) -> dict[str, int]:
+def offload_divisors(
+    offload: OffloadLayout, *, is_mla: bool, tp: int, pp: int = 1, hosts: int = 1
+) -> dict[str, int]:
     """How many times smaller a session is in T2 and T3 than in HBM (``plan/offload.py``)."""
-    return {t: copies_divisor(offload, t, is_mla=is_mla, tp=tp) for t in ("T2", "T3")}
+    return {
+        t: copies_divisor(offload, t, is_mla=is_mla, tp=tp, pp=pp, hosts=hosts)
+        for t in ("T2", "T3")
+    }
 
 
 def place_sessions(
@@ -94,7 +100,8 @@ def place_sessions(
     share (the engine's admission charge, the offload stack's copies, the GPU memory the GDS
     path pins, the HBM share the engine may use). Raises InputError when the weights or one
     session do not fit a node."""
-    divisors = offload_divisors(offload, is_mla=is_mla, tp=serving.kv_tp)
+    divisors = offload_divisors(offload, is_mla=is_mla, tp=serving.kv_tp, pp=serving.pp,
+                                hosts=engine_hosts(serving, hardware.node))  # fmt: skip
     gds = uses_gds(hardware)
     return plan_tiers(
         PlanInputs(
@@ -176,7 +183,8 @@ def plan_deployment(
     """
     node = hardware.node
     session = bytes_at(ctx_tokens)
-    divisors = offload_divisors(offload, is_mla=spec.is_mla, tp=serving.kv_tp)
+    divisors = offload_divisors(offload, is_mla=spec.is_mla, tp=serving.kv_tp, pp=serving.pp,
+                                hosts=engine_hosts(serving, node))  # fmt: skip
     gds = uses_gds(hardware)
     tiers = place_sessions(
         hardware,
@@ -439,8 +447,10 @@ def plan_contexts(
     given_hardware = hardware
     hardware = engine_over_nodes(shape, hardware, pp)
     batched = node_batched_tokens(shape, hardware, max_num_batched_tokens)
-    stack = offload or LAYOUTS[shape.rules.offload_stack]
-    reserve = stack.gpu_reserve_mib_with_gds * 2**20 if uses_gds(hardware) else 0
+    # the layout is chosen under the engine's own offload stack whatever --emit configures, so
+    # that plan and plan --emit run the same engine (issue 55)
+    own = LAYOUTS[shape.rules.offload_stack]
+    reserve = own.gpu_reserve_mib_with_gds * 2**20 if uses_gds(hardware) else 0
     serving, priced = serve_chosen(
         shape, hardware, weights_dtype=weights_dtype, ctx_tokens=max(contexts),
         max_num_batched_tokens=batched.value, reserve=reserve, pp=pp,

@@ -58,6 +58,12 @@ class Serving:
         return self.weights_bytes_per_instance * self.instances
 
 
+def engine_hosts(serving: Serving, node: NodeProfile) -> int:
+    """The EC2 instances one engine spans: its tp x pp accelerators over those of one instance
+    (an UltraServer's instances, or nodes a pipeline runs over)."""
+    return max(1, -(-serving.tp * serving.pp // node.chips_per_instance))
+
+
 def choose_serving(
     spec: ModelSpec,
     params: ParamCount,

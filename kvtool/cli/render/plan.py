@@ -35,6 +35,8 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
             "pp": plan.serving.pp,
             "dp_attention": plan.serving.dp_attention,
             "engine_instances_per_node": plan.serving.instances,
+            # the share of HBM the engine may take (vLLM's --gpu-memory-utilization)
+            "gpu_memory_utilization": plan.hardware.gpu_memory_utilization,
             "weights_dtype": plan.weights_dtype,
             "weights_bytes_per_node": tiers.weights_bytes_per_node,
             "kv_space_bytes_per_node": tiers.kv_space_bytes_per_node,

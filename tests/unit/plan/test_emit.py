@@ -134,7 +134,7 @@ def test_vllm_without_t3_offloads_natively_in_gib_per_engine() -> None:
     _, words = command(text)
     assert value(words, "--kv-offloading-backend") in VLLM["kv_offloading_backends"]
     # GiB summed over the ranks of one engine; 2 engines share the node's T2
-    assert value(words, "--kv-offloading-size") == str(round(1_759 * GB / 2 / 2**30))
+    assert value(words, "--kv-offloading-size") == str(1_759 * GB // 2 // 2**30)  # rounded down
     assert value(words, "--kv-cache-dtype") == "auto"
     assert value(words, "--tensor-parallel-size") == "4"
     assert "Run 2 of these per node" in text
@@ -142,7 +142,7 @@ def test_vllm_without_t3_offloads_natively_in_gib_per_engine() -> None:
 
 @pytest.mark.parametrize("is_mla", [False, True])
 def test_sglang_emits_exact_host_pool_and_a_file_cap(is_mla: bool) -> None:
-    env, words = command(emit("sglang", inputs(is_mla=is_mla)))
+    env, words = command(emit("sglang", inputs(is_mla=is_mla, block_size=64)))
     assert set(env) <= set(SGLANG["file_backend_env"])
     assert env["SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"] == "/fsx/kv cache"
     flags = {w for w in words if w.startswith("--")}
@@ -227,3 +227,61 @@ def test_a_path_in_the_emitted_yaml_is_quoted() -> None:
     assert yaml.safe_load(quoted)["extra_config"]["remote_storage_plugin.fs.base_path"] == (
         '/fsx/kv "x": y'
     )
+
+
+def test_sglang_refuses_a_file_tier_of_one_token_pages() -> None:
+    """HiCache's file tier keeps a file per page and rank: 1-token pages (SGLang's plan
+    default) would write one file per token, so --emit asks for 64-token pages (issue 55: it
+    wrote --page-size 64 under a plan sized with 1-token pages)."""
+    with pytest.raises(InputError, match="131,072 files on each rank") as refused:
+        emit("sglang", inputs(block_size=1))
+    assert refused.value.hint == "plan with 64-token pages: add --set block_tokens=64"
+    _, words = command(emit("sglang", inputs(block_size=1, t3_bytes_per_node=0)))
+    assert value(words, "--page-size") == "1"  # the plan's page, without a file tier
+
+
+def test_the_planned_layout_is_in_every_engines_own_flags() -> None:
+    """tp x pp, the block and the tokens per batch, as each released parser names them."""
+    e = inputs(tp=2, pp=4, block_size=16, max_num_batched_tokens=8192, t3_bytes_per_node=0)
+    _, words = command(emit("vllm", e))
+    assert {w for w in words if w.startswith("--")} <= set(VLLM["flags"])
+    assert value(words, "--tensor-parallel-size") == "2"
+    assert value(words, "--pipeline-parallel-size") == "4"
+    assert value(words, "--block-size") == "16"
+    assert value(words, "--max-num-batched-tokens") == "8192"
+    # GiB over all 8 ranks of the one engine, rounded down (1,759 GB is 1,638.3 GiB)
+    assert value(words, "--kv-offloading-size") == "1638"
+    _, words = command(emit("sglang", e._replace(block_size=1)))
+    assert {w for w in words if w.startswith("--")} <= set(SGLANG["flags"])
+    assert (value(words, "--tp-size"), value(words, "--pp-size")) == ("2", "4")
+    assert value(words, "--page-size") == "1"
+    assert value(words, "--hicache-size") == str(1_759 // 8)  # whole GB a rank, 8 ranks
+    text = emit("trtllm", e._replace(block_size=32))
+    serve = shlex.split(next(ln for ln in text.splitlines() if ln.startswith("# trtllm-serve"))[2:])
+    assert (value(serve, "--tp_size"), value(serve, "--pp_size")) == ("2", "4")
+    assert yaml.safe_load(text)["kv_cache_config"]["tokens_per_block"] == 32
+    lmcache = emit("lmcache", e._replace(is_mla=True))
+    data = yaml.safe_load(lmcache)
+    # MLA under pipeline stages: worker 0 holds the first stage only, so every rank stores
+    assert data["extra_config"]["save_only_first_rank"] is False
+    assert data["max_local_cpu_size"] == pytest.approx(1_759 * GB / 8 / 2**30, abs=0.1)
+    assert "--pipeline-parallel-size 4" in lmcache.splitlines()[3]
+
+
+def test_data_parallel_attention_is_sglangs_alone() -> None:
+    e = inputs(is_mla=True, dp_attention=True, block_size=64)
+    _, words = command(emit("sglang", e))
+    assert value(words, "--attn-dp-size") == "8"
+    assert "--attn-dp-size" in SGLANG["flags"]
+    for target in ("vllm", "lmcache", "dynamo", "trtllm"):
+        with pytest.raises(InputError, match="data-parallel attention"):
+            emit(target, e)
+
+
+def test_an_engine_over_instances_says_how_to_start_it() -> None:
+    e = inputs(tp=8, pp=2, hosts=4, chips_per_host=4, t3_bytes_per_node=0)
+    text = emit("vllm", e)
+    assert "# One engine spans 4 instances (4 accelerators each, 16 ranks)" in text
+    assert "--nnodes 4 --node-rank 0 to 3" in text
+    assert {"--nnodes", "--node-rank", "--master-addr"} <= set(VLLM["flags"])
+    assert "--dist-init-addr" in emit("sglang", e._replace(block_size=64))

@@ -115,3 +115,20 @@ def test_the_divisor_is_tp_exactly_when_an_mla_tier_stores_one_copy(
     divisor = copies_divisor(layout, tier, is_mla=is_mla, tp=tp)
     assert divisor == (tp if is_mla and single and tp > 1 else 1)
     assert tp % divisor == 0
+
+
+def test_one_mla_copy_needs_one_pipeline_stage_and_for_vllms_host_tier_one_host() -> None:
+    """vLLM's replicated_layout is tensor parallelism only, in one node's mp executor
+    (offloading/config.py:196-209, 0.33.0); LMCache's first rank is worker 0, the first stage's
+    only, so --emit turns save_only_first_rank off under stages (issue 55: both counted one copy
+    for tp 8 x pp 2, 8x the T2 sessions they hold)."""
+    from kvtool.plan.offload import LAYOUTS, copies_divisor
+
+    for name in ("vllm", "lmcache"):
+        layout = LAYOUTS[name]
+        for tier in ("T2", "T3"):
+            assert copies_divisor(layout, tier, is_mla=True, tp=8) == 8
+            assert copies_divisor(layout, tier, is_mla=True, tp=8, pp=2) == 1
+    assert copies_divisor(LAYOUTS["vllm"], "T2", is_mla=True, tp=8, hosts=2) == 1
+    assert copies_divisor(LAYOUTS["vllm"], "T3", is_mla=True, tp=8, hosts=2) == 8  # LMCache's
+    assert copies_divisor(LAYOUTS["lmcache"], "T2", is_mla=True, tp=8, hosts=2) == 8
