@@ -12,7 +12,8 @@ before it exists, and removed when the work ends: normally, on an error, or on S
 * SIGKILL runs nothing: a ``Scratch.folder`` therefore holds an owner file (host, pid and the
   process's start time), and the next ``Scratch.folder`` with the same prefix in the same
   place removes the folders whose owner is a process of this host that is gone
-  (``sweep_stale``). Folders another host owns are never touched here (``kvtool gc`` is for
+  (``sweep_stale``), and counts them and their bytes in ``swept`` and ``swept_bytes`` for the
+  command to say so. Folders another host owns are never touched here (``kvtool gc`` is for
   a shared folder's leftovers).
 """
 
@@ -127,10 +128,25 @@ def sweep_stale(parent: Path, prefix: str) -> list[Path]:
     this host that no longer runs (SIGKILLed, or the node rebooted: its pid now names
     another process, started at another time). Returns what was removed. A folder without
     an owner file, or owned by another host, is left alone."""
+    return [path for path, _ in _sweep(parent, prefix)]
+
+
+def tree_bytes(path: Path) -> int:
+    """The disk space a folder and what it holds take (``du``'s count; links not followed)."""
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+    return total
+
+
+def _sweep(parent: Path, prefix: str) -> list[tuple[Path, int]]:
+    """``sweep_stale``, each folder removed with the bytes it took."""
     import socket
 
     host = socket.gethostname()
-    removed: list[Path] = []
+    removed: list[tuple[Path, int]] = []
     try:
         entries = [e for e in os.scandir(parent) if e.name.startswith(prefix)]
     except OSError:
@@ -147,8 +163,9 @@ def sweep_stale(parent: Path, prefix: str) -> list[Path]:
         started = process_start(int(owner[1]))
         if started is not None and owner[2] in (started, "?"):
             continue  # that process still runs
+        size = tree_bytes(Path(entry.path))
         remove_tree(Path(entry.path))
-        removed.append(Path(entry.path))
+        removed.append((Path(entry.path), size))
     return removed
 
 
@@ -167,6 +184,7 @@ class Scratch:
         self._undo: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self.failures: list[str] = []
         self.swept: list[Path] = []  # stale folders of killed runs removed on the way in
+        self.swept_bytes = 0  # and the disk space they took
 
     def __enter__(self) -> Scratch:
         return self
@@ -186,7 +204,9 @@ class Scratch:
     def folder(self, parent: Path, prefix: str) -> Path:
         """A new folder ``parent/<prefix><pid>-<random>``, removed with all it holds; what
         SIGKILLed runs of this host left beside it under the same prefix goes first."""
-        self.swept.extend(sweep_stale(parent, prefix))
+        for swept, size in _sweep(parent, prefix):
+            self.swept.append(swept)
+            self.swept_bytes += size
         path = parent / unique_name(prefix)
         self.on_exit(remove_tree, path)  # registered first: a signal now still removes it
         path.mkdir()

@@ -20,6 +20,7 @@ rather than sleeping. Time and bandwidth are measured on the real clock.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -47,7 +48,6 @@ from kvtool.errors import InputError
 from kvtool.files import write_text
 from kvtool.model.shape import KvShape
 from kvtool.scratch import Scratch, remove_tree
-from kvtool.units import format_bytes_binary
 
 SEGMENT = 65536
 MANIFEST = "manifest.json"
@@ -180,32 +180,7 @@ def smoke_footprint(
     return SmokeFootprint(unique, memory, disk)
 
 
-def check_room(
-    footprint: SmokeFootprint, *, memory_available: int | None, disk_free: int | None, disk: str
-) -> None:
-    """InputError, before anything is written, when the scenario cannot fit: more unique
-    chunks than a smoke needs, more memory than the host has available, more than ``disk``
-    has free. An unknown availability (None) is not checked."""
-    fix = "give fewer --sessions or --chunks, or a smaller --chunk-tokens"
-    if footprint.unique_chunks > MAX_SMOKE_CHUNKS:
-        raise InputError(
-            f"--sessions x --chunks makes {footprint.unique_chunks:,} unique chunks: a smoke"
-            f" test takes at most {MAX_SMOKE_CHUNKS:,}",
-            f"{fix}; kvtool engine replay sizes tiers at scale",
-        )
-    if memory_available is not None and footprint.memory_bytes > memory_available:
-        raise InputError(
-            f"this smoke needs about {format_bytes_binary(footprint.memory_bytes)} of host"
-            f" memory (T1 and T2 hold {footprint.unique_chunks:,} unique chunks); only"
-            f" {format_bytes_binary(memory_available)} is available",
-            fix,
-        )
-    if disk_free is not None and footprint.disk_bytes > disk_free:
-        raise InputError(
-            f"this smoke may write about {format_bytes_binary(footprint.disk_bytes)} to"
-            f" {disk}; only {format_bytes_binary(disk_free)} is free there",
-            f"{fix}, or point --t3-dir at a larger folder",
-        )
+T3_ROOM = "T3 takes the smoke's writes"  # the step a T3 that cannot is reported as
 
 
 class Step(NamedTuple):
@@ -593,7 +568,12 @@ def run_smoke(
         s.step("idle demotion to T3", s.demote_to_t3)
         s.step("idle demotion to T4", s.demote_to_t4)
         s.step("node loss, recovery from T3", s.node_loss)
-        write_manifest(t3_root, s.manifest())
+        try:
+            write_manifest(t3_root, s.manifest())
+        except InputError as exc:  # T3 went away or read-only under the run: its finding
+            s.steps.append(Step("manifest for a second node", "FAIL",
+                                f"T3 took no manifest: {exc.message}", 0, 0.0, {}))  # fmt: skip
+            second_node = None  # it would find none
         if phase == "all":
             if second_node is not None:
                 progress("second node reads T3")
@@ -635,6 +615,8 @@ class SmokeOutcome(NamedTuple):
     phase: str
     kept: bool
     cleanup_failures: tuple[str, ...] = ()  # what could not be removed (S3 down), and why
+    swept: tuple[Path, ...] = ()  # what SIGKILLed smokes of this host had left, removed now
+    swept_bytes: int = 0
 
 
 SecondNode = Callable[[Path, str], Step]  # (the T3 base folder, the smoke folder's name)
@@ -649,12 +631,15 @@ def smoke_command(
     second_node: SecondNode | None = None,
     progress: Callable[[str], None] = lambda _: None,
     no_gpu: str | None = None,
+    t3_fault: str | None = None,
 ) -> SmokeOutcome:
     """``kvtool engine smoke``: the folder's whole life (made, used, removed unless kept or
     written for a second node), the mediums, and the phase. ``options`` may be None only for
     ``--phase read``, which takes the shape from the manifest. InputError for targets that
     cannot work (a phase without a shared folder, a read without a manifest). ``no_gpu`` says
-    why torch has no CUDA device, for T1's description."""
+    why torch has no CUDA device, for T1's description. A T3 that cannot take the smoke
+    (``t3_fault``: too little free; or read-only, full or not this user's when its folder is
+    made) is the report's one FAIL step, ``T3_ROOM``: the tier's finding, exit 1."""
     import tempfile
 
     phase = targets.phase
@@ -679,6 +664,9 @@ def smoke_command(
             raise InputError(
                 f"no smoke manifest in {shared}", "run --phase write with the same --t3-dir first"
             )
+    if t3_fault is not None:
+        where = targets.t3_dir or Path(tempfile.gettempdir())
+        return SmokeOutcome(_t3_failed(t3_fault), where, phase, kept=False)
     removing = phase != "write" and not targets.keep
     # the clean-ups run however this ends (errors, SIGINT, SIGTERM, SIGHUP), last first:
     # the mediums closed, the T4 folder or prefix, the smoke folder, the temporary folder
@@ -690,14 +678,22 @@ def smoke_command(
         else:  # --keep: the temporary folder stays, and the report names it
             base = Path(tempfile.mkdtemp(prefix="kvtool-smoke-"))
         root = base / name
-        created = not root.exists()
-        if removing and (created or phase == "read"):  # never a folder the run did not make
-            cleanup.path(root)
-        if phase == "write" and not created:
-            remove_tree(root)  # kvtool's own folder: a fresh write, not a mix with the last
         try:
-            root.mkdir(parents=True, exist_ok=True)
+            if removing and phase == "all" and targets.t3_dir and not targets.folder_name:
+                # with an owner file: what a SIGKILLed run leaves, the next run sweeps
+                root = cleanup.folder(base, f"{SMOKE_FOLDER}-")
+                name = root.name
+            else:
+                created = not root.exists()
+                if removing and (created or phase == "read"):  # never one it did not make
+                    cleanup.path(root)
+                if phase == "write" and not created:
+                    remove_tree(root)  # kvtool's own folder: a fresh write, not a mix
+                root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
+            if exc.errno in T3_REFUSES:  # the tier's finding: exit 1, not bad usage
+                why = f"cannot write in {base}: {exc.strerror or exc}"
+                return SmokeOutcome(_t3_failed(why), base, phase, kept=False)
             raise InputError(f"cannot write {root}: {exc.strerror or exc}") from None
         threads = targets.io_threads
         if options is None:  # --phase read: the second node's T2 is never used
@@ -738,7 +734,16 @@ def smoke_command(
                 progress=progress,
             )
     kept = targets.keep or phase == "write"
-    return SmokeOutcome(report, root, phase, kept, tuple(cleanup.failures))
+    swept = (tuple(cleanup.swept), cleanup.swept_bytes)
+    return SmokeOutcome(report, root, phase, kept, tuple(cleanup.failures), *swept)
+
+
+# a T3 folder that cannot be made for these is T3's fault; another error is the path given
+T3_REFUSES = {errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EIO}
+
+
+def _t3_failed(why: str) -> SmokeReport:
+    return SmokeReport([Step(T3_ROOM, "FAIL", why, 0, 0.0, {})], {}, {}, [])
 
 
 def _close_all(mediums: dict[str, Medium]) -> None:

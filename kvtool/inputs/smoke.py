@@ -8,9 +8,10 @@ from typing import Any, NamedTuple
 
 from kvtool.engine.mediums import check_t4_url
 from kvtool.engine.smoke import (
+    MAX_SMOKE_CHUNKS,
+    SmokeFootprint,
     SmokeOptions,
     SmokeTargets,
-    check_room,
     smoke_footprint,
     smoke_options,
 )
@@ -18,18 +19,20 @@ from kvtool.errors import InputError
 from kvtool.inputs.shape import parse_chunk_tokens, resolve_shape, unused_shape_options
 from kvtool.probe.host import Host
 from kvtool.probe.parse import parse_meminfo_available_bytes
-from kvtool.units import parse_count
+from kvtool.units import format_bytes_binary, parse_count
 
 MAX_IO_THREADS = 1024
 DEFAULT_MODEL, DEFAULT_SESSIONS, DEFAULT_CHUNKS = "llama-3.1-8b", "4", "4"
 
 
 class SmokeInputs(NamedTuple):
-    """The scenario (None for ``--phase read``: the manifest has it), its targets, notes."""
+    """The scenario (None for ``--phase read``: the manifest has it), its targets, notes, and
+    why T3 cannot take the scenario's writes (None: it can, as far as its free space says)."""
 
     options: SmokeOptions | None
     targets: SmokeTargets
     notes: list[str]
+    t3_fault: str | None = None
 
 
 def parse_io_threads(text: str) -> int:
@@ -41,6 +44,40 @@ def parse_io_threads(text: str) -> int:
             f"give 1 to {MAX_IO_THREADS:,} (32 is LMCache's and kvtool's default)",
         )
     return threads
+
+
+ROOM_FIX = "give fewer --sessions or --chunks, or a smaller --chunk-tokens"
+
+
+def check_room(footprint: SmokeFootprint, *, memory_available: int | None) -> None:
+    """InputError, before anything is written, when the scenario cannot fit: more unique
+    chunks than a smoke needs, more memory than the host has available (unknown: None, not
+    checked). T3's disk is the tier's own finding (``t3_shortfall``), not bad input."""
+    if footprint.unique_chunks > MAX_SMOKE_CHUNKS:
+        raise InputError(
+            f"--sessions x --chunks makes {footprint.unique_chunks:,} unique chunks: a smoke"
+            f" test takes at most {MAX_SMOKE_CHUNKS:,}",
+            f"{ROOM_FIX}; kvtool engine replay sizes tiers at scale",
+        )
+    if memory_available is not None and footprint.memory_bytes > memory_available:
+        raise InputError(
+            f"this smoke needs about {format_bytes_binary(footprint.memory_bytes)} of host"
+            f" memory (T1 and T2 hold {footprint.unique_chunks:,} unique chunks); only"
+            f" {format_bytes_binary(memory_available)} is available",
+            ROOM_FIX,
+        )
+
+
+def t3_shortfall(footprint: SmokeFootprint, *, disk_free: int | None, disk: str) -> str | None:
+    """Why T3 (``disk``) cannot take the scenario's writes, or None: less free than it may
+    write (an unknown free space, None, is not checked)."""
+    if disk_free is None or footprint.disk_bytes <= disk_free:
+        return None
+    return (
+        f"this smoke may write about {format_bytes_binary(footprint.disk_bytes)} to {disk};"
+        f" only {format_bytes_binary(disk_free)} is free there ({ROOM_FIX}, or point --t3-dir"
+        " at a larger folder)"
+    )
 
 
 def resolve_smoke(
@@ -60,7 +97,8 @@ def resolve_smoke(
     host: Host,
 ) -> SmokeInputs:
     """The smoke's options and targets, or InputError naming the option: a bad value, or a
-    scenario bigger than the host memory available or the disk free where T3 goes."""
+    scenario bigger than the host memory available. Less disk free where T3 goes than the
+    scenario may write is T3's finding (``t3_fault``: a FAIL, exit 1), not bad input."""
     threads = parse_io_threads(io_threads)
     targets = targets._replace(io_threads=threads)
     if targets.t4_url is not None:
@@ -95,12 +133,14 @@ def resolve_smoke(
     where = str(targets.t3_dir) if targets.t3_dir is not None else tempfile.gettempdir()
     free = host.path_info("smoke_disk", where).get("free_bytes")
     check_room(
+        footprint, memory_available=parse_meminfo_available_bytes(meminfo) if meminfo else None
+    )
+    fault = t3_shortfall(
         footprint,
-        memory_available=parse_meminfo_available_bytes(meminfo) if meminfo else None,
         disk_free=free if isinstance(free, int) else None,
         disk=where if targets.t3_dir is not None else f"{where} (the temporary folder)",
     )
-    return SmokeInputs(options, targets, [])
+    return SmokeInputs(options, targets, [], fault)
 
 
 __all__ = [

@@ -110,6 +110,32 @@ def test_a_failed_step_exits_1(kvtool: Kvtool, monkeypatch: pytest.MonkeyPatch) 
     assert data["steps"][-1] == {**data["steps"][-1], "status": "FAIL", "detail": "made to fail"}
 
 
+def test_a_t3_that_cannot_take_the_smoke_exits_1_not_2(
+    kvtool: Kvtool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T3 full (statvfs reports 1 MiB free) was 'bad usage', exit 2, and no report: it is
+    the tier's finding (issue 53)."""
+    from kvtool.probe.host import LocalHost
+
+    real = LocalHost.path_info
+
+    def full(self: LocalHost, key: str, path: str) -> dict[str, object]:
+        return (
+            {**real(self, key, path), "free_bytes": 2**20}
+            if key == "smoke_disk"
+            else real(self, key, path)
+        )
+
+    monkeypatch.setattr(LocalHost, "path_info", full)
+    for json_flag in ((), ("--json",)):
+        done = kvtool("engine", "smoke", *SMALL, "--t3-dir", str(tmp_path), *json_flag)
+        assert done.exit_code == 1, done.stderr
+        assert "T3 takes the smoke's writes" in done.stdout
+        assert "only 1.00 MiB is free there" in done.stdout.replace("\n  ", " ")
+    assert json.loads(done.stdout)["steps"][0]["status"] == "FAIL"
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.fixture
 def bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     import boto3

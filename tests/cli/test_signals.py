@@ -107,6 +107,38 @@ def test_smoke_without_a_t3_dir_leaves_no_temporary_folder(env: dict[str, str], 
     check_clean(code, stderr, SIGNALS[name], tmp)
 
 
+def test_a_sigkilled_smokes_folder_is_removed_by_the_next_and_said(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """SIGKILL runs no clean-up: a killed smoke's folder on T3 (449 MB in the attack run)
+    stayed for ever, unmentioned. It has an owner file now: the next smoke of this host
+    removes it and says so, with its size (issue 53)."""
+    t3 = tmp_path / "t3"
+    t3.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kvtool", "engine", "smoke", "--t3-dir", str(t3),
+         "--chunk-tokens", "64", "--sessions", "6"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not any(t3.glob("kvtool-smoke-*/t3/chunks/*/*/*.kv")):
+        assert process.poll() is None, "the smoke ended before a chunk reached T3"
+        assert time.monotonic() < deadline, "no chunk on T3"
+        time.sleep(0.005)
+    process.kill()
+    process.wait()
+    (left,) = t3.iterdir()
+    again = subprocess.run(
+        [sys.executable, "-m", "kvtool", "engine", "smoke", "--t3-dir", str(t3),
+         "--chunk-tokens", "16", "--sessions", "3", "--chunks", "2"],
+        capture_output=True, text=True, env={**env, "COLUMNS": "500"}, timeout=120,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr
+    assert "kvtool: note: removed 1 folder(s) killed smokes of this host had left (" in again.stderr
+    assert f" MiB): {left}" in again.stderr
+    assert list(t3.iterdir()) == []
+
+
 @pytest.fixture
 def long_trace(tmp_path: Path, env: dict[str, str]) -> Path:
     """A synthetic trace long enough that a --real replay is still running when signalled."""

@@ -208,6 +208,7 @@ def test_a_sigkilled_runs_folder_is_swept_by_the_next_and_a_live_ones_is_not(
         with Scratch() as scratch:
             mine = scratch.folder(tmp_path, "kvtool-bench-")
             assert scratch.swept == [dead_folder]
+            assert scratch.swept_bytes >= 4096  # what it held, for the command to say
             assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
                 [live_folder.name, other.name, old.name, mine.name]
             )

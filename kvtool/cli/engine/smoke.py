@@ -136,6 +136,7 @@ def smoke(
             second_node=second_node_process(io_threads=threads, run=run),
             progress=line.update,
             no_gpu=no_gpu,
+            t3_fault=inputs.t3_fault,
         )
     left = list(outcome.cleanup_failures)
     if as_json:
@@ -147,6 +148,14 @@ def smoke(
         say_note(f"{note}")
     for failure in left:  # e.g. S3 went away: say what may be left, never a traceback
         say_note(f"could not remove the smoke's scratch: {failure}")
+    if outcome.swept:  # SIGKILL runs no clean-up: the next run removes it, and says so
+        from kvtool.units import format_bytes_binary
+
+        say_note(
+            f"removed {len(outcome.swept)} folder(s) killed smokes of this host had left"
+            f" ({format_bytes_binary(outcome.swept_bytes)}): "
+            + ", ".join(str(p) for p in outcome.swept[:5])
+        )
     return status.OK if outcome.report.passed and not left else status.PROBLEMS
 
 

@@ -10,6 +10,7 @@ leaves behind would show there, not in /tmp."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -659,6 +660,65 @@ def test_a_folder_that_cannot_be_made_is_an_input_error(t3_dir: Path) -> None:
     assert _tree(t3_dir) == {"afile": b"x"}
 
 
+# A T3 that cannot take the smoke is the tier's finding, a FAIL (exit 1), not bad usage
+# (exit 2), as it was (issue 53): too little free, read-only, or gone under the run.
+
+
+def test_a_t3_without_room_is_one_failed_step_and_nothing_is_made(t3_dir: Path) -> None:
+    why = "this smoke may write about 1.62 GiB; only 2.00 MiB free"
+    outcome = smoke_command(
+        SMALL, SmokeTargets(t3_dir=t3_dir), torch=None, s3_client=_no_s3, t3_fault=why
+    )
+    assert _failed(outcome) == [(smoke.T3_ROOM, why)]
+    assert not outcome.report.passed
+    assert list(t3_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.ENOSPC, errno.EACCES])
+def test_a_read_only_or_full_t3_is_a_failed_step_not_bad_usage(
+    code: int, t3_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The smoke's folder cannot be made (injected at mkdir, as a read-only mount answers)."""
+    real = Path.mkdir
+
+    def refuse(self: Path, *args: Any, **kwargs: Any) -> None:
+        if self.parent == t3_dir:
+            raise OSError(code, os.strerror(code))
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    outcome = _run(SmokeTargets(t3_dir=t3_dir))
+    ((name, detail),) = _failed(outcome)
+    assert name == smoke.T3_ROOM
+    assert detail == f"cannot write in {t3_dir}: {os.strerror(code)}"
+    assert list(t3_dir.iterdir()) == []
+
+
+def test_a_t3_gone_under_the_run_fails_its_steps_and_the_manifest_one(t3_dir: Path) -> None:
+    """T3's folder replaced by a file after the node loss: the manifest write raised an
+    InputError, exit 2 and no report; now a FAIL step, the second node not started."""
+    import shutil
+
+    def replace(step: str) -> None:
+        if step == "node loss, recovery from T3":
+            t3 = next(t3_dir.iterdir()) / "t3"
+            shutil.rmtree(t3)
+            t3.write_text("not a folder")
+
+    started: list[str] = []
+
+    def second(base: Path, name: str) -> smoke.Step:
+        started.append(name)
+        raise AssertionError("a second node without a manifest")
+
+    outcome = _run(SmokeTargets(t3_dir=t3_dir), progress=replace, second_node=second)
+    failed = dict(_failed(outcome))
+    assert failed["manifest for a second node"].startswith("T3 took no manifest: cannot write")
+    assert "second node reads T3" not in [s.name for s in outcome.report.steps]
+    assert started == []
+    assert list(t3_dir.iterdir()) == []  # removed all the same
+
+
 @pytest.mark.parametrize("shared", [True, False])
 def test_a_bad_t4_url_is_refused_and_the_folder_removed(
     shared: bool, t3_dir: Path, tmpdir_here: Path
@@ -750,8 +810,9 @@ def test_the_pool_t2_takes_in_the_scenario_is_what_the_footprint_counts(t3_dir: 
 
 
 def test_check_room_leaves_unknown_availability_unchecked() -> None:
-    from kvtool.engine.smoke import SmokeFootprint, check_room
+    from kvtool.engine.smoke import SmokeFootprint
+    from kvtool.inputs.smoke import check_room
 
-    check_room(SmokeFootprint(10, 2**60, 2**60), memory_available=None, disk_free=None, disk="x")
+    check_room(SmokeFootprint(10, 2**60, 2**60), memory_available=None)
     with pytest.raises(InputError, match="host memory"):
-        check_room(SmokeFootprint(10, 2, 1), memory_available=1, disk_free=None, disk="x")
+        check_room(SmokeFootprint(10, 2, 1), memory_available=1)

@@ -5,6 +5,7 @@ less)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +57,11 @@ def test_more_memory_than_the_host_has_is_refused_before_anything_runs() -> None
         _resolve(SmallHost(24 * GIB, 10**15), sessions="100000")
 
 
-def test_more_than_the_disk_has_free_is_refused_with_the_folder_named(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match=rf"write about 1\.6\d GiB to {tmp_path}; only 1\.00 GiB"):
-        _resolve(SmallHost(100 * GIB, GIB), SmokeTargets(t3_dir=tmp_path))
+def test_more_than_the_disk_has_free_is_t3s_finding_with_the_folder_named(tmp_path: Path) -> None:
+    """Not bad usage (exit 2, as it was): T3 cannot take the smoke, a FAIL (issue 53)."""
+    fault = _resolve(SmallHost(100 * GIB, GIB), SmokeTargets(t3_dir=tmp_path)).t3_fault
+    assert re.match(rf"this smoke may write about 1\.6\d GiB to {tmp_path}; only 1\.00 GiB", fault)
+    assert _resolve(SmallHost(100 * GIB, 100 * GIB), SmokeTargets(t3_dir=tmp_path)).t3_fault is None
 
 
 def test_a_million_chunks_is_a_load_test_not_a_smoke() -> None:
