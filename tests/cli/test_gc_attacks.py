@@ -317,6 +317,22 @@ def test_a_subfolder_moved_out_of_the_folder_mid_run_is_left_alone(tmp_path):
     assert "1 folder left the folder while gc removed in it" in " ".join(out.split())
 
 
+def test_a_chunk_moved_in_later_goes_after_one_placed_before_it_whatever_its_mtime(tmp_path):
+    """The order chunks go in counts their ctime too (docs/gc.md, 3b): a chunk moved in with a
+    10-day-old mtime a second after another was aged 5 days in place is the newer of the two,
+    and the other goes first; by mtime alone the one just moved in would go."""
+    root, elsewhere = tmp_path / "kv", tmp_path / "elsewhere"
+    (placed,) = _fill(root, 1, start=1)  # aged 5 days in place: its ctime is now
+    time.sleep(1.2)
+    (moved,) = _fill(elsewhere, 1, start=2)
+    os.utime(moved, (time.time() - 2 * OLD,) * 2)  # 10 days
+    os.rename(moved, root / moved.name)  # mv keeps the mtime; the ctime is now, after placed's
+    done = _gc(str(root), "--max-size", "16B", "--grace", "0s")
+    assert done.exit_code == 0, done.stdout + done.stderr
+    assert sorted(os.listdir(root)) == [moved.name]
+    assert not placed.exists()
+
+
 LOCKS: dict[str, Callable[[Path], None]] = {
     "fifo": lambda p: os.mkfifo(p),
     "dangling-link": lambda p: p.symlink_to(p.parent / "gone"),
