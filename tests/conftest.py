@@ -58,6 +58,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
+WIDE = 1000  # columns: the kvtool fixture's terminal, where no line of output wraps
+
+
 @dataclass(frozen=True)
 class CliResult:
     """What one kvtool invocation printed and returned."""
@@ -69,14 +72,16 @@ class CliResult:
 
 @pytest.fixture
 def kvtool() -> Callable[..., CliResult]:
-    """Run ``kvtool ARGS`` in-process with NO_COLOR and a 100-column terminal."""
+    """Run ``kvtool ARGS`` in-process with NO_COLOR and a terminal wide enough that no line
+    of output wraps (kvtool lays its output out to ``COLUMNS``): these tests hold what is
+    said; tests/cli/test_width.py holds how it fits 80 and 100 columns."""
     runner = CliRunner()
 
     def run(*args: str) -> CliResult:
         result = runner.invoke(
             app,
             list(args),
-            env={"NO_COLOR": "1", "COLUMNS": "100", "HF_HUB_OFFLINE": "1"},
+            env={"NO_COLOR": "1", "COLUMNS": str(WIDE), "HF_HUB_OFFLINE": "1"},
             catch_exceptions=False,
         )
         if "--json" in args and result.stdout.startswith("{"):

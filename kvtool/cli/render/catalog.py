@@ -71,7 +71,7 @@ def hardware_json(
 
 def print_hardware(nodes: tuple[NodeProfile, ...], storage: tuple[StorageProfile, ...]) -> None:
     """``kvtool hardware``: one row per node profile, then the storage profiles."""
-    table = Table("node", "accelerators", "HBM", "BF16 PF", "host DRAM", "EFA", "GDS", left=(0, 1))
+    table = Table("node", "chips", "HBM", "BF16 PF", "host DRAM", "EFA", "GDS", left=(0, 1))
     for n in nodes:
         table.add_row(
             n.name,

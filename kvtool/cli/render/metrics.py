@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kvtool.cli.render.text import Table, echo
+from kvtool.cli.render.text import Block, Table, echo, width
 from kvtool.units import format_bytes_decimal
 
 if TYPE_CHECKING:
@@ -166,11 +166,11 @@ def print_report(rep: Report) -> None:
             gaps = rep.gaps.get((i, j))
             if gaps:
                 echo(f"    against the plan ({rep.plan_title}):")
-                table = Table("figure", "engine", "plan", "", "why")
+                table = Table("figure", "engine", "plan", "", "why", left=(0, 3, 4))
                 for g in gaps:
                     table.add_row(g.what, g.engine, g.plan, "GAP" if g.gap else "ok", g.why)
-                for line in table.render().splitlines():
-                    echo(f"      {line}")
+                for line in table.render(width() - 6).splitlines():
+                    echo(Block(f"      {line}"))
         echo()
     for r in fleet(rep):
         echo(f"fleet: {r.engine}, {r.instances} engine(s) over the sources that answered")

@@ -3,11 +3,12 @@ charts (matplotlib when the ``plot`` extra is installed, text otherwise)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvtool.cli.render.text import Table, echo, plural, print_notes, seconds
+from kvtool.cli.render.text import Block, Table, echo, plural, print_notes, seconds, width
 from kvtool.errors import InputError
 from kvtool.units import format_bytes_binary
 
@@ -73,12 +74,12 @@ def print_replay(
     if chart and result.occupancy and any(t.capacity for t in result.tiers):
         echo()
         echo("occupancy over the trace (share of each bounded tier's capacity):")
+        cells = min(100, width() - 7)  # "  T1 |...|" within the width
         for t in result.tiers:
             if t.capacity:
-                line = "".join(
-                    _spark(used.get(t.tier, 0) / t.capacity) for _, used in result.occupancy
-                )
-                echo(f"  {t.tier} |{line[:100]}|")
+                shares = [used.get(t.tier, 0) / t.capacity for _, used in result.occupancy]
+                sparks = "".join(_spark(s) for s in _fewer(shares, cells))
+                echo(Block(f"  {t.tier} |{sparks}|"))  # laid out: its blanks are no spaces
     print_notes(notes)
 
 
@@ -101,6 +102,15 @@ def print_real(stats: dict[str, object]) -> None:
     assert isinstance(faults, list)
     for fault in faults:
         echo(f"  fault: {fault}")
+
+
+def _fewer(values: list[float], most: int) -> list[float]:
+    """``values`` in at most ``most`` buckets, each its highest: a narrow chart still shows
+    every peak."""
+    if len(values) <= most:
+        return values
+    edges = [round(i * len(values) / most) for i in range(most + 1)]
+    return [max(values[a:b]) for a, b in itertools.pairwise(edges) if b > a]
 
 
 SPARKS = " ▁▂▃▄▅▆▇█"

@@ -7,6 +7,7 @@ a fifth of kvtool's whole start-up budget, and these tables need no styling.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
@@ -16,10 +17,62 @@ from kvtool.units import plural as plural  # re-exported: renderers say counts o
 QUIET = [False]  # --quiet: the answer only (set by app.reports_errors for the command run)
 
 
+MIN_WIDTH = 40  # narrower than this, lines are laid out for 40 columns and may wrap
+
+
+def width() -> int:
+    """The columns output is laid out for: ``COLUMNS`` when set, else the terminal's, else 80
+    (a pipe or a file: what a terminal shows it in by default)."""
+    import shutil
+
+    return max(MIN_WIDTH, shutil.get_terminal_size((80, 24)).columns)
+
+
+class Block(str):
+    """Text already laid out to the width (a table): ``echo`` prints it as it is."""
+
+    __slots__ = ()
+
+
+# a line's label, under whose end its wrapped lines go: "note: ", "  fix: ", "  - ", "T3: "
+_LABEL = re.compile(
+    r"(\s*)((?:kvtool: )?(?:note|warning|evidence|measured|fix|limit): "
+    r"|[-*] |[A-Za-z0-9_.]{1,12}: )?"
+)
+
+
+def wrapped(text: str, *, hang: int | None = None, columns: int | None = None) -> list[str]:
+    """``text`` (one line) as lines of at most ``columns`` (default ``width()``), broken at
+    spaces, never inside a word (a word longer than a line stays whole); the lines after the
+    first are indented by ``hang`` or, by default, to the end of the line's label (its indent
+    and ``note: ``, ``fix: ``, ``- ``, ``T3: `` ...)."""
+    import textwrap
+
+    limit = columns or width()
+    if len(text) <= limit:
+        return [text]
+    label = _LABEL.match(text)
+    indent = hang if hang is not None else (label.end() if label else 0)
+    if indent > limit // 2:
+        indent = len(label.group(1)) + 4 if label else 4
+    lead = len(text) - len(text.lstrip(" "))
+    lines = textwrap.wrap(
+        text[lead:],
+        width=limit,
+        initial_indent=" " * lead,
+        subsequent_indent=" " * indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+        drop_whitespace=True,
+    )
+    return lines or [text]
+
+
 def note(text: str) -> None:
-    """``kvtool: note: ...`` on stderr (not with --quiet)."""
+    """``kvtool: note: ...`` on stderr (not with --quiet), wrapped at words to the width."""
     if not QUIET[0]:
-        sys.stderr.write(f"kvtool: note: {printable(text)}\n")
+        lines = wrapped(f"kvtool: note: {printable(text)}", hang=4)
+        sys.stderr.write("\n".join(lines) + "\n")
 
 
 _COLOURS = {"PASS": "32", "WARN": "33", "FAIL": "31;1", "SKIP": "2"}  # ANSI SGR codes
@@ -42,10 +95,19 @@ def coloured(status: str, shown: str | None = None) -> str:
     return f"\033[{code}m{text}\033[0m"
 
 
-def echo(text: str = "") -> None:
-    """One line on stdout; a name that is not UTF-8 (a file name's stray byte, which Python
-    carries as a lone surrogate) is shown with U+FFFD in its place rather than ending the run."""
-    sys.stdout.write(printable(text) + "\n")
+def echo(text: str = "", *, hang: int | None = None) -> None:
+    """A line on stdout, wrapped at words to the width (``wrapped``; a ``Block`` as it is); a
+    name that is not UTF-8 (a file name's stray byte, which Python carries as a lone
+    surrogate) is shown with U+FFFD in its place rather than ending the run."""
+    shown = printable(text)
+    if isinstance(text, Block) or len(shown) <= MIN_WIDTH:
+        sys.stdout.write(shown + "\n")
+        return
+    columns = width()
+    lines = [
+        part for line in shown.split("\n") for part in wrapped(line, hang=hang, columns=columns)
+    ]
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def printable(text: str) -> str:
@@ -106,7 +168,12 @@ def seconds(value: float) -> str:
 
 
 class Table:
-    """A plain fixed-width text table; columns in ``left`` are left-aligned, others right."""
+    """A plain fixed-width text table; columns in ``left`` are left-aligned, others right.
+
+    It fits the width (``width()``): when its rows are wider, the columns with room to give
+    fold their cells onto more lines, at spaces (a number stays with its unit: ``19.4 TB
+    (17.6 TiB)`` folds only before its parenthesis); when even that is too wide, the columns
+    are split into tables that each repeat the first column."""
 
     def __init__(self, *columns: str, left: tuple[int, ...] = (0,)) -> None:
         self.columns = columns
@@ -117,22 +184,97 @@ class Table:
         """Append one row; it must have one cell per column."""
         self.rows.append(cells)
 
-    def render(self) -> str:
-        """The header, a rule and the rows, two spaces between columns."""
-        widths = [
+    def render(self, columns: int | None = None) -> Block:
+        """The header, a rule and the rows, two spaces between columns, within ``columns``
+        (default ``width()``)."""
+        limit = columns or width()
+        natural = [
             max(len(cell) for cell in column)
             for column in zip(self.columns, *self.rows, strict=True)
         ]
+        least = [
+            max(max(len(u) for u in _units(cell)) for cell in column)
+            for column in zip(self.columns, *self.rows, strict=True)
+        ]
+        if sum(least) + 2 * (len(least) - 1) > limit and len(self.columns) > 2:
+            return self._split(least, limit)
+        widths = list(natural)
+        while sum(widths) + 2 * (len(widths) - 1) > limit:
+            room = [w - m for w, m in zip(widths, least, strict=True)]
+            # the widest column with room gives a column; the first (the row's name) last
+            widest = max(range(len(widths)), key=lambda i: (room[i] > 0, i > 0, widths[i]))
+            if room[widest] <= 0:
+                break
+            widths[widest] -= 1
+        rule = "  ".join("-" * w for w in widths)
+        lines = [*self._lines(self.columns, widths), rule]
+        for row in self.rows:
+            lines += self._lines(row, widths)
+        return Block("\n".join(lines))
 
-        def line(cells: tuple[str, ...]) -> str:
+    def _lines(self, cells: tuple[str, ...], widths: list[int]) -> list[str]:
+        """One row as the lines its folded cells take."""
+        folded = [_fold(cell, w) for cell, w in zip(cells, widths, strict=True)]
+        height = max(len(parts) for parts in folded)
+        out = []
+        for n in range(height):
             parts = [
-                cell.ljust(width) if index in self.left else cell.rjust(width)
-                for index, (cell, width) in enumerate(zip(cells, widths, strict=True))
-            ]
-            return "  ".join(parts).rstrip()
+                (f[n] if n < len(f) else "").ljust(w) if i in self.left
+                else (f[n] if n < len(f) else "").rjust(w)
+                for i, (f, w) in enumerate(zip(folded, widths, strict=True))
+            ]  # fmt: skip
+            out.append("  ".join(parts).rstrip())
+        return out
 
-        rule = "  ".join("-" * width for width in widths)
-        return "\n".join([line(self.columns), rule, *(line(row) for row in self.rows)])
+    def _split(self, least: list[int], limit: int) -> Block:
+        """The table as several, each the first column and as many others as fit."""
+        groups: list[list[int]] = []
+        for index in range(1, len(self.columns)):
+            used = least[0] + sum(least[i] + 2 for i in groups[-1]) if groups else limit + 1
+            if used + 2 + least[index] > limit:
+                groups.append([index])
+            else:
+                groups[-1].append(index)
+        parts = []
+        for group in groups:
+            chosen = (0, *group)
+            part = Table(*(self.columns[i] for i in chosen),
+                         left=tuple(n for n, i in enumerate(chosen) if i in self.left))  # fmt: skip
+            for row in self.rows:
+                part.add_row(*(row[i] for i in chosen))
+            parts.append(part.render(limit))
+        return Block("\n\n".join(parts))
+
+
+_NUMBER = re.compile(r"\(?[-+~]?[\d,.]+[%x]?")
+
+
+def _units(cell: str) -> list[str]:
+    """The pieces a cell may fold between: its words, a number kept with the unit after it
+    (``19.4 TB`` and ``(17.6 TiB)``, ``452,037 tokens``), and the parts of a ``+`` list
+    (``full+`` and ``gated_deltanet``)."""
+    units: list[str] = []
+    for word in cell.split(" "):
+        if units and _NUMBER.fullmatch(units[-1]):
+            units[-1] += " " + word
+        else:
+            units += re.findall(r"[^+]*\+|[^+]+", word) or [word]
+    return units
+
+
+def _fold(cell: str, columns: int) -> list[str]:
+    """``cell`` as lines of at most ``columns`` (a piece longer than that stays whole)."""
+    if len(cell) <= columns:
+        return [cell]
+    lines: list[str] = []
+    pieces = _units(cell)
+    for index, unit in enumerate(pieces):
+        joint = "" if index and pieces[index - 1].endswith("+") else " "  # "full+" "mamba2"
+        if lines and len(lines[-1]) + len(joint) + len(unit) <= columns:
+            lines[-1] += joint + unit
+        else:
+            lines.append(unit)
+    return lines
 
 
 class Progress:
