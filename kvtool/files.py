@@ -333,7 +333,47 @@ def output_file(path: Path, *, option: str, suffixes: tuple[str, ...] = ()) -> P
             f"{option} {path}: {shown} is not a format kvtool writes",
             "name a " + ", ".join(suffixes[:-1]) + f" or {suffixes[-1]} file",
         )
+    sweep_temporaries(path)  # what a SIGKILLed write of it left (before a free-space check)
     return named
+
+
+def _temporary_prefix(path: Path, pid: int | None = None) -> str:
+    """``.<name>.<host>-<pid>-<start>.``: a temporary names its target and its writer (this
+    host's hash, the pid and the process's start time), so a later run can tell one a killed
+    writer left from one a live writer (here or on another node) is still writing."""
+    import hashlib
+    import os
+    import socket
+
+    from kvtool.scratch import process_start
+
+    pid = os.getpid() if pid is None else pid
+    host = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+    return f".{path.name}.{host}-{pid}-{process_start(pid) or 0}."
+
+
+def sweep_temporaries(path: Path) -> int:
+    """Remove the temporaries beside ``path`` that writes of it by processes of this host that
+    no longer run left (SIGKILL runs no clean-up: ``engine gen -o`` left its whole trace so far
+    for ever); returns the bytes freed. Another host's, and a live writer's, stay."""
+    import contextlib
+    import os
+    import re
+
+    mine = _temporary_prefix(path).rsplit("-", 2)[0]  # ``.<name>.<host>``
+    pattern = re.compile(re.escape(mine) + r"-(\d+)-(\d+)\.[^/]*\.tmp")
+    freed = 0
+    with contextlib.suppress(OSError), os.scandir(path.parent) as entries:
+        for entry in entries:
+            found = pattern.fullmatch(entry.name)
+            if found is None or not entry.is_file(follow_symlinks=False):
+                continue
+            if _temporary_prefix(path, int(found[1])) == f"{mine}-{found[1]}-{found[2]}.":
+                continue  # that writer still runs
+            with contextlib.suppress(OSError):
+                freed += entry.stat(follow_symlinks=False).st_size
+                os.unlink(entry.path)
+    return freed
 
 
 def _final(path: Path) -> Path:
@@ -436,7 +476,7 @@ def _write_atomic(path: Path, put: Any, *, binary: bool) -> None:
     path = _final(path)  # through a link to its file; never over a device, FIFO or folder
     tmp = None
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, name = tempfile.mkstemp(prefix=_temporary_prefix(path), suffix=".tmp", dir=path.parent)
         tmp = Path(name)
         os.chmod(tmp, _mode_for(path))  # mkstemp makes 0600: keep what a plain open would give
         with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as f:
