@@ -135,6 +135,16 @@ def test_headers_that_drip_are_cut_off_at_the_deadline(raw) -> None:  # type: ig
         assert time.monotonic() - start < 1.5, head
 
 
+def test_a_tls_handshake_that_drips_is_cut_off_at_the_deadline(raw) -> None:  # type: ignore[no-untyped-def]
+    """A server that answers the ClientHello with a record header and then a byte at a time:
+    each read is quick, the handshake never ends; one deadline covers it too."""
+    url = raw(_drip(b"\x16\x03\x03\x40\x00", 0.3)).replace("http://", "https://")
+    start = time.monotonic()
+    with pytest.raises(FetchError, match=r"no whole answer within 1 s"):
+        get_text(url, deadline_s=1)
+    assert time.monotonic() - start < 1.5
+
+
 # http.client's own limits (its _MAXLINE, _MAXHEADERS), each one line
 LONG_HEADER = (b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n",
                "a header line of the answer is over 64 KiB: not read")  # fmt: skip
