@@ -139,36 +139,3 @@ def scrape_all(
         except ValueError as exc:
             out.append(Scraped(after.source, [], str(exc)))
     return out
-
-
-class Calibration(NamedTuple):
-    """What ``kvtool plan --calibrate`` takes from one engine's metrics."""
-
-    source: str
-    engine: str
-    pool_tokens_per_instance: int
-    gpu_memory_utilization: float | None
-    block_size: int | None
-    hit_ratio: float | None
-
-
-def calibration(source: str, *, timeout: float = 5.0) -> Calibration:
-    """The KV pool (tokens per engine instance) and hit ratio of the one engine ``source``
-    (a saved scrape or a URL) reports; InputError when it reports none or several."""
-    (normal,) = source_list([source], None)
-    scraped = _scrape(normal, timeout)
-    if scraped.error is not None:
-        raise InputError(f"--calibrate {source}: {scraped.error}",
-                         "give a saved scrape or a /metrics URL that answers")  # fmt: skip
-    pools = [r for r in scraped.readings if r.capacity_tokens is not None]
-    if len(pools) != 1:
-        found = ", ".join(r.engine for r in scraped.readings) or "no engine"
-        raise InputError(f"--calibrate {source}: no single engine reports its KV pool ({found})",
-                         "give one vLLM or SGLang engine's /metrics")  # fmt: skip
-    r = pools[0]
-    assert r.capacity_tokens is not None
-    ratio = r.hit_ratio
-    if ratio is None:  # the tiers in front may be another engine's (LMCache inside vLLM)
-        ratio = next((o.hit_ratio for o in scraped.readings if o.hit_ratio is not None), None)
-    return Calibration(normal, r.engine, r.capacity_tokens // r.instances,
-                       r.gpu_memory_utilization, r.block_size, ratio)  # fmt: skip

@@ -12,7 +12,6 @@ from kvtool.profiles.resolve import resolve_model
 from kvtool.units import parse_count, parse_count_list
 
 if TYPE_CHECKING:
-    from kvtool.inputs.metrics import Calibration
     from kvtool.model.kv import SizeResult
     from kvtool.model.params import Weights
     from kvtool.model.shape import KvShape
@@ -135,16 +134,22 @@ def size_models(request: SizeRequest, notes: list[str]) -> SizeAnswer:
         priced = resolve_prices(r.prices, region=r.region, hardware=plan_hardware)
     calibrated = None
     if r.calibrate is not None and plan_hardware is not None:
-        from kvtool.inputs.metrics import calibration
+        from kvtool.inputs.calibrate import calibrated_shape, calibration
 
         calibrated = calibration(r.calibrate)
     sized = []
     for name in names:  # each resolved before anything is printed: one bad name, exit 2
         resolved = resolve_model(name)
-        shape = resolve_shape(
-            resolved, engine=r.engine, kv_dtype=r.kv_dtype, tp=r.tp, block_size=r.block_size,
-            state_dtype=r.state_dtype,
-        )  # fmt: skip
+        if calibrated is not None:  # the engine's block and KV dtype (issue 55)
+            shape = calibrated_shape(
+                resolved, calibrated, engine=r.engine, kv_dtype=r.kv_dtype, tp=r.tp,
+                block_size=r.block_size, state_dtype=r.state_dtype,
+            )  # fmt: skip
+        else:
+            shape = resolve_shape(
+                resolved, engine=r.engine, kv_dtype=r.kv_dtype, tp=r.tp,
+                block_size=r.block_size, state_dtype=r.state_dtype,
+            )  # fmt: skip
         if plan_hardware is None:
             chosen = batched_tokens(shape.rules, batched)
             results = [
@@ -155,8 +160,12 @@ def size_models(request: SizeRequest, notes: list[str]) -> SizeAnswer:
                                unique=_unique(shape, results) if several else ()))  # fmt: skip
             continue
         if calibrated is not None:
-            plan_hardware = _calibrated(plan_hardware, calibrated, shape, contexts[0], count,
-                                        notes)  # fmt: skip
+            from kvtool.inputs.calibrate import calibrated_hardware
+
+            plan_hardware = calibrated_hardware(
+                plan_hardware, calibrated, shape, ctx=contexts[0], sessions=count,
+                utilization_given=r.gpu_memory_utilization is not None, notes=notes,
+            )  # fmt: skip
         planned = _plan(r, shape, contexts, count, plan_hardware, batched)
         if r.emit is not None:
             if planned.batched.ignored:
@@ -284,41 +293,6 @@ def _plan(
         rescue_from=node_profiles() if r.emit is None else None,
         verdicts=r.emit is None,  # (an emitted configuration carries no verdict)
     )
-
-
-def _calibrated(
-    hardware: "Hardware",
-    cal: "Calibration",
-    shape: "KvShape",
-    ctx: int,
-    sessions: int,
-    notes: list[str],
-) -> "Hardware":
-    """``hardware`` with the engine's measured KV pool in place of kvtool's estimate, and a
-    note of what was replaced and what was read but not used."""
-    from dataclasses import replace
-
-    probe = shape.size(ctx, sessions)
-    if probe.fixed_bytes_per_session or any(g.window is not None for g in probe.groups):
-        raise InputError(
-            f"--calibrate reads a pool in tokens, and {shape.spec.name} has windowed or state"
-            " layers whose bytes are not a count of tokens",
-            "plan it without --calibrate",
-        )
-    notes.append(
-        f"--calibrate {cal.source}: T1 is {cal.engine}'s own KV pool,"
-        f" {cal.pool_tokens_per_instance:,} tokens an engine instance, in place of kvtool's"
-        " estimate from HBM, weights and reserves; it assumes the engine runs the layout planned"
-    )
-    if cal.gpu_memory_utilization is not None:
-        notes.append(f"--calibrate: the engine runs gpu_memory_utilization"
-                     f" {cal.gpu_memory_utilization:.2f}, already in its pool")  # fmt: skip
-    if cal.hit_ratio is not None:
-        notes.append(
-            f"--calibrate: the engine's prefix-cache hit ratio, {cal.hit_ratio:.1%}, is not used"
-            " by size (it plans every session's KV); kvtool advise --shared-prefix takes one"
-        )
-    return replace(hardware, kv_pool_tokens_per_instance=cal.pool_tokens_per_instance)
 
 
 def _unique(shape: "KvShape", results: "Sequence[SizeResult]") -> tuple[int, ...]:

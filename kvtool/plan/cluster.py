@@ -36,6 +36,9 @@ class Hardware:
     # one engine instance's KV pool in tokens as the engine's metrics report it (kvtool plan
     # --calibrate): the plan's T1 space, in place of kvtool's estimate; None: the estimate
     kv_pool_tokens_per_instance: int | None = None
+    # one engine instance's host tier in bytes as its metrics report it (vLLM's
+    # kv_offloading_size, --calibrate): the plan's T2, in place of host memory x 80%
+    host_pool_bytes_per_instance: int | None = None
     # nodes one engine spans (pipeline stages across nodes, ``over_nodes``): ``node`` is then
     # that many nodes as one, and ``nodes`` counts such groups
     engine_nodes: int = 1

@@ -117,6 +117,9 @@ def place_sessions(
             measured_kv_space_bytes_per_node=None
             if kv_pool_bytes_per_instance is None
             else kv_pool_bytes_per_instance * serving.instances,
+            measured_t2_bytes_per_node=None
+            if hardware.host_pool_bytes_per_instance is None
+            else hardware.host_pool_bytes_per_instance * serving.instances,
             t2_bytes_per_session=session_bytes // divisors["T2"],
             t3_bytes_per_session=session_bytes // divisors["T3"],
             t3_medium="FSx for Lustre (shared)"
@@ -394,10 +397,15 @@ def serve_chosen(
     )  # fmt: skip
     if chosen is not None:
         layout = f"tp {chosen.tp}" + (f" x pp {chosen.pp}" if chosen.pp > 1 else "")
+        held = (  # a measured pool holds what the plan says, not kvtool's estimate (issue 55)
+            f" ({chosen.sessions_in_t1_per_node:,} a node)"
+            if hardware.kv_pool_tokens_per_instance is None
+            else " by kvtool's estimate of HBM (the engine's pool, --calibrate, is one layout's)"
+        )
         serving = replace(serving, notes=(
             f"--tp/--pp not given: {layout}, {chosen.instances} engine instance(s) per node,"
-            f" the layout that holds the most sessions of {ctx_tokens:,} tokens in T1"
-            f" ({chosen.sessions_in_t1_per_node:,} a node); --tp and --pp choose another",
+            f" the layout that holds the most sessions of {ctx_tokens:,} tokens in T1{held};"
+            " --tp and --pp choose another",
             *serving.notes,
         ))  # fmt: skip
     return serving, priced

@@ -70,6 +70,9 @@ class PlanInputs:
     # the engine's own KV pool on one node, measured (kvtool plan --calibrate): it replaces
     # HBM x utilization less weights and reserves; None: that estimate
     measured_kv_space_bytes_per_node: int | None = None
+    # the engine's own host tier on one node, as its metrics report it (--calibrate): T2's
+    # capacity in place of host memory x host_memory_fraction; None: that estimate
+    measured_t2_bytes_per_node: int | None = None
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,12 @@ def plan_tiers(inputs: PlanInputs) -> TierPlan:
     )
 
     t2_capacity = int(node.host_memory_bytes * inputs.host_memory_fraction) * inputs.nodes
+    if inputs.measured_t2_bytes_per_node is not None:
+        t2_capacity = inputs.measured_t2_bytes_per_node * inputs.nodes
+        notes.append(
+            f"host memory for KV: {format_bytes(inputs.measured_t2_bytes_per_node)} a node, the"
+            " engine's own offload tier as its metrics report it (--calibrate)"
+        )
     t2_per_session = inputs.t2_bytes_per_session or per_session
     t2_sessions = min(remaining, t2_capacity // t2_per_session)
     remaining -= t2_sessions

@@ -500,7 +500,7 @@ def test_calibrate_plans_t1_with_the_engines_own_pool(kvtool: Run) -> None:
     assert any("the engine's own pool" in note for note in plan["notes"])
     assert plan["best_layout"] is None  # a measured pool is one layout's: no others are priced
     assert "T1 is vllm's own KV pool, 454,896 tokens an engine instance" in result.stderr
-    assert "hit ratio, 75.2%, is not used by size" in result.stderr
+    assert "hit ratio, 75.2%, is not used by the plan" in result.stderr
 
 
 def test_calibrate_without_a_plan_says_it_has_no_effect(kvtool: Run) -> None:
