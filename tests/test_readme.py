@@ -116,3 +116,16 @@ def test_the_install_time_the_readme_states_is_measured() -> None:
     script = ROOT / "benchmarks" / "install"
     assert script.stat().st_mode & 0o111
     assert '"--no-cache-dir", str(clone)' in script.read_text()  # a fresh clone, no cache
+
+
+def test_the_tiering_demos_show_tiering() -> None:
+    """The README's replay (``--t1 3M --t2 10M``) left T2 and T3 at 0.0% on its trace, and
+    the sweep example's T2 sizes changed nothing (issue 54): the demo's every tier hits."""
+    blocks = dict(BLOCK.findall(README.read_text()))
+    (replay,) = [
+        out for command, out in blocks.items() if command.startswith("kvtool engine replay")
+    ]
+    hits = {line.split()[0]: line.split()[3] for line in replay.splitlines()
+            if line[:2] in ("T1", "T2", "T3")}  # fmt: skip
+    assert set(hits) == {"T1", "T2", "T3"}
+    assert all(float(share.rstrip("%")) > 1 for share in hits.values()), hits

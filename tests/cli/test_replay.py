@@ -358,7 +358,7 @@ def test_charts_name_the_trace_and_model_and_read_in_human_units(
     assert done.exit_code == 0, done.stderr
     text = sweep.read_text()
     assert "conversation_trace_head.jsonl: hit ratio by T2 size" in text  # T2 is the swept one
-    assert "T2 capacity (tokens, log scale; inf drawn at the right)" in text
+    assert "T2 capacity (tokens, log scale; off drawn at the left; inf drawn at the right)" in text
 
 
 def test_a_t1_sweep_prints_the_whole_curve_exact_at_its_points(kvtool: Kvtool) -> None:
@@ -462,6 +462,22 @@ def test_the_sweep_chart_says_its_unit_labels_its_points_and_shows_every_line(
     assert "inf" not in finite["xlabel"]  # no inf swept: none said
     assert finite["curve"]  # the stack-distance curve the text prints is drawn too
     assert all(0 <= y <= 1 for _, y in finite["curve"])
+
+
+def test_the_sweep_chart_draws_a_tier_turned_off(
+    kvtool: Kvtool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--t2 0,10M,30M`` drew two points: the T2=0 one had no place on a log axis (issue
+    54). It is drawn at the left, as ``inf`` is at the right, and said in the axis label."""
+    data = _charted(kvtool, tmp_path, monkeypatch, "--t1", "64K", "--t2", "0,128K,512K")
+    assert data["x_tier"] == "T2"
+    assert [label for _, label in data["ticks"]] == ["off", "128K", "512K"]
+    ((_, points, _, _),) = data["series"]
+    assert len(points) == 3
+    off = points[0]
+    assert off[0] == data["ticks"][0][0] < 128 * 1024
+    assert off[1] <= points[1][1]  # T2 off hits no more than T2 on
+    assert data["xlabel"] == "T2 capacity (tokens, log scale; off drawn at the left)"
 
 
 def test_the_occupancy_chart_draws_capacities_and_names_empty_tiers() -> None:

@@ -66,7 +66,7 @@ def replay(
 
     Examples:
 
-      kvtool engine replay examples/traces/small.jsonl --t1 3M --t2 10M --t3 inf
+      kvtool engine replay examples/traces/small.jsonl --t1 64K --t2 128K --t3 inf
 
       kvtool engine replay examples/traces/small.jsonl --model llama-3.1-70b --hardware p5en
 

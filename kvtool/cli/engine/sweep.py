@@ -52,9 +52,9 @@ def sweep(
 
     Examples:
 
-      kvtool engine sweep examples/traces/small.jsonl --t1 1M,3M,10M,30M,inf
+      kvtool engine sweep examples/traces/small.jsonl --t1 16K,64K,256K,1M,inf
 
-      kvtool engine sweep examples/traces/small.jsonl --t1 3M --t2 0,10M,30M --plot sweep.png
+      kvtool engine sweep examples/traces/small.jsonl --t1 64K --t2 0,128K,512K --plot sweep.png
     """
     from kvtool.cli.render import replay as render
     from kvtool.files import PLOT_SUFFIXES, output_file

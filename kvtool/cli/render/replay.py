@@ -218,30 +218,35 @@ def sweep_chart(
     curve: list[dict[str, float]] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """What the sweep chart draws, as data (tested without matplotlib): the x tier, its ticks
-    (each swept size, labelled as typed; an unbounded point drawn at twice the largest, as
-    ``inf``), the x label with its unit, one series per setting of the other tiers (each its
-    own line style, so a line drawn over another still shows), and the stack-distance curve."""
+    (each swept size, labelled as typed; an unbounded point drawn at four times the largest,
+    as ``inf``, and a tier turned off at a quarter of the smallest, as ``off``: a log axis has
+    no 0), the x label with its unit, one series per setting of the other tiers (each its own
+    line style, so a line drawn over another still shows), and the stack-distance curve."""
     x_tier = swept_tier(points, varied)
     others = [t for t in varied if t != x_tier]
     finite = sorted({c for p in points if (c := p.capacity[x_tier])})
     has_inf = any(p.capacity[x_tier] is None for p in points)
+    has_off = any(p.capacity[x_tier] == 0 for p in points)
     whole = [(float(q[x_tier]), q["token_hit_ratio"]) for q in curve or () if q.get(x_tier)]
     if x_tier != "T1":
         whole = []  # the one-pass curve is T1's alone
     top = max([*finite, *(x for x, _ in whole), 1]) * 4  # inf: clear of every point and label
-    ticks = [(c, tick_label(c, unit)) for c in finite] + ([(top, "inf")] if has_inf else [])
+    low = min([*finite, *(x for x, _ in whole)] or [4]) / 4  # off: left of every point
+    ticks = ([(low, "off")] if has_off else []) + [(c, tick_label(c, unit)) for c in finite]
+    ticks += [(top, "inf")] if has_inf else []
     series: dict[str, list[tuple[float, float]]] = {}
     for p in points:
         key = ", ".join(f"{t} {_capacity(p.capacity[t], unit)}" for t in others) or "hit ratio"
-        x = top if (c := p.capacity[x_tier]) is None else c
-        if x:  # an "off" point has no place on a log axis: the table shows it
-            series.setdefault(key, []).append((x, p.result.token_hit_ratio))
+        c = p.capacity[x_tier]
+        x = top if c is None else low if c == 0 else c
+        series.setdefault(key, []).append((x, p.result.token_hit_ratio))
     what = "bytes" if unit == "bytes" else "tokens"
+    drawn = [f"; {name} drawn at the {side}" for name, side, shown in
+             (("off", "left", has_off), ("inf", "right", has_inf)) if shown]  # fmt: skip
     return {
         "x_tier": x_tier,
         "ticks": ticks,
-        "xlabel": f"{x_tier} capacity ({what}, log scale" + (
-            "; inf drawn at the right)" if has_inf else ")"),
+        "xlabel": f"{x_tier} capacity ({what}, log scale{''.join(drawn)})",
         "series": [(label, pts, *LINE_STYLES[i % len(LINE_STYLES)])
                    for i, (label, pts) in enumerate(series.items())],
         "curve": whole,
