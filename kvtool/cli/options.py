@@ -259,8 +259,8 @@ PLAN_OPTIONS: dict[str, tuple[str, str]] = {
     "--prices": ("FILE|aws", "Prices for --cost: a TOML file, or aws (the Price List API, with"
                  " credentials); default the bundled example, labelled as one."),
     "--region": ("REGION", "Whose prices --prices aws asks for (default us-east-1)."),
-    "--calibrate": ("SCRAPE", "Plan T1 with the KV pool a running engine reports: a saved"
-                    " /metrics scrape or its URL (vLLM, SGLang)."),
+    "--calibrate": ("SCRAPE", "Plan with a running engine's own KV pool, block, KV dtype"
+                    " and host tier: a saved /metrics scrape or its URL (vLLM, SGLang)."),
     "--posture": ("eager|lazy", "When KV is written to the shared tier (--emit): eager, when"
                   " prefill ends; lazy (the default), under pressure or when idle."),
 }  # fmt: skip
