@@ -128,6 +128,40 @@ def test_statuses_are_coloured_on_a_terminal_only(tmp_path: Path) -> None:
     assert "\x1b[" not in piped.stdout
 
 
+def test_every_status_is_coloured_on_a_terminal_and_laid_out_as_if_plain(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """PASS/WARN/FAIL/SKIP were coloured in doctor and check only: engine smoke's table and
+    lines and bench's SKIP/FAIL lines were plain on a terminal (issue 54). The colour comes
+    after the layout, so a coloured line takes the columns a plain one does."""
+    import re
+    import sys
+
+    from kvtool.cli.render import text
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setenv("COLUMNS", "60")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    table = text.Table("step", "status", "detail", left=(0, 1, 2), statuses=(1,))
+    table.add_row("prefill", "PASS", "13 chunks " * 8)
+    table.add_row("corrupt chunk", "FAIL", "read back wrong")
+    rendered = table.render()
+    assert "\x1b[32mPASS\x1b[0m" in rendered
+    assert "\x1b[31;1mFAIL\x1b[0m" in rendered
+    plain = re.sub("\x1b\\[[0-9;]*m", "", rendered)
+    assert max(len(line) for line in plain.splitlines()) <= 60
+    assert "status" in plain.splitlines()[0]  # the header is not a status
+    lines = text.status_lines("WARN", "fsx.stripe " + "stripe count below the nodes " * 4)
+    assert lines[0].startswith("  \x1b[33mWARN\x1b[0m  fsx.stripe")
+    assert max(len(re.sub("\x1b\\[[0-9;]*m", "", line)) for line in lines) <= 60
+    from kvtool.bench.result import skipped
+    from kvtool.cli.render.bench import print_bench
+
+    print_bench([skipped("t1", "d2d", "no CUDA here")], notes=[], header="kvtool bench")
+    assert "T1 d2d: \x1b[2mSKIP\x1b[0m, no CUDA here" in capsys.readouterr().out
+
+
 def test_shell_completion_is_on(kvtool: Callable[..., CliResult]) -> None:
     assert "--install-completion" in kvtool("--help").stdout
 

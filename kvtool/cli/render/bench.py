@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kvtool.cli.render.text import Table, echo, print_notes, seconds
+from kvtool.cli.render.text import Block, Table, coloured, echo, print_notes, seconds, wrapped
 from kvtool.units import format_bytes_binary
 
 if TYPE_CHECKING:
@@ -79,10 +79,10 @@ def print_bench(results: Sequence[BenchResult], *, notes: Sequence[str], header:
         "ratio",
         left=(0,),
     )
-    skips = []
+    skips: list[tuple[str, str, str]] = []
     for r in results:
         if r.status != "ok":
-            skips.append(f"{_what(r)}: {'FAIL' if r.status == 'error' else 'SKIP'}, {r.reason}")
+            skips.append((_what(r), "FAIL" if r.status == "error" else "SKIP", r.reason))
             continue
         table.add_row(
             _what(r),
@@ -96,8 +96,12 @@ def print_bench(results: Sequence[BenchResult], *, notes: Sequence[str], header:
         )
     if table.rows:
         echo(table.render())
-    for line in skips:
-        echo(line)
+    for what, status, reason in skips:  # "T1 d2d: SKIP, no CUDA ...", the status coloured
+        first, *more = wrapped(f"{what}: {status}, {reason}", hang=4)
+        at = len(what) + 2
+        echo(Block(first[:at] + coloured(status, status) + first[at + len(status) :]))
+        for line in more:
+            echo(Block(line))
     gpus = _gpu_lines(results)
     if gpus:
         echo()

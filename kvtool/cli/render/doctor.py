@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvtool.cli.render.text import Block, coloured, echo, wrapped
+from kvtool.cli.render.text import echo, status_lines
 
 if TYPE_CHECKING:
     from kvtool.doctor.run import MergedReport
@@ -27,10 +27,7 @@ AREA_TITLES = {
 
 
 def _finding_lines(f: Finding, *, verbose: bool) -> list[str]:
-    head = f"  {f.status:<4}  {f.id:<22} "  # the message wraps under its first word
-    first, *more = wrapped(head + f.message, hang=len(head))  # laid out uncoloured
-    lines: list[str] = [Block("  " + coloured(f.status, f"{f.status:<4}") + first[6:])]
-    lines += [Block(line) for line in more]
+    lines = status_lines(f.status, f"{f.id:<22} {f.message}", hang=31)  # under the message
     if f.evidence and (verbose or f.status in ("FAIL", "WARN")):
         lines.append(f"        evidence: {f.evidence}")
     if f.measured and (verbose or f.status in ("FAIL", "WARN")):

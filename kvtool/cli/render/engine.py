@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvtool.cli.render.text import Table, echo, seconds
+from kvtool.cli.render.text import Table, echo, seconds, status_lines
 from kvtool.units import format_bytes_binary
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ def _io(step: Step) -> str:
 def print_smoke(report: SmokeReport, *, folder: Path, phase: str, kept: bool) -> None:
     """The steps as a table, then what each step checked, the counters and the mediums."""
     echo(f"kvtool engine smoke ({phase}) in {folder}" + (" (kept)" if kept else " (removed)"))
-    table = Table("step", "status", "moved", "time", "per tier", left=(0, 1, 4))
+    table = Table("step", "status", "moved", "time", "per tier", left=(0, 1, 4), statuses=(1,))
     for step in report.steps:
         table.add_row(
             step.name, step.status, format_bytes_binary(step.bytes), seconds(step.seconds),
@@ -33,7 +33,8 @@ def print_smoke(report: SmokeReport, *, folder: Path, phase: str, kept: bool) ->
     echo(table.render())
     echo()
     for step in report.steps:
-        echo(f"  {step.status}  {step.name}: {step.detail}")
+        for line in status_lines(step.status, f"{step.name}: {step.detail}"):
+            echo(line)
     if report.counters:
         echo()
         echo(_counters(report.counters))

@@ -95,6 +95,21 @@ def coloured(status: str, shown: str | None = None) -> str:
     return f"\033[{code}m{text}\033[0m"
 
 
+def status_lines(
+    status: str, text: str, *, indent: str = "  ", hang: int | None = None
+) -> list[str]:
+    """``  PASS  text`` laid out to the width (wrapped under ``text``'s start, or at ``hang``),
+    then the status coloured: colour codes take no column on a terminal, so they are added
+    once the line is laid out."""
+    head = f"{indent}{status:<4}  "
+    first, *more = wrapped(head + text, hang=len(head) if hang is None else hang)
+    start = len(indent)
+    return [
+        Block(first[:start] + coloured(status, first[start : start + 4]) + first[start + 4 :]),
+        *(Block(line) for line in more),
+    ]
+
+
 def echo(text: str = "", *, hang: int | None = None) -> None:
     """A line on stdout, wrapped at words to the width (``wrapped``; a ``Block`` as it is); a
     name that is not UTF-8 (a file name's stray byte, which Python carries as a lone
@@ -175,9 +190,12 @@ class Table:
     (17.6 TiB)`` folds only before its parenthesis); when even that is too wide, the columns
     are split into tables that each repeat the first column."""
 
-    def __init__(self, *columns: str, left: tuple[int, ...] = (0,)) -> None:
+    def __init__(
+        self, *columns: str, left: tuple[int, ...] = (0,), statuses: tuple[int, ...] = ()
+    ) -> None:
         self.columns = columns
         self.left = left
+        self.statuses = statuses  # columns of PASS/WARN/FAIL/SKIP: coloured on a terminal
         self.rows: list[tuple[str, ...]] = []
 
     def add_row(self, *cells: str) -> None:
@@ -207,13 +225,13 @@ class Table:
                 break
             widths[widest] -= 1
         rule = "  ".join("-" * w for w in widths)
-        lines = [*self._lines(self.columns, widths), rule]
+        lines = [*self._lines(self.columns, widths, header=True), rule]
         for row in self.rows:
             lines += self._lines(row, widths)
         return Block("\n".join(lines))
 
-    def _lines(self, cells: tuple[str, ...], widths: list[int]) -> list[str]:
-        """One row as the lines its folded cells take."""
+    def _lines(self, cells: tuple[str, ...], widths: list[int], header: bool = False) -> list[str]:
+        """One row as the lines its folded cells take (a status coloured once laid out)."""
         folded = [_fold(cell, w) for cell, w in zip(cells, widths, strict=True)]
         height = max(len(parts) for parts in folded)
         out = []
@@ -223,6 +241,10 @@ class Table:
                 else (f[n] if n < len(f) else "").rjust(w)
                 for i, (f, w) in enumerate(zip(folded, widths, strict=True))
             ]  # fmt: skip
+            if not header:  # the word coloured, its padding not
+                parts = [part.replace(word, coloured(word), 1)
+                         if i in self.statuses and (word := part.strip()) else part
+                         for i, part in enumerate(parts)]  # fmt: skip
             out.append("  ".join(parts).rstrip())
         return out
 
@@ -238,8 +260,12 @@ class Table:
         parts = []
         for group in groups:
             chosen = (0, *group)
-            part = Table(*(self.columns[i] for i in chosen),
-                         left=tuple(n for n, i in enumerate(chosen) if i in self.left))  # fmt: skip
+            kept = dict(enumerate(chosen))
+            part = Table(
+                *(self.columns[i] for i in chosen),
+                left=tuple(n for n, i in kept.items() if i in self.left),
+                statuses=tuple(n for n, i in kept.items() if i in self.statuses),
+            )
             for row in self.rows:
                 part.add_row(*(row[i] for i in chosen))
             parts.append(part.render(limit))
