@@ -35,7 +35,7 @@ class Block(str):
 
 
 # a line's label, under whose end its wrapped lines go: "note: ", "  fix: ", "  - ", "T3: "
-_LABEL = re.compile(
+_LABEL = (  # compiled on first use (re's cache): not at start-up
     r"(\s*)((?:kvtool: )?(?:note|warning|evidence|measured|fix|limit): "
     r"|[-*] |[A-Za-z0-9_.]{1,12}: )?"
 )
@@ -51,7 +51,7 @@ def wrapped(text: str, *, hang: int | None = None, columns: int | None = None) -
     limit = columns or width()
     if len(text) <= limit:
         return [text]
-    label = _LABEL.match(text)
+    label = re.match(_LABEL, text)
     indent = hang if hang is not None else (label.end() if label else 0)
     if indent > limit // 2:
         indent = len(label.group(1)) + 4 if label else 4
@@ -272,7 +272,7 @@ class Table:
         return Block("\n\n".join(parts))
 
 
-_NUMBER = re.compile(r"\(?[-+~]?[\d,.]+[%x]?")
+_NUMBER = r"\(?[-+~]?[\d,.]+[%x]?"  # compiled on first use
 
 
 def _units(cell: str) -> list[str]:
@@ -281,7 +281,7 @@ def _units(cell: str) -> list[str]:
     (``full+`` and ``gated_deltanet``)."""
     units: list[str] = []
     for word in cell.split(" "):
-        if units and _NUMBER.fullmatch(units[-1]):
+        if units and re.fullmatch(_NUMBER, units[-1]):
             units[-1] += " " + word
         else:
             units += re.findall(r"[^+]*\+|[^+]+", word) or [word]
