@@ -6,8 +6,6 @@ may carry decimals, uppercase K/M/G/T are powers of 1024 and may not), so ``200k
 tokens and ``128K`` is 131,072.
 """
 
-from __future__ import annotations
-
 import re
 from typing import NamedTuple
 
@@ -160,13 +158,14 @@ _BYTE_UNITS = {
     "tib": 1024**4,
     "pib": 1024**5,
 }
-_NUMBER_UNIT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")  # sizes, durations
+# sizes and durations: compiled on first use (re's cache), not at import (kvtool size needs none)
+_NUMBER_UNIT = r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$"
 
 
 def parse_bytes(text: str, *, what: str = "--fsx-capacity") -> int:
     """Parse a size such as ``96TiB``, ``100 TB`` or ``1200GiB`` into bytes; the unit is
     required, so ``96`` alone is refused rather than read as 96 bytes."""
-    match = _NUMBER_UNIT_RE.match(text)
+    match = re.match(_NUMBER_UNIT, text)
     unit = match.group(2).lower() if match else ""
     if match and unit in ("k", "m", "g", "t", "p"):  # 20G: bytes in which convention?
         number, letter = match.group(1), unit.upper()
@@ -194,7 +193,7 @@ def parse_transfer_size(text: str, *, what: str = "--transfer-size") -> int:
     """A transfer (block) size as fio and dd read it: ``4M`` or ``4m`` = 4 MiB, ``64k`` = 64
     KiB; ``4MiB`` as everywhere. ``4MB`` is refused: fio reads it as 4 MiB where kvtool's
     other sizes read 4,000,000 B, so it says which is meant."""
-    match = _NUMBER_UNIT_RE.match(text)
+    match = re.match(_NUMBER_UNIT, text)
     unit = match.group(2).lower() if match else ""
     if match and unit in _FIO_UNITS:
         _check_digits(match.group(1), text, what)
@@ -273,7 +272,7 @@ def parse_duration(text: str, *, what: str) -> float:
     """A duration such as ``500ms``, ``90s``, ``30m``, ``12h``, ``7d`` or ``2w`` in seconds;
     the unit is required (``7`` alone could mean days or seconds), but for a bare 0, which is
     no time in any unit."""
-    match = _NUMBER_UNIT_RE.match(text)
+    match = re.match(_NUMBER_UNIT, text)
     unit = match.group(2).lower() if match else ""
     if match and not unit and not match.group(1).strip("0."):
         return 0.0

@@ -22,7 +22,7 @@ from kvtool.errors import InputError, KvtoolError
 # command being run is imported and turned into a click command: typer builds every registered
 # command at start-up, about 1.5 ms each, which `kvtool size` should not pay for the others.
 COMMANDS: dict[str, tuple[str, str, bool]] = {
-    "size": ("size", "size", True),
+    "size": ("size_forwarded", "size", True),
     "plan": ("plan", "plan", True),
     "models": ("models", "models", False),
     "hardware": ("hardware", "hardware", False),
@@ -36,6 +36,9 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "metrics": ("metrics", "metrics", True),
     "engine": ("engine", "HELP", True),  # a group: its commands are GROUPS["engine"]
 }
+# command -> the module whose ``command_for(argv)`` names a leaner (module, function) that
+# answers that command line alike (kvtool size without its 24 hidden forwarded options)
+LEAN: dict[str, str] = {"size": "size"}
 # group -> its commands, as COMMANDS: built only when the group is run
 GROUPS: dict[str, dict[str, tuple[str, str, bool]]] = {
     "engine": {
@@ -190,14 +193,20 @@ def _root(
     """
 
 
-def build_app(names: Sequence[str] = tuple(COMMANDS)) -> typer.Typer:
-    """The ``kvtool`` app with the named commands (all by default, for help and tests)."""
+def build_app(
+    names: Sequence[str] = tuple(COMMANDS), argv: Sequence[str] | None = None
+) -> typer.Typer:
+    """The ``kvtool`` app with the named commands (all by default, for help and tests); with
+    ``argv`` (what follows the one command named), that command as ``LEAN`` says it is
+    answered."""
     from kvtool.cli.helptext import FittedCommand, FittedGroup
 
     built = _typer()
     built.callback()(_root)
     for name in names:
         module, function, bare_help = COMMANDS[name]
+        if argv is not None and name in LEAN:
+            module, function = import_module(f"kvtool.cli.{LEAN[name]}").command_for(argv)
         target = getattr(import_module(f"kvtool.cli.{module}"), function)
         if name in GROUPS:  # the group's help text; its commands are built here
             group = typer.Typer(
@@ -241,7 +250,7 @@ def main() -> None:
         if reconfigure is not None:
             reconfigure(errors="surrogateescape")
     first = sys.argv[1] if len(sys.argv) > 1 else ""
-    app = build_app([first] if first in COMMANDS else tuple(COMMANDS))
+    app = build_app([first], argv=sys.argv[2:]) if first in COMMANDS else build_app()
     try:
         code = app(prog_name="kvtool", standalone_mode=False)
     except usage_error as exc:

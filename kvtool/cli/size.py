@@ -1,6 +1,15 @@
-"""``kvtool size``: KV bytes per token, per session and in total for a model."""
+"""``kvtool size``: KV bytes per token, per session and in total for a model.
+
+One command, two signatures: ``size`` here, with the options ``kvtool size --help`` shows,
+and ``size_forwarded.size``, with those and, hidden, kvtool plan's options and old spellings
+(forwarded for one release). ``kvtool`` builds this one when every option on its command line
+is one of its own (``command_for``): typer turns each parameter into a click option at
+start-up, and the 24 hidden ones cost about a seventh of ``kvtool size``'s start-up. Help,
+tests and every other command line build the forwarding one; both answer through ``answer``.
+"""
 
 import sys
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
@@ -13,26 +22,27 @@ from kvtool.cli.options import (
     SessionsOpt,
     StateDtypeOpt,
     TpOpt,
-    merge,
-    note_renamed,
-    plan_flag,
     plan_option,
-    renamed,
 )
 from kvtool.cli.render.text import note as say_note
 from kvtool.inputs.size import SizeAnswer, SizeRequest, size_models
 
+ModelArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="MODEL",
+        help="Bundled model name or alias (see `kvtool models`), a config.json path or a"
+        " folder holding one, or a Hugging Face repo id (needs the hf extra). Several,"
+        " comma-separated, side by side.",
+    ),
+]
+WeightsDtypeOpt = Annotated[str | None, plan_option("--weights-dtype", panel=None)]
+BatchedTokensOpt = Annotated[str | None, plan_option("--max-num-batched-tokens", panel=None)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
 
 def size(
-    model: Annotated[
-        str,
-        typer.Argument(
-            metavar="MODEL",
-            help="Bundled model name or alias (see `kvtool models`), a config.json path or a"
-            " folder holding one, or a Hugging Face repo id (needs the hf extra). Several,"
-            " comma-separated, side by side.",
-        ),
-    ],
+    model: ModelArg,
     ctx: CtxOpt = "8k",
     sessions: SessionsOpt = "1",
     kv_dtype: KvDtypeOpt = "auto",
@@ -40,38 +50,9 @@ def size(
     engine: EngineOpt = "vllm",
     tp: TpOpt = None,
     block_size: BlockTokensOpt = None,
-    weights_dtype: Annotated[str | None, plan_option("--weights-dtype", panel=None)] = None,
-    max_num_batched_tokens: Annotated[
-        str | None, plan_option("--max-num-batched-tokens", panel=None)
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-    # the deployment plan's options: kvtool plan's now, forwarded for one release
-    hardware: Annotated[str | None, plan_option("--hardware", hidden=True)] = None,
-    nodes: Annotated[str | None, plan_option("--nodes", hidden=True)] = None,
-    fsx_capacity: Annotated[str | None, plan_option("--fsx-capacity", hidden=True)] = None,
-    fsx_throughput: Annotated[str | None, plan_option("--fsx-throughput", hidden=True)] = None,
-    t3: Annotated[str | None, plan_option("--t3-storage", hidden=True)] = None,
-    t4: Annotated[str | None, plan_option("--t4-storage", hidden=True)] = None,
-    t3_path: Annotated[str | None, plan_option("--t3-path", hidden=True)] = None,
-    mfu: Annotated[str | None, plan_option("--mfu", hidden=True)] = None,
-    concurrent_loads: Annotated[str | None, plan_option("--concurrent-loads", hidden=True)] = None,
-    gpu_memory_utilization: Annotated[
-        str | None, plan_option("--gpu-memory-utilization", hidden=True)
-    ] = None,
-    emit: Annotated[str | None, plan_option("--emit", hidden=True)] = None,
-    t3_dir: Annotated[str | None, plan_option("--t3-dir", hidden=True)] = None,
-    bench: Annotated[str | None, plan_option("--bench", hidden=True)] = None,
-    pp: Annotated[str | None, plan_option("--pp", hidden=True)] = None,
-    dp_attention: Annotated[bool, plan_flag("--dp-attention", hidden=True)] = False,
-    cost: Annotated[bool, plan_flag("--cost", hidden=True)] = False,
-    prices: Annotated[str | None, plan_option("--prices", hidden=True)] = None,
-    region: Annotated[str | None, plan_option("--region", hidden=True)] = None,
-    calibrate: Annotated[str | None, plan_option("--calibrate", hidden=True)] = None,
-    posture: Annotated[str | None, plan_option("--posture", hidden=True)] = None,
-    old_eager: Annotated[bool, typer.Option("--eager", hidden=True)] = False,
-    old_block_size: Annotated[str | None, renamed("--block-size", "--block-tokens")] = None,
-    old_t3: Annotated[str | None, renamed("--t3", "--t3-storage")] = None,
-    old_t4: Annotated[str | None, renamed("--t4", "--t4-storage")] = None,
+    weights_dtype: WeightsDtypeOpt = None,
+    max_num_batched_tokens: BatchedTokensOpt = None,
+    as_json: JsonOpt = False,
 ) -> int | None:
     """How much KV cache MODEL needs: per token, per session, and for all sessions.
 
@@ -87,24 +68,40 @@ def size(
 
       kvtool size llama-3.1-8b,deepseek-r1 --ctx 32k --json
     """
-    if hardware is not None:  # kvtool plan's question: answered, and said where it moved
-        note_renamed("kvtool size --hardware", "kvtool plan")
-    t3 = merge(t3, old_t3, old="--t3", new="--t3-storage")
-    t4 = merge(t4, old_t4, old="--t4", new="--t4-storage")
-    block_size = merge(block_size, old_block_size, old="--block-size", new="--block-tokens")
-    posture = merge(posture, "eager" if old_eager else None, old="--eager", new="--posture eager")
     return answer(
         SizeRequest(
             model, ctx=ctx, sessions=sessions, kv_dtype=kv_dtype, engine=engine, tp=tp,
-            block_size=block_size, hardware=hardware, nodes=nodes, fsx_capacity=fsx_capacity,
-            fsx_throughput=fsx_throughput, t3=t3, t4=t4, t3_path=t3_path,
-            weights_dtype=weights_dtype, mfu=mfu, concurrent_loads=concurrent_loads,
-            gpu_memory_utilization=gpu_memory_utilization, emit=emit, t3_dir=t3_dir,
-            bench=bench, max_num_batched_tokens=max_num_batched_tokens, pp=pp,
-            dp_attention=dp_attention, cost=cost, prices=prices, region=region,
-            calibrate=calibrate, posture=posture, as_json=as_json, state_dtype=state_dtype,
+            block_size=block_size, weights_dtype=weights_dtype,
+            max_num_batched_tokens=max_num_batched_tokens, as_json=as_json,
+            state_dtype=state_dtype,
         )
     )  # fmt: skip
+
+
+def own_options() -> frozenset[str]:
+    """Every option name of ``size`` as typed, read from its annotations (no click command
+    built), and --quiet, which every command takes; tests/cli/test_size.py holds it to the
+    command typer builds."""
+    own = {"--quiet", "-q"}
+    for hint in size.__annotations__.values():
+        for info in getattr(hint, "__metadata__", ()):
+            first = getattr(info, "default", None)  # typer.Option("--ctx"): its first name
+            names = [first] if isinstance(first, str) and first.startswith("-") else []
+            own.update([*names, *(getattr(info, "param_decls", None) or ())])
+    return frozenset(own)
+
+
+def command_for(argv: Sequence[str]) -> tuple[str, str]:
+    """The module (in ``kvtool.cli``) and function that answer ``kvtool size`` with ``argv``
+    (what follows ``size``): ``size`` here when it has options and every one is ``size``'s
+    own, else ``size_forwarded.size`` (for --help, no arguments, a forwarded or old option, a
+    mistyped one: its messages are the whole command's)."""
+    options = [t for t in argv[: list(argv).index("--") if "--" in argv else None]
+               if t.startswith("-") and t != "-"]  # fmt: skip
+    own = own_options()
+    if options and all(t.split("=", 1)[0] in own for t in options):
+        return "size", "size"
+    return "size_forwarded", "size"
 
 
 def answer(request: SizeRequest, command: str = "size") -> int | None:
@@ -116,7 +113,7 @@ def answer(request: SizeRequest, command: str = "size") -> int | None:
 
     notes: list[str] = []
     try:
-        answered = size_models(request._replace(kvtool_version=__version__), notes)
+        answered = size_models(request.replace(kvtool_version=__version__), notes)
     finally:
         for line in notes:
             say_note(line)

@@ -3,7 +3,7 @@ any mistake, before anything is printed), then each model sized, and with ``--ha
 planned, priced or emitted. The command renders the ``SizeAnswer``."""
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvtool.errors import InputError
 from kvtool.inputs.shape import MAX_CONTEXT_TOKENS, resolve_shape, split_models
@@ -21,9 +21,10 @@ if TYPE_CHECKING:
     from kvtool.profiles.resolve import ResolvedModel
 
 
-class SizeRequest(NamedTuple):
+class SizeRequest:
     """The options of ``kvtool size`` (and ``kvtool plan``, which names some of them
-    ``--set KEY=VALUE``), as typed; None: not given."""
+    ``--set KEY=VALUE``), as typed; None: not given. A plain class, its defaults class
+    attributes: a NamedTuple of 34 fields costs about a millisecond of start-up to define."""
 
     model: str
     ctx: str = "8k"
@@ -59,6 +60,18 @@ class SizeRequest(NamedTuple):
     restore_slo: str | None = None
     reload_from: str | None = None
     kvtool_version: str = ""  # written into an emitted configuration
+
+    def __init__(self, model: str, **options: Any) -> None:
+        self.model = model
+        for name, value in options.items():
+            if name == "model" or name not in SizeRequest.__annotations__:
+                raise TypeError(f"SizeRequest has no option {name!r}")
+            setattr(self, name, value)
+
+    def replace(self, **options: Any) -> "SizeRequest":
+        """A copy with ``options`` changed."""
+        given = {k: v for k, v in vars(self).items() if k != "model"}
+        return SizeRequest(self.model, **{**given, **options})
 
 
 class Sized(NamedTuple):

@@ -44,8 +44,6 @@ two state pages, plus one prefill-checkpoint page for the mixers that keep one:
   layer runs on Triton and keeps none.
 """
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 from kvtool.errors import InputError

@@ -29,8 +29,6 @@ and version):
   K (qk_nope + qk_rope) and V (v_head_dim), about 71x the latent for DeepSeek-V3.
 """
 
-from __future__ import annotations
-
 import re
 from typing import Literal, NamedTuple
 

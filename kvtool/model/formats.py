@@ -15,8 +15,6 @@ Sources (vLLM 0.33.0 wheel, ``vllm/v1/attention/backends/triton_attn.py`` and
   global scale outside the pool: 0.5625 bytes per element.
 """
 
-from __future__ import annotations
-
 from typing import Literal, NamedTuple
 
 from kvtool.errors import InputError

@@ -13,8 +13,6 @@ full by every rank) are counted as many times as they are stored. ``per_rank`` f
 one GPU's share.
 """
 
-from __future__ import annotations
-
 import math
 from typing import NamedTuple
 

@@ -16,8 +16,6 @@ Sizes, each under the shape's engine, format and tp:
   block costs the whole engine (replay).
 """
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 from kvtool.model.backends import ASSUMED_GPU, Gpu
@@ -45,11 +43,11 @@ class KvShape(NamedTuple):
     def name(self) -> str:
         return self.spec.name
 
-    def on_gpu(self, gpu: Gpu) -> KvShape:
+    def on_gpu(self, gpu: Gpu) -> "KvShape":
         """The shape on ``gpu``: vLLM's attention backend there decides the block size."""
         return self._replace(gpu=gpu)
 
-    def serving_tp(self, tp: int) -> KvShape:
+    def serving_tp(self, tp: int) -> "KvShape":
         """The shape under a serving layout of ``tp`` chips per engine: engines that do not
         shard over ranks (the textbook formula, transformers) price one copy whatever it is."""
         return self._replace(tp=tp if self.rules.shards_over_tp else 1)

@@ -7,8 +7,6 @@ linear-attention / Mamba layers that keep a fixed state instead of per-token KV.
 Pure data: built by ``kvtool.model.config.spec_from_config`` and priced by ``kvtool.model.kv``.
 """
 
-from __future__ import annotations
-
 from typing import Literal, NamedTuple
 
 AttentionKind = Literal["full", "sliding", "chunked"]

@@ -40,8 +40,6 @@ against the 1.2.1 wheel's ``KvCacheConfig`` as catalogued from that wheel
   block reuse must be off.
 """
 
-from __future__ import annotations
-
 import math
 from typing import NamedTuple
 

@@ -6,8 +6,6 @@ honours ``HF_HOME``, ``HF_HUB_OFFLINE`` and ``HF_TOKEN``. Only that last route i
 transformers, so bundled names and files stay instant.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -140,7 +138,7 @@ def _with_hub_weights(spec: ModelSpec, repo_id: str, online: bool) -> ModelSpec:
     return _with_exact_weights(spec, exact)
 
 
-def _with_exact_weights(spec: ModelSpec, exact: CheckpointBytes) -> ModelSpec:
+def _with_exact_weights(spec: ModelSpec, exact: "CheckpointBytes") -> ModelSpec:
     return spec._replace(
         checkpoint_bytes=exact.nbytes, checkpoint_source=exact.source,
         notes=(*spec.notes, f"weights: {exact.nbytes:,} B, read from {exact.source}"

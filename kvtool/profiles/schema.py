@@ -23,8 +23,6 @@ defines a dozen of them at start-up, and a frozen dataclass costs about 1.7 ms t
 against 0.3 ms for a NamedTuple (benchmarks/startup).
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 

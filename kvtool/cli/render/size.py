@@ -1,7 +1,5 @@
 """``kvtool size``: the model header, its layer groups, one row per context."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -16,7 +14,7 @@ if TYPE_CHECKING:
     from kvtool.profiles.resolve import ResolvedModel
 
 
-def _group_json(result: SizeResult) -> list[dict[str, Any]]:
+def _group_json(result: "SizeResult") -> list[dict[str, Any]]:
     return [
         {
             "kind": g.kind,
@@ -33,14 +31,14 @@ def _group_json(result: SizeResult) -> list[dict[str, Any]]:
 
 
 def size_json(
-    resolved: ResolvedModel,
-    results: Sequence[SizeResult],
-    plans: tuple[DeploymentPlan, ...] = (),
+    resolved: "ResolvedModel",
+    results: "Sequence[SizeResult]",
+    plans: "tuple[DeploymentPlan, ...]" = (),
     batched_why: str = "",
     *,
-    weights: Weights | None = None,
-    costs: Sequence[Cost] = (),
-    unservable: Sequence[Unservable] = (),
+    weights: "Weights | None" = None,
+    costs: "Sequence[Cost]" = (),
+    unservable: "Sequence[Unservable]" = (),
 ) -> list[dict[str, Any]]:
     """A list with one object per context (one shape, however many were asked for), each
     with the model's weights (None where kvtool does not count its parameters) and its tier
@@ -94,7 +92,7 @@ def size_json(
     return objects
 
 
-def print_costs(plans: Sequence[DeploymentPlan], costs: Sequence[Cost]) -> None:
+def print_costs(plans: "Sequence[DeploymentPlan]", costs: "Sequence[Cost]") -> None:
     """Each plan's monthly cost by tier, per served session-hour, beside all in HBM."""
     from kvtool.cli.render.cost import print_cost
 
@@ -102,7 +100,7 @@ def print_costs(plans: Sequence[DeploymentPlan], costs: Sequence[Cost]) -> None:
         print_cost(f"Cost a month at {plan.ctx_tokens:,} tokens", cost)
 
 
-def _admission_differs(results: Sequence[SizeResult]) -> bool:
+def _admission_differs(results: "Sequence[SizeResult]") -> bool:
     return any(
         r.admission_bytes_per_session is not None
         and r.admission_bytes_per_session > r.kv_bytes_per_session * 1.005
@@ -111,7 +109,7 @@ def _admission_differs(results: Sequence[SizeResult]) -> bool:
 
 
 def print_size(
-    resolved: ResolvedModel, results: Sequence[SizeResult], batched_why: str = ""
+    resolved: "ResolvedModel", results: "Sequence[SizeResult]", batched_why: str = ""
 ) -> None:
     """The human view of ``kvtool size``: header, layer groups, one row per context."""
     first = results[0]
@@ -204,13 +202,13 @@ class Compared(NamedTuple):
     """One model's row group in ``kvtool size a,b,c``: its sizes per context, its plans
     (with --hardware) and its weights (None: parameters not counted)."""
 
-    resolved: ResolvedModel
-    results: Sequence[SizeResult]
-    plans: tuple[DeploymentPlan, ...]
-    weights: Weights | None
-    costs: Sequence[Cost] = ()
+    resolved: "ResolvedModel"
+    results: "Sequence[SizeResult]"
+    plans: "tuple[DeploymentPlan, ...]"
+    weights: "Weights | None"
+    costs: "Sequence[Cost]" = ()
     unique: Sequence[int] = ()  # per context, one copy of a session's KV (no tp replicas)
-    unservable: Sequence[Unservable] = ()  # contexts one node cannot serve (no plan)
+    unservable: "Sequence[Unservable]" = ()  # contexts one node cannot serve (no plan)
 
     def one_copy(self, index: int) -> int:
         """A session's KV at context ``index``, counted once."""
