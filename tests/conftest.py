@@ -12,6 +12,7 @@ import importlib.util
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -97,16 +98,27 @@ def ctime_as_mtime(monkeypatch: pytest.MonkeyPatch) -> None:
     kernel stamps ctime with the real clock) read their last use as a file aged in place has
     it, its ctime no later than its mtime. The ctime rule itself is attacked without this, on
     files placed with an old mtime (tests/unit/folders/test_gc.py)."""
-    from kvtool.folders import gc, gc_plan, summary
+    from kvtool.folders import gc_plan, summary, sweep
 
     real = summary.last_use
 
     def last_use(seen, mode: str) -> float:  # type: ignore[no-untyped-def]
         return real(seen._replace(ctime=0.0), mode)
 
-    monkeypatch.setattr(gc, "last_use", last_use)
+    monkeypatch.setattr(sweep, "last_use", last_use)
     monkeypatch.setattr(gc_plan, "last_use", last_use)
     monkeypatch.setattr(summary, "last_use", last_use)
+
+
+@pytest.fixture
+def fake_lfs(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A fake Lustre ``lfs`` first on PATH that records its calls (tests/fake_lfs.py)."""
+    from tests.fake_lfs import FakeLfs
+
+    fake = FakeLfs(tmp_path / "fake-lfs")
+    for key, value in fake.env().items():
+        monkeypatch.setenv(key, value)
+    return fake
 
 
 JSON_SCHEMAS = __import__("pathlib").Path(__file__).parents[1] / "docs" / "json"

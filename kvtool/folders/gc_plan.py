@@ -14,9 +14,21 @@ from dataclasses import dataclass, field
 from hashlib import blake2b
 from typing import Any, NamedTuple
 
+from kvtool.folders.candidates import Candidates
 from kvtool.folders.layouts import CHUNK, CONFIG, TEMP, Match, classify
 from kvtool.folders.scope import FolderModels, Scope, file_model, in_scope
-from kvtool.folders.select import CHOSEN, NOT_NEEDED, PINNED, YOUNG, Choice, Limits, choose
+from kvtool.folders.select import (
+    CHOSEN,
+    NOT_NEEDED,
+    PINNED,
+    YOUNG,
+    Choice,
+    Cut,
+    Limits,
+    Ranked,
+    choose,
+)
+from kvtool.folders.shard import Exchange, Shard, Summary
 from kvtool.folders.summary import last_use
 from kvtool.folders.walk import MAX_DEPTH, Root, Seen, Walk
 
@@ -29,9 +41,11 @@ CHANGED_WHY = "changed"  # used, rewritten or replaced between the plan and its 
 FAILED_WHY = "failed"  # the file system would not remove it
 SCOPE_WHY = "out of scope"  # another layout or model than --layout/--model
 TEMPORARY_WHY = "temporary"  # an in-flight temporary: never removed
+NOT_EXPORTED_WHY = "not exported"  # --release: no up-to-date copy in S3 (never released)
+RELEASED_WHY = "released before"  # --release: its data is in S3 only already
 KEPT_ORDER = (
     NOT_NEEDED_WHY, YOUNG_WHY, WRITING_WHY, LINKED_WHY, CHANGED_WHY, FAILED_WHY, SCOPE_WHY,
-    TEMPORARY_WHY,
+    TEMPORARY_WHY, NOT_EXPORTED_WHY, RELEASED_WHY,
 )  # fmt: skip
 # a file being removed holds this name for the time of one stat (rename-then-verify); one a
 # SIGKILL caught in that instant keeps it, and its path is in the log as removed
@@ -241,6 +255,12 @@ class Plan(NamedTuple):
     folder_bytes: int = 0  # every regular file the walk saw, as du --apparent-size counts them
     config_bytes: int = 0
     unknown_kept_bytes: int = 0  # files of no known layout gc keeps (not --include-unknown)
+    held: bool = False  # sizes are what the file system holds (--release), not apparent sizes
+    shard: Shard | None = None
+    other_shards: int = 0  # files of the other shards: listed, never read
+    cut: Cut | None = None  # the cut the shards of a run agreed on
+    listed: int | None = None  # files lfs find listed (--candidates lfs-find)
+    unlisted: int = 0  # chunk files lfs find did not list (newer than the cut): never read
 
 
 def plan(
@@ -252,11 +272,19 @@ def plan(
     free_bytes: int,
     progress: Callable[[int, int], None] | None = None,
     tick: Callable[[], None] | None = None,
+    held: bool = False,
+    shard: Shard | None = None,
+    exchange: Exchange | None = None,
+    candidates: Candidates | None = None,
 ) -> Plan:
-    """The first walk: one row per file gc may consider, then the choice."""
+    """The first walk: one row per file gc may consider, then the choice. ``held``: a file's
+    size is what the file system holds for it (``--release``: a released file keeps its size,
+    not its data). ``shard``: read only that shard's files (``folders/shard.py``), and with
+    ``exchange`` agree with the run's other shards on one cut. ``candidates``: read only the
+    files ``lfs find`` listed; a chunk with a file it did not list is newer than the cut."""
     import numpy as np
 
-    started = time.time()
+    started = candidates.clock if candidates is not None else time.time()
     ids, used, sizes, alloc = array("q"), array("d"), array("q"), array("q")
     names, inodes, groups = array("q"), array("q"), array("l")  # hash((folder, name)), inode
     homes = array("q")  # hash(folder) of each row's folder
@@ -278,23 +306,45 @@ def plan(
     owners = FolderModels(root)  # the models vLLM's config.json files name
     known_homes: set[int] = set()  # folders holding a file of a known layout, in scope or not
     unknown_rows = array("b")  # 1 where the row is a file of no known layout
-    walk = Walk(root, progress=progress, tick=tick, folders=entered)
+    fresh = array("q")  # chunk ids with a file lfs find did not list
+    last: list[Any] = [None, None, None]  # the name ``want`` classified last, and its match
+    unlisted = [0]
+
+    def want(folder: tuple[str, ...], name: str) -> bool:
+        match = classify(folder, name)
+        last[:] = folder, name, match
+        key = shard_key(folder, name, match)
+        if shard is not None and not shard.owns(key):
+            return False
+        row = match is None or match.kind == CHUNK
+        if candidates is not None and row and not candidates.has(folder, name):
+            fresh.append(key)  # lfs find did not list it: newer than the cut
+            unlisted[0] += 1
+            return False
+        return True
+
+    picky = shard is not None or candidates is not None
+    walk = Walk(root, progress=progress, tick=tick, folders=entered, want=want if picky else None)
     for seen in walk:
-        folder_bytes += seen.size
-        match = classify(seen.folder, seen.name)
+        size = seen.allocated if held else seen.size
+        folder_bytes += size
+        if last[0] is seen.folder and last[1] == seen.name:
+            match = last[2]
+        else:
+            match = classify(seen.folder, seen.name)
         leftover = match is None and _leftover(seen.name)
         if leftover:
             known += 1
         elif match is None:
             unknown += 1
-            unknown_bytes += seen.size
+            unknown_bytes += size
             if len(examples) < 10:
                 examples.append("/".join((*seen.folder, seen.name)))
         else:
             known += 1
             temps += match.kind == TEMP
             configs += match.kind == CONFIG
-            config_bytes += seen.size if match.kind == CONFIG else 0
+            config_bytes += size if match.kind == CONFIG else 0
         if seen.folder is not last_folder:  # one tuple a folder: hashed once
             last_folder = seen.folder
             home = hash(last_folder)
@@ -304,11 +354,11 @@ def plan(
             model = file_model(match, owners)
         chunk = chunk_of(seen, scope, match, model)
         if match is not None and match.kind == TEMP:  # never removed, whatever it names
-            found.kept_of(group_of(match, model), TEMPORARY_WHY).add(1, seen.size, seen.mtime)
+            found.kept_of(group_of(match, model), TEMPORARY_WHY).add(1, size, seen.mtime)
         if chunk is None:
             if match is not None and match.kind == CHUNK and not in_scope(scope, match, model):
                 key = group_of(match, model)
-                found.kept_of(key, SCOPE_WHY).add(1, seen.size, last_use(seen, mode))
+                found.kept_of(key, SCOPE_WHY).add(1, size, last_use(seen, mode))
             continue
         key = group_of(match, model)
         if chunk[1]:
@@ -325,9 +375,9 @@ def plan(
         inodes.append(seen.ino)
         groups.append(group)
         used.append(last_use(seen, mode))
-        sizes.append(seen.size)
+        sizes.append(size)
         alloc.append(seen.allocated)
-    clock = time.time()
+    clock = started if candidates is not None else time.time()
 
     def arr(values: array[Any], dtype: Any) -> Any:
         return np.frombuffer(values, dtype=dtype) if len(values) else np.zeros(0, dtype)
@@ -338,6 +388,12 @@ def plan(
     homes_a = arr(homes, np.int64)
     alone &= ~np.isin(homes_a, np.fromiter(known_homes, np.int64, len(known_homes)))
     keep = ~alone
+    if len(fresh):  # a chunk with a file lfs find did not list is newer than the cut: kept whole
+        newer = np.isin(arr(ids, np.int64), arr(fresh, np.int64)) & keep
+        _tally_rows(found, list(group_index), arr(groups, np.int64)[newer],
+                    arr(used, np.float64)[newer], arr(sizes, np.int64)[newer],
+                    arr(ids, np.int64)[newer], NOT_NEEDED_WHY)  # fmt: skip
+        keep &= ~newer
     alone_bytes = int(arr(sizes, np.int64)[alone].sum())
     if alone.any():
         alone_used = arr(used, np.float64)[alone]
@@ -351,17 +407,22 @@ def plan(
 
     ids_a, used_a = rows_of(ids, np.int64), rows_of(used, np.float64)
     sizes_a = rows_of(sizes, np.int64)
-    choice = choose(
-        ids_a,
-        used_a,
-        sizes_a,
-        rows_of(alloc, np.int64),
-        np.concatenate([arr(pinned, np.int64), arr(linked, np.int64)]),
-        now=clock,
-        limits=limits,
-        free_bytes=free_bytes,
-        other_bytes=folder_bytes - int(sizes_a.sum()),
-    )
+    ranked: list[Ranked] = []
+    cut = None
+
+    def choice_of(cut: Cut | None) -> Choice:
+        return choose(
+            ids_a, used_a, sizes_a, rows_of(alloc, np.int64),
+            np.concatenate([arr(pinned, np.int64), arr(linked, np.int64)]), now=clock,
+            limits=limits, free_bytes=free_bytes, other_bytes=folder_bytes - int(sizes_a.sum()),
+            cut=cut, ranked=ranked,
+        )  # fmt: skip
+
+    choice = choice_of(None)
+    if exchange is not None:  # the shards of a run agree on one cut over the whole folder
+        mine = Summary(exchange.shard, clock, free_bytes, limits, ranked[0])
+        cut = exchange.agree(mine, tick)
+        choice = choice_of(cut)
     _tally_kept(found, choice, list(group_index), rows_of(groups, np.int64), used_a, sizes_a,
                 ids_a, arr(linked, np.int64))  # fmt: skip
     rows = choice.rows
@@ -373,7 +434,29 @@ def plan(
     return Plan(
         choice, clock, known, unknown, examples, temps, chosen, found, walk, configs,
         unknown_bytes, hard_linked, started, needed, folder_bytes, config_bytes, unknown_kept,
+        held, shard, walk.passed - unlisted[0], cut,
+        None if candidates is None else candidates.listed, unlisted[0],
     )  # fmt: skip
+
+
+def shard_key(folder: tuple[str, ...], name: str, match: Match | None) -> int:
+    """What a file is split among shards by (``folders/shard.py``): its chunk's id, so a
+    chunk's files stay together wherever they lie; for a file that is no chunk's (a config, a
+    temporary naming none, a file of no known layout) the id of its path."""
+    if match is not None and match.chunk and match.kind in (CHUNK, TEMP):
+        return chunk_id(match.chunk)
+    return chunk_id("\0".join(("unknown", *folder, name)))
+
+
+def _tally_rows(
+    found: Groups, keys: list[GroupKey], group: Any, used: Any, sizes: Any, ids: Any, why: str
+) -> None:
+    """Add rows (files) to ``found`` as kept for ``why``, per group, with their chunks."""
+    for index in set(group.tolist()):
+        rows = group == index
+        tally = found.kept_of(keys[index], why)
+        tally.merge(Tally(len(set(ids[rows].tolist())), int(rows.sum()), int(sizes[rows].sum()),
+                          float(used[rows].min()), float(used[rows].max())))  # fmt: skip
 
 
 def _tally_kept(

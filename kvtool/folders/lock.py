@@ -120,8 +120,9 @@ class Lock:
     it acts every ``REFRESH_S``), ``release`` at the end (register it with the clean-up door,
     so it runs however the run ends)."""
 
-    def __init__(self, root: Root) -> None:
+    def __init__(self, root: Root, *, name: str = LOCK_NAME) -> None:
         self.root = root
+        self.name = name  # a shard of a run holds its own (``shard_lock_name``)
         self._fd = -1  # the held lock file's own handle
         self._ino = 0
         self._refreshed = 0.0
@@ -135,7 +136,7 @@ class Lock:
             self._acquire()
         except OSError as exc:  # a folder that will not take a new file (quota, read-only)
             raise LockProblem(
-                f"cannot make {LOCK_NAME}: {exc.strerror or exc}: nothing removed"
+                f"cannot make {self.name}: {exc.strerror or exc}: nothing removed"
             ) from None
 
     def _acquire(self) -> None:
@@ -143,7 +144,7 @@ class Lock:
             if self._create():
                 return
             try:
-                info = os.stat(LOCK_NAME, dir_fd=self.root.fd, follow_symlinks=False)
+                info = os.stat(self.name, dir_fd=self.root.fd, follow_symlinks=False)
             except FileNotFoundError:
                 continue  # released just now: try again
             holder = self._read(info)
@@ -155,7 +156,7 @@ class Lock:
 
     def _holder_now(self) -> dict[str, Any]:
         try:
-            info = os.stat(LOCK_NAME, dir_fd=self.root.fd, follow_symlinks=False)
+            info = os.stat(self.name, dir_fd=self.root.fd, follow_symlinks=False)
         except OSError:
             return {}
         return self._read(info)
@@ -166,13 +167,13 @@ class Lock:
         start = process_start(os.getpid())
         if start is not None:
             facts["pid_start"] = start
-        mine = f"{LOCK_NAME}.{os.getpid()}.{secrets.token_hex(6)}"
+        mine = f"{self.name}.{os.getpid()}.{secrets.token_hex(6)}"
         fd = os.open(mine, _NEW, 0o644, dir_fd=self.root.fd)
         try:
             os.write(fd, (json.dumps(facts) + "\n").encode())
             with contextlib.suppress(FileExistsError):
                 os.link(
-                    mine, LOCK_NAME, src_dir_fd=self.root.fd, dst_dir_fd=self.root.fd,
+                    mine, self.name, src_dir_fd=self.root.fd, dst_dir_fd=self.root.fd,
                     follow_symlinks=False,
                 )  # fmt: skip
                 self._fd = fd
@@ -196,10 +197,10 @@ class Lock:
         elif info.st_size > MAX_LOCK_BYTES:
             what = f"a file of {info.st_size:,} bytes"
         if what is not None:
-            raise NotOurs(f"{LOCK_NAME} is {what}, not a lock kvtool gc made")
+            raise NotOurs(f"{self.name} is {what}, not a lock kvtool gc made")
         data = b""
         with contextlib.suppress(OSError):
-            fd = os.open(LOCK_NAME, _READ, dir_fd=self.root.fd)
+            fd = os.open(self.name, _READ, dir_fd=self.root.fd)
             try:
                 if stat.S_ISREG(os.fstat(fd).st_mode):
                     data = os.read(fd, MAX_LOCK_BYTES + 1)
@@ -230,7 +231,7 @@ class Lock:
         generation = f"{info.st_ino}-{info.st_mtime_ns}"
         marker = None
         for level in range(64):
-            name = f"{LOCK_NAME}.take-{generation}-{level}"
+            name = f"{self.name}.take-{generation}-{level}"
             try:
                 os.close(os.open(name, _NEW, 0o644, dir_fd=self.root.fd))
             except FileExistsError:
@@ -259,14 +260,14 @@ class Lock:
         the lock."""
         fd = self.root.fd
         try:
-            now = os.stat(LOCK_NAME, dir_fd=fd, follow_symlinks=False)
+            now = os.stat(self.name, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
             return self._create()
         if (now.st_ino, now.st_mtime_ns) != (info.st_ino, info.st_mtime_ns):
             return False  # refreshed, released or taken since it was judged stale
-        aside = f"{LOCK_NAME}.stale-{os.getpid()}-{secrets.token_hex(6)}"
+        aside = f"{self.name}.stale-{os.getpid()}-{secrets.token_hex(6)}"
         try:
-            os.rename(LOCK_NAME, aside, src_dir_fd=fd, dst_dir_fd=fd)
+            os.rename(self.name, aside, src_dir_fd=fd, dst_dir_fd=fd)
         except FileNotFoundError:
             return self._create()
         try:
@@ -274,7 +275,7 @@ class Lock:
             if (moved.st_ino, moved.st_mtime_ns) != (info.st_ino, info.st_mtime_ns):
                 # a live holder's lock replaced the stale one in between: put it back
                 with contextlib.suppress(FileExistsError):
-                    os.link(aside, LOCK_NAME, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+                    os.link(aside, self.name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
                 return False
         finally:
             with contextlib.suppress(OSError):
@@ -291,13 +292,13 @@ class Lock:
         with contextlib.suppress(OSError):
             os.utime(self._fd)
         try:
-            now = os.stat(LOCK_NAME, dir_fd=self.root.fd, follow_symlinks=False).st_ino
+            now = os.stat(self.name, dir_fd=self.root.fd, follow_symlinks=False).st_ino
         except OSError:
             now = -1
         if now != self._ino:
             self._close()
             raise Lost(
-                f"{LOCK_NAME} no longer holds this run's lock (taken over or removed while it"
+                f"{self.name} no longer holds this run's lock (taken over or removed while it"
                 " ran): stopped"
             )
 
@@ -306,9 +307,9 @@ class Lock:
         if not self.held:
             return
         with contextlib.suppress(OSError):
-            now = os.stat(LOCK_NAME, dir_fd=self.root.fd, follow_symlinks=False)
+            now = os.stat(self.name, dir_fd=self.root.fd, follow_symlinks=False)
             if now.st_ino == self._ino and now.st_dev == os.fstat(self._fd).st_dev:
-                os.unlink(LOCK_NAME, dir_fd=self.root.fd)
+                os.unlink(self.name, dir_fd=self.root.fd)
         self._close()
 
     def _close(self) -> None:
@@ -316,3 +317,9 @@ class Lock:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = -1
+
+
+def shard_lock_name(k: int, n: int) -> str:
+    """The lock of shard ``k`` of ``n`` (``--shard K/N``): each shard holds its own, so N runs
+    work at once, and two runs of one shard never do."""
+    return f"{LOCK_NAME}.shard-{k}-of-{n}"

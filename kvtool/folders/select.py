@@ -41,6 +41,92 @@ NOT_NEEDED, CHOSEN, YOUNG, PINNED = 0, 1, 2, 3
 FATES = ("not needed", "chosen", "young", "pinned")
 
 
+class Cut(NamedTuple):
+    """Where the whole folder's choice ends, agreed by the shards of one run (``cut_of``): a
+    shard removes exactly its removable chunks ranked at or before (``newest``, ``id``), so
+    together they remove what one unsharded run would. ``short`` is how far the whole folder
+    stays from a size limit."""
+
+    newest: float
+    id: int
+    short: int = 0
+
+
+NOTHING = Cut(float("-inf"), -(1 << 63), 0)  # a cut before every chunk
+
+
+def _take(
+    newest: np.ndarray,
+    freed: np.ndarray,
+    freed_alloc: np.ndarray,
+    *,
+    now: float,
+    limits: Limits,
+    total: int,
+    free_bytes: int,
+) -> tuple[int, int]:
+    """How many of the removable chunks, ranked oldest first (``newest``, and the running sums
+    of their bytes and allocated bytes), must go for every limit to hold, and by how many bytes
+    a size limit stays out of reach even then. ``total`` is every byte ``--max-size`` counts."""
+    import numpy as np
+
+    take = short = 0
+    if limits.max_age is not None:
+        take = max(take, int(np.searchsorted(newest, now - limits.max_age)))
+    if limits.max_size is not None and total > limits.max_size:
+        need = total - limits.max_size
+        k = int(np.searchsorted(freed, need)) + 1  # the first prefix that frees enough
+        if k > len(newest):
+            short = max(short, need - (int(freed[-1]) if len(freed) else 0))
+        take = max(take, min(k, len(newest)))
+    if limits.keep_free is not None and free_bytes < limits.keep_free:
+        need = limits.keep_free - free_bytes
+        k = int(np.searchsorted(freed_alloc, need)) + 1
+        if k > len(newest):
+            short = max(short, need - (int(freed_alloc[-1]) if len(freed_alloc) else 0))
+        take = max(take, min(k, len(newest)))
+    return take, short
+
+
+def cut_of(
+    newest: np.ndarray,
+    ids: np.ndarray,
+    sizes: np.ndarray,
+    allocated: np.ndarray,
+    *,
+    now: float,
+    limits: Limits,
+    total: int,
+    free_bytes: int,
+) -> Cut:
+    """The whole folder's cut from every shard's removable chunks (one row a chunk: its newest
+    use, id, bytes and allocated bytes, in any order): the same ranking and limits as
+    ``choose``, over all of them."""
+    import numpy as np
+
+    keep = newest < now - limits.grace
+    newest, ids, sizes, allocated = newest[keep], ids[keep], sizes[keep], allocated[keep]
+    order = np.lexsort((ids, newest))
+    take, short = _take(
+        newest[order], np.cumsum(sizes[order]), np.cumsum(allocated[order]), now=now,
+        limits=limits, total=total, free_bytes=free_bytes,
+    )  # fmt: skip
+    if take == 0:
+        return NOTHING._replace(short=short)
+    last = order[take - 1]
+    return Cut(float(newest[last]), int(ids[last]), short)
+
+
+class Ranked(NamedTuple):
+    """A shard's removable chunks, oldest first, as it tells the others (``choose``)."""
+
+    newest: np.ndarray
+    ids: np.ndarray
+    bytes: np.ndarray
+    allocated: np.ndarray
+    total: int  # every byte of the shard's files --max-size counts
+
+
 def choose(
     ids: np.ndarray,
     used: np.ndarray,
@@ -52,6 +138,8 @@ def choose(
     limits: Limits,
     free_bytes: int,
     other_bytes: int = 0,
+    cut: Cut | None = None,
+    ranked: list[Ranked] | None = None,
 ) -> Choice:
     """The chunks to remove. Row ``i`` is one file: its chunk id ``ids[i]``, last use
     ``used[i]`` (seconds since the epoch), ``sizes[i]`` and ``allocated[i]`` bytes. A chunk
@@ -62,12 +150,17 @@ def choose(
     and out-of-scope files): ``--max-size`` caps them with the rest, as ``du`` counts a
     folder, though none of them is removed. ``rows`` lists every input row of a chosen chunk;
     ``chunk_fate`` and ``row_chunk`` say what became of every chunk (chosen, not needed to reach
-    the limits, young, pinned) and which chunk each row belongs to."""
+    the limits, young, pinned) and which chunk each row belongs to. With ``cut`` (a sharded
+    run's, agreed over the whole folder) the removable chunks ranked at or before it go,
+    whatever the limits; ``ranked``, when given a list, gets the removable chunks appended."""
     import numpy as np
 
     if len(ids) == 0:
         none = np.zeros(0, np.int64)
-        return Choice({}, {}, 0, 0, 0, 0, 0, 0, 0, none, none.astype(np.int8), none)
+        if ranked is not None:
+            ranked.append(Ranked(none.astype(np.float64), none, none, none, other_bytes))
+        short = cut.short if cut is not None else 0
+        return Choice({}, {}, 0, 0, 0, 0, 0, 0, short, none, none.astype(np.int8), none)
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
     chunk_ids, starts, counts = np.unique(sorted_ids, return_index=True, return_counts=True)
@@ -80,24 +173,21 @@ def choose(
     protected = int(chunk_bytes[~removable].sum())
     candidates = np.flatnonzero(removable)
     candidates = candidates[np.lexsort((chunk_ids[candidates], newest[candidates]))]
-    freed = np.cumsum(chunk_bytes[candidates])
-    freed_alloc = np.cumsum(chunk_alloc[candidates])
-    take = 0
-    short = 0
-    if limits.max_age is not None:
-        take = max(take, int(np.searchsorted(newest[candidates], now - limits.max_age)))
-    if limits.max_size is not None and total + other_bytes > limits.max_size:
-        need = total + other_bytes - limits.max_size
-        k = int(np.searchsorted(freed, need)) + 1  # the first prefix that frees enough
-        if k > len(candidates):
-            short = max(short, need - (int(freed[-1]) if len(freed) else 0))
-        take = max(take, min(k, len(candidates)))
-    if limits.keep_free is not None and free_bytes < limits.keep_free:
-        need = limits.keep_free - free_bytes
-        k = int(np.searchsorted(freed_alloc, need)) + 1
-        if k > len(candidates):
-            short = max(short, need - (int(freed_alloc[-1]) if len(freed_alloc) else 0))
-        take = max(take, min(k, len(candidates)))
+    if ranked is not None:
+        ranked.append(
+            Ranked(newest[candidates], chunk_ids[candidates], chunk_bytes[candidates],
+                   chunk_alloc[candidates], total + other_bytes)
+        )  # fmt: skip
+    if cut is not None:  # ranked at or before the agreed cut: (newest, id) <= cut
+        at = newest[candidates]
+        before = (at < cut.newest) | ((at == cut.newest) & (chunk_ids[candidates] <= cut.id))
+        take, short = int(before.sum()), cut.short
+    else:
+        take, short = _take(
+            newest[candidates], np.cumsum(chunk_bytes[candidates]),
+            np.cumsum(chunk_alloc[candidates]), now=now, limits=limits,
+            total=total + other_bytes, free_bytes=free_bytes,
+        )  # fmt: skip
     chosen = candidates[:take]
     n = counts[chosen]
     ends = np.cumsum(n)

@@ -29,6 +29,7 @@ from typing import NamedTuple
 from kvtool.errors import InputError
 
 LOCK_NAME = ".kvtool-gc.lock"  # gc's lock on a shared folder: never counted, never removed
+SHARDS_NAME = ".kvtool-gc.shards"  # where the shards of a gc run meet (folders/shard.py)
 MAX_DEPTH = 64  # folders below the root; engines nest five at most
 O_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _KEEP = 10  # how many example names each kind of skipped entry keeps
@@ -185,7 +186,10 @@ class Walk:
     opened (False: it is passed over; gc's second walk enters only the folders its plan
     chose files in). ``names_only`` yields regular files by the listing's file
     type without a ``stat`` each (sizes and times 0): for a walk that stats only the files it
-    picks (gc's second). ``folder_fd`` is the handle of the folder of the file last yielded."""
+    picks (gc's second). ``want(folder, name)``, when given, is asked of every other name
+    before its ``stat``: False passes it over unread (``passed`` counts them: a shard's walk
+    reads only its own files). ``folder_fd`` is the handle of the folder of the file last
+    yielded."""
 
     def __init__(
         self,
@@ -197,6 +201,7 @@ class Walk:
         names_only: bool = False,
         tick: Callable[[], None] | None = None,
         folders: Callable[[tuple[str, ...]], bool] | None = None,
+        want: Callable[[tuple[str, ...], str], bool] | None = None,
     ) -> None:
         self._given = root  # a Path is opened (and closed) by each iteration
         self.root = root if isinstance(root, Root) else None
@@ -216,6 +221,8 @@ class Walk:
         self._names_only = names_only
         self._tick = tick or (lambda: None)
         self._folders = folders
+        self._want = want
+        self.passed = 0  # names ``want`` passed over, unread
 
     def __iter__(self) -> Iterator[Seen]:
         if isinstance(self._given, Root):
@@ -234,6 +241,7 @@ class Walk:
         self.folders = 1
         files = size = 0
         names_only = self._names_only
+        want = self._want
         try:
             while stack:
                 level = stack[-1]
@@ -246,6 +254,8 @@ class Walk:
                     self._leave(stack.pop())
                     continue
                 name = entry.name
+                if not level.folder and (name.startswith(LOCK_NAME) or name == SHARDS_NAME):
+                    continue  # gc's own: its lock, and where its shards meet
                 try:
                     if entry.is_symlink():
                         self._link(level.folder, name)
@@ -256,6 +266,12 @@ class Walk:
                             stack.append(child)
                             self.folders += 1
                             self._tick()
+                        continue
+                    if want is not None and not want(level.folder, name):
+                        if entry.is_file(follow_symlinks=False):
+                            self.passed += 1
+                        else:
+                            self.other += 1
                         continue
                     if names_only:  # the file type from the listing, no stat
                         if not entry.is_file(follow_symlinks=False):
@@ -277,8 +293,6 @@ class Walk:
                         )  # fmt: skip
                 except OSError:
                     continue  # removed while we looked: nothing to say of it
-                if not level.folder and name.startswith(LOCK_NAME):
-                    continue
                 level.count += 1
                 files += 1
                 size += seen.size

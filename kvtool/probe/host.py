@@ -20,7 +20,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -105,13 +105,17 @@ def _stop(process: subprocess.Popen[str]) -> None:
         process.communicate()
 
 
-def _start(argv: Sequence[str]) -> subprocess.Popen[str] | CommandResult:
-    """``argv`` started (no shell; output read as text, bytes that are not UTF-8 replaced), or
-    why it could not be: 127 when the program is not installed, 126 when it cannot run."""
+def _start(
+    argv: Sequence[str], *, pass_fds: Sequence[int] = (), errors: str = "replace"
+) -> subprocess.Popen[str] | CommandResult:
+    """``argv`` started (no shell; output read as text, bytes that are not UTF-8 replaced, or
+    kept as ``surrogateescape`` gives them), or why it could not be: 127 when the program is not
+    installed, 126 when it cannot run. ``pass_fds`` stay open in the child under their numbers
+    (``lfs`` reaches a file through ``/proc/self/fd/N/name``: from a folder kvtool holds open)."""
     try:
         return subprocess.Popen(
             list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            errors="replace",
+            errors=errors, pass_fds=tuple(pass_fds),
         )  # fmt: skip
     except FileNotFoundError:
         return CommandResult(NOT_INSTALLED, "", f"{argv[0]}: command not found")
@@ -124,9 +128,11 @@ class Spawned:
     ``LocalHost.run`` waits for: ``finish`` waits within a deadline, ``stop`` ends it (SIGINT,
     then a kill after 10 s)."""
 
-    def __init__(self, argv: Sequence[str]) -> None:
+    def __init__(
+        self, argv: Sequence[str], *, pass_fds: Sequence[int] = (), errors: str = "replace"
+    ) -> None:
         self.argv = list(argv)
-        started = _start(self.argv)
+        started = _start(self.argv, pass_fds=pass_fds, errors=errors)
         self.process = None if isinstance(started, CommandResult) else started
         self.failed = started if isinstance(started, CommandResult) else None
 
@@ -167,6 +173,16 @@ class LocalHost:
 
     def run(self, key: str, argv: Sequence[str], timeout_s: float | None = None) -> CommandResult:
         return Spawned(argv).finish(timeout_s or self.timeout_s)
+
+    def run_in_folders(
+        self, key: str, argv: Sequence[str], folders: Sequence[int], timeout_s: float | None = None
+    ) -> CommandResult:
+        """``run``, with the open folder handles ``folders`` passed to the command under their
+        numbers (it names a file ``/proc/self/fd/N/name``: looked up in that very folder, never
+        through a path that could be swapped for a link), and names in its output kept byte
+        for byte (``surrogateescape``)."""
+        spawned = Spawned(argv, pass_fds=folders, errors="surrogateescape")
+        return spawned.finish(timeout_s or self.timeout_s)
 
     def spawn(self, key: str, argv: Sequence[str]) -> Spawned:
         """Start ``argv`` (no shell) and return at once; the caller finishes or stops it."""
@@ -217,6 +233,57 @@ class LocalHost:
             _stop(process)
             raise
         return CommandResult(process.returncode, "".join(out), "".join(err))
+
+    def records(
+        self,
+        key: str,
+        argv: Sequence[str],
+        folders: Sequence[int] = (),
+        *,
+        sep: bytes = b"\0",
+        timeout_s: float | None = None,
+    ) -> Generator[bytes, None, CommandResult]:
+        """Run ``argv`` (with ``folders`` as ``run_in_folders`` passes them) and yield its
+        stdout split at ``sep``, as it comes: a listing of millions of names is never held
+        whole. The generator's return value is the finished command (stdout left empty)."""
+        import selectors
+
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        process = _start(argv, pass_fds=folders)
+        if isinstance(process, CommandResult):
+            return process
+        assert process.stdout is not None
+        assert process.stderr is not None
+        err: list[bytes] = []
+        rest = b""
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(process.stdout, selectors.EVENT_READ, "out")
+                selector.register(process.stderr, selectors.EVENT_READ, "err")
+                while selector.get_map():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        _stop(process)
+                        return CommandResult(124, "", f"{argv[0]}: timed out")
+                    for ready, _ in selector.select(timeout=min(left, 1.0)):
+                        chunk = os.read(ready.fd, 1 << 20)
+                        if not chunk:
+                            selector.unregister(ready.fileobj)
+                        elif ready.data == "err":
+                            err.append(chunk[: 65536 - sum(map(len, err))])
+                        else:
+                            *whole, rest = (rest + chunk).split(sep)
+                            yield from whole
+            if rest:
+                yield rest
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _stop(process)
+            return CommandResult(124, "", f"{argv[0]}: timed out")
+        except BaseException:  # Ctrl-C, or a consumer that stops early: stop the child
+            _stop(process)
+            raise
+        return CommandResult(process.returncode, "", b"".join(err).decode("utf-8", "replace"))
 
     def path_info(self, key: str, path: str) -> dict[str, Any]:
         target = Path(path)

@@ -496,3 +496,79 @@ def parse_cpulist(text: str) -> frozenset[int]:
             return frozenset()
         cpus.update(range(int(low), int(high if dash else low) + 1))
     return frozenset(cpus)
+
+
+# --- Lustre HSM: lfs hsm_state, lfs path2fid ------------------------------------------------------
+
+# the HSM flags (lustre_user.h enum hsm_states)
+HS_EXISTS, HS_DIRTY, HS_RELEASED, HS_ARCHIVED = 0x1, 0x2, 0x4, 0x8
+HS_NORELEASE, HS_NOARCHIVE, HS_LOST = 0x10, 0x20, 0x40
+
+
+class HsmState(NamedTuple):
+    """A file's HSM flags as ``lfs hsm_state`` prints them, and its archive id (0: none)."""
+
+    flags: int
+    archive_id: int = 0
+
+    @property
+    def kind(self) -> str:
+        """What the flags mean for a copy in S3: ``released`` (its data is only in S3),
+        ``dirty`` (changed since its export: the S3 copy is stale), ``archived`` (an up-to-date
+        copy is in S3: it may be released), ``lost`` (the copy is unusable), ``none`` (never
+        exported)."""
+        if self.flags & HS_RELEASED:
+            return "released"
+        if self.flags & HS_LOST:
+            return "lost"
+        if self.flags & HS_DIRTY:
+            return "dirty"
+        if self.flags & HS_ARCHIVED:
+            return "archived"
+        return "none"
+
+    @property
+    def releasable(self) -> bool:
+        """What the MDT lets ``lfs hsm_release`` release (mdt_open.c ``mdt_hsm_release_allow``):
+        archived, and neither dirty, never_release nor lost; and not released already."""
+        no = HS_DIRTY | HS_NORELEASE | HS_LOST | HS_RELEASED
+        return bool(self.flags & HS_ARCHIVED) and not self.flags & no
+
+
+_HSM_LINE = re.compile(
+    r"^(?P<path>.+): \((?P<flags>0x[0-9a-fA-F]{1,8})\)(?P<names>(?: [a-z_]+)*)"
+    r"(?:, archive_id: ?(?P<id>\d+))?,?\s*$"
+)
+
+
+def parse_lfs_hsm_state(text: str) -> dict[str, HsmState]:
+    """``lfs hsm_state FILE...``: each file as given -> its state (lfs.c ``lfs_hsm_state``
+    prints ``path: (0x%08x)`` then the flags' names, then ``, archive_id:N``). The flags are
+    read from the hex value, not the names. A file lfs could not read is on stderr, not here."""
+    states: dict[str, HsmState] = {}
+    for line in text.splitlines():
+        m = _HSM_LINE.match(line)
+        if m is not None:
+            states[m.group("path")] = HsmState(int(m.group("flags"), 16), int(m.group("id") or 0))
+    return states
+
+
+_FID = r"\[0x[0-9a-fA-F]+:0x[0-9a-fA-F]+:0x[0-9a-fA-F]+\]"
+_FID_LINE = re.compile(rf"^(?:(?P<path>.+): )?(?P<fid>{_FID})\s*$")
+
+
+def parse_lfs_path2fid(text: str, paths: list[str]) -> dict[str, str]:
+    """``lfs path2fid FILE...``: each file -> its FID (``[0x200000403:0x11f:0x0]``). One file
+    gets the FID alone on its line; several get ``path: FID`` each (lfs.c ``lfs_path2fid``)."""
+    fids: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _FID_LINE.match(line)
+        if m is None:
+            continue
+        path = m.group("path")
+        if path is None:
+            if len(paths) != 1:
+                continue
+            path = paths[0]
+        fids[path] = m.group("fid")
+    return fids
