@@ -191,6 +191,28 @@ def test_the_core_indexes_whole_number_ids_and_hashes_the_rest() -> None:
         assert fit_table(moved, (1, 2), 9) is moved  # a dictionary stays one
 
 
+def test_the_state_is_a_list_then_an_array_past_list_max(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from array import array
+
+    from kvtool.replay import count
+
+    monkeypatch.setattr(count, "LIST_MAX", 64)
+    table = count.fit_table([], (0, 5, 2), 3)
+    assert isinstance(table, list)
+    table[5] = 7 << 4 | 1
+    assert count.fit_table(table, (40,), 4) is table  # grown in place, still a list
+    grown = count.fit_table(table, (100,), 5)  # past LIST_MAX: an array, the states kept
+    assert isinstance(grown, array)
+    assert len(grown) > 100
+    assert grown[5] == 7 << 4 | 1
+    assert count.fit_table(table, (-1, 2), 5)[5] == 7 << 4 | 1  # a list moves to a dictionary
+    rng = random.Random(11)  # and the replay is the manager's through the change
+    requests = random_trace(rng, 80, numbers=True)
+    config = ReplayConfig(capacity={"T1": 6 * B, "T2": 9 * B, "T3": 20 * B, "T4": None},
+                          block_units=B, unit="tokens")  # fmt: skip
+    assert replay(requests, B, config) == manager_replay(requests, B, config)
+
+
 def test_a_trace_that_turns_to_text_ids_midway_is_the_manager_too() -> None:
     rng = random.Random(5)
     numbers = random_trace(rng, 60, numbers=True)
