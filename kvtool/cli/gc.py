@@ -68,6 +68,55 @@ def gc(
     list_files: Annotated[
         bool, typer.Option("--list", help="Print every file removed (or, dry, to be removed).")
     ] = False,
+    release: Annotated[
+        bool,
+        typer.Option(
+            "--release",
+            help="On FSx for Lustre: release the chosen files to the S3 data repository (lfs"
+            " hsm_release: their data goes, name and metadata stay, a read restores them)"
+            " instead of removing them; only files already exported and unchanged since.",
+        ),
+    ] = False,
+    emit: Annotated[
+        str | None,
+        typer.Option(
+            "--emit",
+            metavar="fsx-task",
+            help="With --release: print the aws fsx create-data-repository-task request that"
+            " has FSx release by age (whole days) instead of acting.",
+        ),
+    ] = None,
+    fsx_id: Annotated[
+        str | None,
+        typer.Option("--fsx-id", metavar="FS-ID", help="The file system for --emit fsx-task."),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="K/N",
+            help="Do shard K (0 to N-1) of N cooperating runs: each chunk belongs to one shard"
+            " by a hash of its identity; each shard has its own lock.",
+        ),
+    ] = None,
+    shard_run: Annotated[
+        str | None,
+        typer.Option(
+            "--shard-run",
+            metavar="NAME",
+            help="The run the shards belong to (the same for all N, e.g. the Job's name): with"
+            " --max-size or --keep-free they agree on one cut-off through DIR.",
+        ),
+    ] = None,
+    candidates: Annotated[
+        str,
+        typer.Option(
+            "--candidates",
+            metavar="SOURCE",
+            help="walk (read every file) or lfs-find (on Lustre, with --max-age alone: read only"
+            " the files lfs find lists as older).",
+        ),
+    ] = "walk",
     as_json: JsonOpt = False,
     old_engine: Annotated[str | None, renamed("--engine", "--layout")] = None,
 ) -> int | None:
@@ -89,6 +138,12 @@ def gc(
     systemd-tmpfiles counts it. Exit 1 when the lock is another run's (or not a lock), a
     limit could not be reached, a file could not be removed, or a folder could not be read.
 
+    --release (FSx for Lustre, with S3 behind it) releases instead of removing: the same
+    choice, but only files whose HSM state says archived and not dirty are released, by
+    their FIDs, and a file not yet exported is reported and left alone; nothing is removed.
+    --shard K/N splits DIR among N runs (nodes, or a Kubernetes Indexed Job's pods) so that
+    together they choose what one run would (docs/gc.md).
+
     Examples:
 
       kvtool gc examples/check/kvcache --max-size 1MiB --dry-run
@@ -96,11 +151,16 @@ def gc(
       kvtool gc /fsx/kv --max-age 7d --keep-free 500GiB --log gc.jsonl  # on FSx
 
       kvtool gc /fsx/kv --layout sglang --model qwen3-32b --max-size 1TiB --list  # on FSx
+
+      kvtool gc /fsx/kv --max-age 2h --release --shard 0/4  # on FSx
+
+      kvtool gc /fsx/kv --max-age 7d --release --emit fsx-task --fsx-id fs-0a1b2c3d  # on FSx
     """
     from kvtool.cli import status
     from kvtool.cli.render import gc as render
     from kvtool.cli.render.text import Counter
     from kvtool.folders.gc import Busy, LockProblem, Removal, Scope, run_gc
+    from kvtool.folders.shard import ShardWait
     from kvtool.inputs.folders import resolve_gc
     from kvtool.probe.host import LocalHost
 
@@ -108,15 +168,19 @@ def gc(
     inputs = resolve_gc(
         folder, host=LocalHost(), max_size=max_size, max_age=max_age, keep_free=keep_free,
         grace=grace, layout=layout, model=model, include_unknown=include_unknown,
-        dry_run=dry_run, log=log,
+        dry_run=dry_run, log=log, release=release, emit=emit, fsx_id=fsx_id, shard=shard,
+        shard_run=shard_run, candidates=candidates, as_json=as_json,
     )  # fmt: skip
+    if inputs.task is not None:
+        render.print_task(inputs.task, inputs.task_notes)
+        return None
     listed: list[Removal] = []  # --list --json's files
 
     def each(removal: Removal) -> None:
         if as_json:
             listed.append(removal)
         else:
-            render.list_line(removal, dry_run=dry_run)
+            render.list_line(removal, dry_run=dry_run, release=release)
 
     try:
         with Counter(not as_json, "kvtool gc") as progress:
@@ -130,7 +194,14 @@ def gc(
                 log=log,
                 each=each if list_files else None,
                 progress=progress.step,
+                release=inputs.release,
+                shard=inputs.shard,
+                run=inputs.shard_run,
+                candidates=inputs.candidates,
             )
+    except ShardWait as exc:
+        render.print_shard_problem(inputs.folder.root, str(exc), as_json=as_json)
+        return status.PROBLEMS
     except LockProblem as exc:
         render.print_lock_problem(
             inputs.folder.root, str(exc), busy=isinstance(exc, Busy), as_json=as_json

@@ -25,7 +25,9 @@ def inspect(
 ) -> None:
     """Read DIR once and report, per engine, model, dtype and parallel layout: files, bytes,
     last-use ages, orphans, in-flight temporaries, unknown files, and the files per folder
-    against FSx for Lustre's guidance. Reads only; follows no links.
+    against FSx for Lustre's guidance. Reads only; follows no links. On FSx for Lustre, where
+    lfs is installed, each group's HSM states too: archived (in S3), released (in S3 only),
+    dirty (changed since its export), none (never exported).
 
     Recognises LMCache (local disk; fs and fs_native), SGLang HiCacheFile, vLLM's FS offload
     tier, llm-d's FS backend and kvtool's own T3.
@@ -42,7 +44,9 @@ def inspect(
     from kvtool.inputs.folders import resolve_folder
     from kvtool.probe.host import LocalHost
 
-    inputs = resolve_folder(folder, host=LocalHost(), model=model, tp=tp, pp=pp, world=world)
+    inputs = resolve_folder(
+        folder, host=LocalHost(), model=model, tp=tp, pp=pp, world=world, hsm=True
+    )
     if world is not None:
         note_renamed("--world", "--tp and --pp")
     with Counter(not as_json, "kvtool inspect") as progress:
@@ -54,6 +58,8 @@ def inspect(
             world=inputs.world,
             mla=inputs.mla,
             progress=progress,
+            hsm=inputs.hsm,
+            hsm_note=inputs.hsm_note,
         )
     if as_json:
         from kvtool.cli.render.text import print_json

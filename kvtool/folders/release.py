@@ -70,7 +70,7 @@ class ReleaseSweep(Sweep):
         self.batch: list[_Entry] = []
         self.serial = 0
         self.released_chunks: set[int] = set()
-        self.not_exported: list[str] = []
+        self.not_exported: list[tuple[str, str]] = []  # examples: (path, why)
 
     def _remove(self, handles: Handles, members: list[_Member], newest: float) -> Iterator[Removal]:
         checked = self._check(handles, members, newest)
@@ -215,7 +215,7 @@ class ReleaseSweep(Sweep):
             1, removal.bytes, removal.last_use
         )
         if len(self.not_exported) < 10:
-            self.not_exported.append(f"{removal.path}: {why}")
+            self.not_exported.append((removal.path, why))
 
     def _fail(self, member: _Member, removal: Removal, why: str) -> None:
         self.failed.append(f"{removal.path}: {why}")

@@ -65,6 +65,7 @@ class Group:
     newest: float = 0.0
     ages: list[int] = field(default_factory=lambda: [0] * len(AGES))  # bytes per age bucket
     orphan: str = ""  # why no running configuration would read it, when one was given
+    hsm: dict[str, list[int]] = field(default_factory=dict)  # HSM kind -> [files, bytes]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +81,7 @@ class Group:
             "newest_use": self.newest if self.files else None,
             "bytes_by_last_use": dict(zip((a for a, _ in AGES), self.ages, strict=True)),
             "orphan": self.orphan or None,
+            "hsm": {kind: {"files": n, "bytes": b} for kind, (n, b) in self.hsm.items()} or None,
         }
 
 
@@ -99,7 +101,9 @@ class Summary:
     config_files: int = 0
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)  # vLLM base -> config
 
-    def add(self, seen: Seen) -> None:
+    def add(self, seen: Seen, hsm: str | None = None) -> None:
+        """Count one file; ``hsm`` is its HSM state's kind where it was read (``archived``,
+        ``released``, ``dirty``, ``lost``, ``none``: ``probe.parse.HsmState.kind``)."""
         match = classify(seen.folder, seen.name)
         if match is None:
             self.unknown_files += 1
@@ -123,6 +127,10 @@ class Summary:
             )
         group.files += 1
         group.bytes += seen.size
+        if hsm is not None:
+            tally = group.hsm.setdefault(hsm, [0, 0])
+            tally[0] += 1
+            tally[1] += seen.size
         if match.rank >= 0:
             group.ranks.add(match.rank)
         used = last_use(seen, self.mode)
@@ -184,6 +192,10 @@ def _merge(into: Group, other: Group) -> None:
     into.oldest = min(into.oldest, other.oldest)
     into.newest = max(into.newest, other.newest)
     into.ages = [a + b for a, b in zip(into.ages, other.ages, strict=True)]
+    for kind, (files, size) in other.hsm.items():
+        tally = into.hsm.setdefault(kind, [0, 0])
+        tally[0] += files
+        tally[1] += size
 
 
 def orphan(

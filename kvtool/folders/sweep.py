@@ -53,7 +53,7 @@ class Outcome(NamedTuple):
     left: tuple[str, ...] = ()  # folders that left DIR while the run removed in them
     gone_bytes: int = 0  # of chosen files another process removed first
     released: bool = False  # --release: files were released to S3, not removed
-    not_exported: tuple[str, ...] = ()  # --release: examples of files left alone, with why
+    not_exported: tuple[tuple[str, str], ...] = ()  # --release: files left alone: (path, why)
 
 
 def _unchanged(info: os.stat_result) -> tuple[int, int, int, int, int, int]:

@@ -67,6 +67,13 @@ def print_inspection(found: Inspection) -> None:
         )  # fmt: skip
     echo(table.render())
     echo()
+    if found.hsm_read:
+        hsm_table, meaning = _hsm_table(s)
+        echo(hsm_table)
+        echo()
+        notes.append(meaning)
+    elif found.hsm:
+        notes.append(found.hsm)
     ages = Table("last use", *(label for label, _ in AGES), left=(0,))
     total = [0] * len(AGES)
     for g in s.groups.values():
@@ -150,6 +157,34 @@ def print_inspection(found: Inspection) -> None:
     print_notes(notes)
 
 
+# HSM state kinds (probe.parse.HsmState.kind) as inspect's columns
+HSM_COLUMNS = (
+    ("archived", "archived"), ("released", "released (in S3)"), ("dirty", "dirty"),
+    ("lost", "lost"), ("none", "not exported"),
+)  # fmt: skip
+
+
+def _hsm_table(s: Any) -> tuple[str, str]:
+    """Per group, its files (and bytes) by HSM state (lfs hsm_state), and what they mean."""
+    from kvtool.folders.summary import engine_name
+
+    seen = {kind for g in s.groups.values() for kind in g.hsm}
+    columns = [(k, label) for k, label in HSM_COLUMNS if k in seen or k != "lost"]
+    table = Table("engine", "model", *(label for _k, label in columns), left=(0, 1))
+    for g in sorted(s.groups.values(), key=lambda g: -g.bytes):
+        cells = []
+        for kind, _label in columns:
+            files, size = g.hsm.get(kind, (0, 0))
+            cells.append(f"{files:,} ({format_bytes_binary(size)})" if files else "-")
+        table.add_row(engine_name(g.engine), escape_name(g.model) or "-", *cells)
+    meaning = (
+        "HSM states by lfs hsm_state, files (bytes): archived files have an up-to-date copy in"
+        " S3 (gc --release may release them); released ones are in S3 only, their names and"
+        " sizes kept (a read restores them); dirty ones changed since their export"
+    )
+    return table.render(), meaning
+
+
 def inspection_json(found: Inspection) -> dict[str, Any]:
     from kvtool.plan.folder_rules import FILES_PER_FOLDER
 
@@ -176,4 +211,5 @@ def inspection_json(found: Inspection) -> dict[str, Any]:
         "largest_folders": [{"folder": f, "files": n} for n, f in walk.per_folder],
         "files_per_folder_guidance": FILES_PER_FOLDER,
         "notes": mode_notes(s.mode),
+        "hsm_states": {"read": found.hsm_read, "note": found.hsm or None},
     }

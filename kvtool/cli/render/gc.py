@@ -60,13 +60,53 @@ def _why(inputs: GcInputs) -> dict[str, tuple[str, str]]:
             "kept: temporaries",
             "temporaries: in-flight writes, never removed",
         ),
+        gc_plan.NOT_EXPORTED_WHY: (
+            "kept: not exported",
+            "not exported: no up-to-date copy in S3 (never exported, or changed since): never"
+            " released, and --release removes nothing",
+        ),
+        gc_plan.RELEASED_WHY: (
+            "released (in S3)",
+            "released (in S3): released before; inspect lists them, a read restores them",
+        ),
     }
 
 
-def list_line(removal: Removal, *, dry_run: bool) -> None:
+def _verb(*, dry_run: bool, release: bool) -> str:
+    if release:
+        return "would release" if dry_run else "released"
+    return "would remove" if dry_run else "removed"
+
+
+def list_line(removal: Removal, *, dry_run: bool, release: bool = False) -> None:
     """``--list``: one file, as it goes (escaped: a name cannot forge a line)."""
-    verb = "would remove" if dry_run else "removed"
+    verb = _verb(dry_run=dry_run, release=release)
     sys.stdout.write(f"{verb} {escape_name(removal.path)}  ({removal.bytes:,} B)\n")
+
+
+def print_task(request: dict[str, Any], notes: tuple[str, ...]) -> None:
+    """``--emit fsx-task``: the AWS CLI call, one line to copy, and what it does as notes."""
+    import json
+    import shlex
+
+    from kvtool.cli.render.text import note
+
+    document = json.dumps(request, separators=(",", ":"))
+    sys.stdout.write(
+        f"aws fsx create-data-repository-task --cli-input-json {shlex.quote(document)}\n"
+    )
+    for text in notes:
+        note(text)
+
+
+def print_shard_problem(root: Path, problem: str, *, as_json: bool) -> None:
+    """The shards of a run could not agree on their cut: nothing removed."""
+    if as_json:
+        print_json(
+            {"folder": str(root), "shard_problem": problem, "removed_files": 0}, command="gc"
+        )
+    else:
+        echo(f"{escape_name(str(root))}: {problem}")
 
 
 def print_lock_problem(root: Path, problem: str, *, busy: bool, as_json: bool) -> None:
@@ -131,11 +171,13 @@ def print_gc(inputs: GcInputs, planned: Plan, outcome: Outcome) -> None:
 
     choice = planned.choice
     groups = planned.groups or gc_plan.Groups()
-    verb = "would remove" if outcome.dry_run else "removed"
+    verb = _verb(dry_run=outcome.dry_run, release=outcome.released)
     why = _why(inputs)
     echo(f"{escape_name(str(inputs.folder.root))}: {_limits(inputs)}")
+    holds = "holds on disk" if planned.held else "holds"
+    part = "" if planned.shard is None else f"shard {planned.shard.label}'s part "
     echo(
-        f"holds {format_bytes(planned.folder_bytes)}; in scope:"
+        f"{part}{holds} {format_bytes(planned.folder_bytes)}; in scope:"
         f" {plural(choice.chunk_count, 'chunk')}, {format_bytes(choice.total_bytes)}"
     )
     echo(
@@ -180,21 +222,57 @@ def print_gc(inputs: GcInputs, planned: Plan, outcome: Outcome) -> None:
             f" {_unremovable(planned)}"
         )
     missed = missed_bytes(planned, outcome, inputs.limits)
-    if missed:
+    if missed and outcome.released:
+        notes.append(
+            f"the limit is missed by {format_bytes(missed)}: chosen files not exported to S3"
+            " (or changed, or not released) stay; export them (auto-export, or aws fsx"
+            " create-data-repository-task --type EXPORT_TO_REPOSITORY) and run gc --release"
+            " again, or run gc without --release to remove them"
+        )
+    elif missed:
         notes.append(
             f"the limit is missed by {format_bytes(missed)}: {outcome.skipped_chunks:,} chunks"
             " the plan chose changed before their removal (used, rewritten or replaced) and"
             " stay whole; run gc again to choose anew"
         )
+    for path, reason in outcome.not_exported[:5]:
+        notes.append(f"left alone: {escape_name(path)}: {reason}")
+    notes.extend(_split_notes(planned, outcome))
     for failure in outcome.failed[:5]:
         notes.append(f"could not remove {escape_name(failure)}")
     if len(outcome.failed) > 5:
         notes.append(f"... and {len(outcome.failed) - 5:,} more that could not be removed")
     if outcome.dry_run:
-        notes.append("a dry run: nothing was removed (--list names every file)")
+        what = "released" if outcome.released else "removed"
+        notes.append(f"a dry run: nothing was {what} (--list names every file)")
     if inputs.log is not None:
-        notes.append(f"every removal is logged in {escape_name(str(inputs.log))}")
+        what = "release" if outcome.released else "removal"
+        notes.append(f"every {what} is logged in {escape_name(str(inputs.log))}")
     print_notes(notes)
+
+
+def _split_notes(planned: Plan, outcome: Outcome) -> list[str]:
+    """What --release, --shard and --candidates lfs-find changed about the run, in words."""
+    notes = []
+    if outcome.released:
+        notes.append(
+            "released files keep their names and sizes (inspect lists them as released (in"
+            " S3)); their bytes count as freed: --max-size counts the bytes the file system"
+            " holds under --release"
+        )
+    if planned.shard is not None:
+        notes.append(
+            f"shard {planned.shard.label}: {plural(planned.other_shards, 'file')} of the other"
+            " shards listed, not read"
+            + ("; the cut-off agreed with the run's other shards" if planned.cut else "")
+        )
+    if planned.listed is not None:
+        notes.append(
+            f"candidates from lfs find: {plural(planned.listed, 'file')} listed as older;"
+            f" {plural(planned.unlisted, 'file')} it did not list (newer) were not read, and"
+            " their chunks stay whole"
+        )
+    return notes
 
 
 def _unremovable(planned: Plan) -> str:
@@ -331,6 +409,12 @@ def gc_json(
         "unreadable_folders": list(outcome.unreadable),
         "log": str(inputs.log) if inputs.log else None,
         "at": time.time(),
+        "release": outcome.released,
+        "not_exported_examples": [{"path": p, "why": w} for p, w in outcome.not_exported],
+        "shard": None if planned.shard is None else planned.shard.label,
+        "other_shards_files": planned.other_shards,
+        "candidates": "walk" if planned.listed is None else "lfs-find",
+        "lfs_find_listed": planned.listed,
     }
     if listed:
         data["files"] = [

@@ -76,7 +76,7 @@ def test_only_archived_clean_files_are_released_and_none_removed(
         1 for f in before.values() if f in (0, EXISTS | DIRTY | ARCHIVED, EXISTS, CLEAN | NORELEASE)
     )
     assert kept[gc_plan.RELEASED_WHY].files == sum(1 for f in before.values() if f & RELEASED)
-    assert any("changed since its export" in e for e in outcome.not_exported)
+    assert any("changed since its export" in why for _path, why in outcome.not_exported)
     releases = [c for c in fake.calls() if c[0] == "hsm_release"]
     assert releases
     assert all(len(c) - 3 <= 50 for c in releases)
