@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from kvtool.doctor.checks import (
@@ -11,6 +12,7 @@ from kvtool.doctor.checks import (
     _f,
     _grade,
 )
+from kvtool.errors import KvtoolError
 from kvtool.findings import Finding, Status
 from kvtool.plan.fsx_rules import TCP_CLIENT_GBPS, FsxFacts, fsx_settings
 from kvtool.probe.facts import NodeFacts
@@ -40,6 +42,7 @@ def check_aws(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
     out = [_lifecycle(fs), *settings[:5]]
     out.append(_security_group(aws, efa))
     out.append(settings[5])
+    out.append(kv_export(facts))
     capacity = facts_.storage_capacity_gib or 0
     per_tib = facts_.per_unit_storage_throughput or 0
     gbytes_s = facts_.read_gbytes_per_s or 0.0
@@ -65,6 +68,55 @@ def check_aws(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
             )
         )
     return out
+
+
+def kv_export(facts: NodeFacts) -> Finding:
+    """Which data repository association holds the KV folder, and its export policy: what
+    ``gc --release`` can release (only files exported to S3) and whether they get there by
+    themselves (auto-export) or by an export task. A report, PASS; WARN when no association
+    holds the folder (nothing there reaches S3: --release releases nothing)."""
+    from kvtool.folders.fsx_task import file_system_path
+
+    assocs = facts.aws.associations
+    if assocs is None:
+        why = facts.aws.errors.get("dra", "not read")
+        return _f("aws.kv_export", "SKIP", f"data repository associations not read: {why}")
+    if facts.mount is None or facts.mount.fstype != "lustre":
+        return _f("aws.kv_export", "SKIP", f"{facts.path} is not on the Lustre mount")
+    real = str(facts.path_info.get("realpath") or facts.path)
+    try:
+        path = "/" + file_system_path(Path(real), facts.mount).strip("/")
+    except KvtoolError as exc:
+        return _f("aws.kv_export", "SKIP", str(exc))
+    inside = path.rstrip("/") + "/"
+    holding = [
+        a for a in assocs if inside.startswith((a.get("FileSystemPath") or "/").rstrip("/") + "/")
+    ]
+    if not holding:
+        return _f(
+            "aws.kv_export",
+            "WARN",
+            f"no data repository association holds the KV folder ({path} on the file system):"
+            " its files never reach S3, so gc --release has nothing to release there",
+            fix="gc removes instead; or link the folder to S3: aws fsx"
+            " create-data-repository-association --file-system-path " + path,
+        )
+    dra = max(holding, key=lambda a: len(a.get("FileSystemPath") or ""))
+    events = ((dra.get("S3") or {}).get("AutoExportPolicy") or {}).get("Events") or []
+    policy = (
+        f"auto-export on ({', '.join(events)})"
+        if events
+        else "auto-export off: gc --release frees only what an export task put in S3"
+        " (create-data-repository-task --type EXPORT_TO_REPOSITORY)"
+    )
+    return _f(
+        "aws.kv_export",
+        "PASS",
+        f"KV folder {path}: {dra.get('AssociationId', '?')} ->"
+        f" {dra.get('DataRepositoryPath', '?')}, {policy}",
+        f"aws fsx describe-data-repository-associations: {dra.get('FileSystemPath', '?')} <->"
+        f" {dra.get('DataRepositoryPath', '?')} ({len(assocs)} association(s))",
+    )
 
 
 def _lifecycle(fs: dict[str, Any]) -> Finding:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvtool.doctor.aws import check_aws, described_facts
+from kvtool.doctor.aws import check_aws, described_facts, kv_export
 from kvtool.doctor.checks import DoctorOptions
 from kvtool.probe.gather import GatherOptions, gather
 from kvtool.probe.host import SnapshotHost
@@ -35,3 +35,27 @@ def test_the_throughput_is_held_to_the_nodes_links(node) -> None:
     assert "1.8 GB/s per node" in many["aws.throughput"].message  # shared by 16 nodes
     assert "for 16 node(s)" in many["aws.throughput"].evidence
     assert {one["aws.throughput"].status, many["aws.throughput"].status} == {"WARN"}
+
+
+def test_the_kv_folders_association_and_export_policy_are_reported(node) -> None:
+    """The recorded association (FileSystemPath /kvcache; the healthy node has auto-export
+    off) holds the KV folder /mnt/lustre/kvcache of the mount at /mnt/lustre."""
+    found = kv_export(node)
+    assert found.status == "PASS"
+    assert "KV folder /kvcache: dra-0123456789abcdef0 ->" in found.message
+    assert "s3://example-kvcache-bucket/kvcache/" in found.message
+    assert "auto-export off" in found.message
+    assert "EXPORT_TO_REPOSITORY" in found.message
+    assert found.id in {f.id for f in check_aws(node, DoctorOptions())}
+    (dra,) = node.aws.associations
+    events = {**dra, "S3": {"AutoExportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]}}}
+    on = kv_export(node._replace(aws=node.aws._replace(associations=[events])))
+    assert "auto-export on (NEW, CHANGED, DELETED)" in on.message
+    elsewhere = {**dra, "FileSystemPath": "/kvcache-other"}
+    none = kv_export(node._replace(aws=node.aws._replace(associations=[elsewhere])))
+    assert none.status == "WARN"
+    assert "gc --release has nothing to release" in none.message
+    root = {**dra, "FileSystemPath": "/"}
+    assert kv_export(node._replace(aws=node.aws._replace(associations=[root]))).status == "PASS"
+    unread = kv_export(node._replace(aws=node.aws._replace(associations=None)))
+    assert unread.status == "SKIP"
