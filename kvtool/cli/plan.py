@@ -64,7 +64,8 @@ def plan(
             metavar="KEY=VALUE",
             help="A less used setting, as many times as needed: mfu, concurrent_loads,"
             " gpu_memory_utilization, max_num_batched_tokens, fsx_throughput, t4_storage,"
-            " region, dp_attention, block_tokens (each as its kvtool size option); for the T3"
+            " region, dp_attention, block_tokens (each as its kvtool size option);"
+            " fp8_attention (true: the engine's attention runs at the FP8 peak); for the T3"
             " that kvtool sizes, reload_from (the context from which reading it back must beat"
             " recompute, default 50k, the AWS article's line) or restore_slo (the time the"
             " plan's concurrent restores at --ctx must finish in, e.g. 500ms).",
@@ -91,7 +92,7 @@ def plan(
     """
     from kvtool.cli.size import answer
     from kvtool.errors import InputError
-    from kvtool.inputs.plan_settings import flag, parse_settings
+    from kvtool.inputs.plan_settings import MODEL_KEYS, flag, parse_settings
     from kvtool.inputs.size import SizeRequest
 
     if hardware is None:
@@ -123,6 +124,7 @@ def plan(
             region=extra.get("region"), calibrate=calibrate, posture=posture,
             as_json=as_json, restore_slo=extra.get("restore_slo"),
             reload_from=extra.get("reload_from"),
+            settings={k: v for k, v in extra.items() if k in MODEL_KEYS},
         ),
         command="plan",
     )  # fmt: skip

@@ -3,9 +3,11 @@ reload-vs-recompute assumptions."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from kvtool.errors import InputError
+from kvtool.inputs.plan_settings import flag
 from kvtool.plan.deployment import Hardware, make_hardware
 from kvtool.plan.placement import GPU_MEMORY_UTILIZATION
 from kvtool.plan.reload import (
@@ -105,6 +107,7 @@ def resolve_assumptions(
     concurrent_loads: str | None = None,
     restore_slo: str | None = None,
     reload_from: str | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> ReloadAssumptions:
     """The reload-vs-recompute assumptions and what a T3 that kvtool sizes must reach,
     defaults filled in."""
@@ -120,4 +123,14 @@ def resolve_assumptions(
         t3_reload_from_tokens=DEFAULT_T3_RELOAD_FROM_TOKENS
         if reload_from is None
         else parse_count(reload_from, what="--set reload_from"),
+        **model_settings(settings or {}),
     )
+
+
+def model_settings(settings: Mapping[str, str]) -> dict[str, Any]:
+    """The storage and reload model's ``--set`` keys (``plan_settings.MODEL_KEYS``) as
+    ReloadAssumptions fields, each checked; absent keys keep the defaults."""
+    out: dict[str, Any] = {}
+    if "fp8_attention" in settings:
+        out["fp8_attention"] = flag(dict(settings), "fp8_attention")
+    return out

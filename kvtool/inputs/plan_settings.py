@@ -19,7 +19,12 @@ SETTINGS: dict[str, str] = {
     "block_tokens": "--block-tokens",
     "reload_from": "--set reload_from",  # from which context T3 must beat recompute (50k)
     "restore_slo": "--set restore_slo",  # or: how fast the plan's restores must finish
+    # the storage and reload model (plan/reload.py's ReloadAssumptions), each printed
+    "fp8_attention": "--set fp8_attention",  # the engine runs FP8 attention (default false)
 }
+# the keys resolve_assumptions reads from one mapping (SizeRequest.settings)
+MODEL_KEYS = ("fp8_attention",)
+BOOLEAN_KEYS = ("dp_attention", "fp8_attention")
 TRUE, FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
 
@@ -40,8 +45,8 @@ def parse_settings(items: list[str] | None) -> dict[str, str]:
         if key in settings:
             raise InputError(f"--set {key} is given twice", "give it once")
         value = value.strip()
-        if key == "dp_attention" and value.lower() not in (*TRUE, *FALSE):
-            raise InputError(f"--set dp_attention={value!r} is not true or false")
+        if key in BOOLEAN_KEYS and value.lower() not in (*TRUE, *FALSE):
+            raise InputError(f"--set {key}={value!r} is not true or false")
         settings[key] = value
     return settings
 

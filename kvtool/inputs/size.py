@@ -59,6 +59,9 @@ class SizeRequest:
     posture: str | None = None
     restore_slo: str | None = None
     reload_from: str | None = None
+    # kvtool plan --set keys of the storage and reload model (inputs/plan_settings.py's
+    # MODEL_KEYS), as typed; checked by resolve_assumptions
+    settings: dict[str, str] | None = None
     kvtool_version: str = ""  # written into an emitted configuration
 
     def __init__(self, model: str, **options: Any) -> None:
@@ -296,6 +299,7 @@ def _plan(
             concurrent_loads=r.concurrent_loads,
             restore_slo=r.restore_slo,
             reload_from=r.reload_from,
+            settings=r.settings,
         ),
         offload=None if r.emit is None else get_layout(r.emit.strip().lower()),
         max_num_batched_tokens=batched,

@@ -15,11 +15,14 @@ each and works the numbers by hand):
   file system's throughput); T4 = S3 at the node's ENA bandwidth (S3 scales with concurrent
   requests; AWS's "100 Gb/s" is an example NIC, not a limit).
 * **Recompute** of N sessions is N prefills sharing the node:
-  ``max(N x FLOPs(L) / (mfu x node peak), one weight pass)``, with FLOPs = 2 x (active
-  parameters - LM head) x L + 2 x LM head (logits for the last position only) + attention,
-  which grows with L squared (windowed layers are bounded by their window; DeepSeek sparse
-  attention by its top-k plus the indexer's own quadratic term). A forward pass cannot be
-  faster than reading the weights once from HBM.
+  ``max(N x (linear(L) / linear peak + attention(L) / attention peak) / mfu, one weight
+  pass)``, each part at the peak of the format it runs in: the linear layers (2 x (active
+  parameters - LM head) x L + 2 x LM head, logits for the last position only) at FP8 when
+  the weights are 8-bit or narrower and the chip has FP8, the attention (which grows with L
+  squared; windowed layers are bounded by their window; DeepSeek sparse attention by its
+  top-k plus the indexer's own quadratic term) at BF16 unless the engine runs FP8 attention
+  (``fp8_attention``). A forward pass cannot be faster than reading the weights once from
+  HBM.
 
 At long contexts both sides scale with N, so their ratio does not depend on it; at short
 contexts the fixed and per-chunk costs decide. ``crossover_tokens`` finds the context from
@@ -66,13 +69,15 @@ class TierPath:
 class ReloadAssumptions:
     """Everything the reload-vs-recompute model assumes, shown to the user as it is.
 
-    ``use_fp8_compute`` None means FP8 when the weights are 8-bit or narrower and the chip has
-    FP8 (the planner decides).
+    ``use_fp8_compute`` None means FP8 linear layers when the weights are 8-bit or narrower
+    and the chip has FP8 (the planner decides); ``fp8_attention`` runs the attention at the
+    chip's FP8 peak too (an engine's FP8 attention kernel), else it runs at BF16.
     """
 
     mfu: float = DEFAULT_MFU
     concurrent_loads: int = DEFAULT_CONCURRENT_LOADS
     use_fp8_compute: bool | None = None
+    fp8_attention: bool = False
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
     io_threads: int = DEFAULT_IO_THREADS
     s3_connections: int = DEFAULT_S3_CONNECTIONS
@@ -195,12 +200,20 @@ def tier_paths(
 
 def prefill_flops(spec: ModelSpec, params: ParamCount, tokens: int) -> float:
     """FLOPs to prefill ``tokens`` tokens from scratch (causal attention, logits for the last
-    position only).
+    position only): the sum of ``prefill_flops_parts``.
 
     Worked number: Llama 3.1 70B (69.5 B active without the embedding lookup, of which 1.05 B
     is the LM head; 80 layers x 64 heads x (128 + 128)) at 100,000 tokens:
     2 x 68.5e9 x 1e5 + 2 x 1.05e9 + 80 x 64 x 256 x 1e10 = 1.37e16 + 1.31e16 = 2.68e16 FLOPs.
     """
+    linear, attention = prefill_flops_parts(spec, params, tokens)
+    return linear + attention
+
+
+def prefill_flops_parts(spec: ModelSpec, params: ParamCount, tokens: int) -> tuple[float, float]:
+    """A prefill's FLOPs as (linear layers, attention): the parts run in different formats
+    (FP8 weights make the linear layers FP8; the attention stays BF16 unless the engine runs
+    FP8 attention). Llama 3.1 70B at 100,000 tokens: (1.37e16, 1.31e16)."""
     n = float(tokens)
     linear = 2.0 * (params.active - params.lm_head) * n + 2.0 * params.lm_head
     heads = spec.num_attention_heads
@@ -218,7 +231,7 @@ def prefill_flops(spec: ModelSpec, params: ParamCount, tokens: int) -> float:
         elif isinstance(group, MlaLayers):
             dims = group.qk_nope_head_dim + group.qk_rope_head_dim + group.v_head_dim
             attention += group.num_layers * group.num_heads * dims * _pairs(n, topk) * 2
-    return linear + attention
+    return linear, attention
 
 
 def _pairs(n: float, window: int | None) -> float:
@@ -230,35 +243,63 @@ def _pairs(n: float, window: int | None) -> float:
 
 @dataclass(frozen=True)
 class Compute:
-    """What recompute runs on: the node's peak for the chosen precision, and the shortest
-    forward pass (one read of an engine instance's weights from its chips' HBM)."""
+    """What recompute runs on: the node's peak for the linear layers' format and for the
+    attention's, and the shortest forward pass (one read of an engine instance's weights
+    from its chips' HBM)."""
 
-    peak_flops: float
+    peak_flops: float  # the linear layers' peak (FP8 with 8-bit weights, else BF16)
     weight_pass_s: float
-    precision: str
+    precision: str  # the linear layers' format
+    attention_peak_flops: float = 0.0  # 0: the linear layers' peak
+    attention_precision: str = ""  # "": the linear layers' format
+
+    @property
+    def formats(self) -> str:
+        """``linear layers fp8, attention bf16``, or one word when both run alike."""
+        attention = self.attention_precision or self.precision
+        if attention == self.precision:
+            return self.precision
+        return f"linear layers {self.precision}, attention {attention}"
 
 
 def node_compute(
     node: NodeProfile, *, weights_bytes_per_instance: int, tp: int, a: ReloadAssumptions
 ) -> Compute:
-    """Dense peak (FP8 when ``a.use_fp8_compute`` and the chip has it) and the weight pass."""
+    """Dense peaks per part: the linear layers at FP8 when ``a.use_fp8_compute`` and the chip
+    has FP8, the attention at FP8 only with ``a.fp8_attention`` (else BF16); and the weight
+    pass."""
     fp8 = bool(a.use_fp8_compute) and node.fp8_tflops_per_chip > 0
+    fp8_attention = a.fp8_attention and node.fp8_tflops_per_chip > 0
     per_chip = node.fp8_tflops_per_chip if fp8 else node.bf16_tflops_per_chip
+    attention = node.fp8_tflops_per_chip if fp8_attention else node.bf16_tflops_per_chip
     hbm = tp * node.hbm_tbytes_per_s_per_chip * 1e12
     return Compute(
         peak_flops=node.chips * per_chip * 1e12,
         weight_pass_s=weights_bytes_per_instance / hbm if hbm else 0.0,
         precision="fp8" if fp8 else "bf16",
+        attention_peak_flops=node.chips * attention * 1e12,
+        attention_precision="fp8" if fp8_attention else "bf16",
     )
+
+
+def prefill_seconds(
+    spec: ModelSpec, params: ParamCount, compute: Compute, tokens: int, *, mfu: float,
+    share: float = 1.0,
+) -> float:  # fmt: skip
+    """One prefill of ``tokens`` on ``share`` of the node at ``mfu``: each part at its own
+    format's peak (no weight-pass floor)."""
+    linear, attention = prefill_flops_parts(spec, params, tokens)
+    attention_peak = compute.attention_peak_flops or compute.peak_flops
+    return (linear / compute.peak_flops + attention / attention_peak) / (mfu * share)
 
 
 def recompute_seconds(
     spec: ModelSpec, params: ParamCount, compute: Compute, tokens: int, a: ReloadAssumptions
 ) -> float:
-    """N prefills of ``tokens`` sharing the node at ``mfu`` of its peak, never faster than a
-    weight pass."""
-    flops = a.concurrent_loads * prefill_flops(spec, params, tokens)
-    return max(flops / (a.mfu * compute.peak_flops), compute.weight_pass_s)
+    """N prefills of ``tokens`` sharing the node at ``mfu`` of each part's peak, never faster
+    than a weight pass."""
+    one = prefill_seconds(spec, params, compute, tokens, mfu=a.mfu)
+    return max(a.concurrent_loads * one, compute.weight_pass_s)
 
 
 def reload_seconds(path: TierPath, session_bytes: int, tokens: int, a: ReloadAssumptions) -> float:

@@ -81,6 +81,8 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
                 "t3_reload_from_tokens": a.t3_reload_from_tokens,
                 "restore_slo_s": a.restore_slo_s,
                 "compute": plan.compute.precision,
+                "attention_compute": plan.compute.attention_precision or plan.compute.precision,
+                "fp8_attention": a.fp8_attention,
                 "weight_pass_s": plan.compute.weight_pass_s,
             },
             "paths": [
@@ -172,6 +174,15 @@ def _crossover(tokens: int | None) -> str:
     return f"from {tokens:,} tokens"
 
 
+def _peaks(plan: DeploymentPlan) -> str:
+    """``bf16 peak``, or each part's: ``linear layers' fp8 and attention's bf16 peaks``."""
+    c = plan.compute
+    attention = c.attention_precision or c.precision
+    if attention == c.precision:
+        return f"{c.precision} peak"
+    return f"linear layers' {c.precision} and attention's {attention} peaks"
+
+
 def _reload_block(plan: DeploymentPlan) -> list[str]:
     """The reload-vs-recompute section's lines: the paths, the table and the plan's notes
     (the same for every context whose paths and rows are the same: printed once)."""
@@ -179,7 +190,7 @@ def _reload_block(plan: DeploymentPlan) -> list[str]:
     lines = [
         f"Reload vs recompute ({a.concurrent_loads} sessions at once per node: restores"
         f" share its links, prefills its compute at {a.mfu:.0%} MFU of the"
-        f" {plan.compute.precision} peak)"
+        f" {_peaks(plan)})"
     ]
     for path in plan.paths:
         lines.append(

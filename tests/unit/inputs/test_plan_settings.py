@@ -21,6 +21,7 @@ def test_settings_are_key_value_pairs_of_known_keys() -> None:
         (["speed=fast"], "--set 'speed' is not a plan setting"),
         (["mfu=0.3", "mfu=0.4"], "--set mfu is given twice"),
         (["dp_attention=maybe"], "--set dp_attention='maybe' is not true or false"),
+        (["fp8_attention=fast"], "--set fp8_attention='fast' is not true or false"),
     ],
 )
 def test_a_bad_setting_is_one_clear_error(items: list[str], message: str) -> None:

@@ -12,6 +12,7 @@ from kvtool.plan.reload import (
     crossover_tokens,
     node_compute,
     prefill_flops,
+    prefill_flops_parts,
     recompute_seconds,
     reload_seconds,
     t3_client_gbps,
@@ -149,3 +150,24 @@ def test_s3_reads_at_the_nodes_ena_not_a_100_gbps_cap() -> None:
     few = replace(a, s3_connections=16)
     paths = tier_paths(p6, FSX, S3, t3_path="efa", a=few, fsx_bytes_per_s_per_node=None)
     assert next(p for p in paths if p.tier == "T4").node_bytes_per_s == 16 * 85e6
+
+
+def test_fp8_weights_make_the_linear_layers_fp8_and_leave_attention_bf16() -> None:
+    """DeepSeek R1's fp8 weights run its linear layers at the H200's 1,979 TFLOPS; its
+    attention runs at the 989 of BF16 unless the engine runs FP8 attention (issue 49)."""
+    spec, params = model("deepseek-r1")
+    weights = weight_bytes(params, "fp8", model_dtype="bf16")
+    a = ReloadAssumptions(concurrent_loads=1, use_fp8_compute=True)
+    compute = node_compute(P5EN, weights_bytes_per_instance=weights, tp=8, a=a)
+    linear, attention = prefill_flops_parts(spec, params, 128_000)
+    assert linear + attention == pytest.approx(prefill_flops(spec, params, 128_000))
+    fp8, bf16 = 8 * 1979e12, 8 * 989e12
+    assert recompute_seconds(spec, params, compute, 128_000, a) == pytest.approx(
+        (linear / fp8 + attention / bf16) / 0.4
+    )
+    assert compute.formats == "linear layers fp8, attention bf16"
+    both = replace(a, fp8_attention=True)
+    compute = node_compute(P5EN, weights_bytes_per_instance=weights, tp=8, a=both)
+    assert recompute_seconds(spec, params, compute, 128_000, both) == pytest.approx(
+        (linear + attention) / fp8 / 0.4
+    )
