@@ -67,10 +67,9 @@ def gen(
 
     if output is not None:
         output_file(output, option="--output")
+    given = merge(requests, old_requests, old="-n", new="--requests")  # "" is no count
     workload = Workload(
-        requests=parse_count(
-            merge(requests, old_requests, old="-n", new="--requests") or "10000", what="--requests"
-        ),
+        requests=parse_count("10000" if given is None else given, what="--requests"),
         arrival_rate=arrival_rate,
         turns=turns,
         think_s=think,

@@ -18,10 +18,8 @@ def test_tokens_without_a_model() -> None:
     inputs = resolve_replay(HEAD, sizes=SIZES)
     config = inputs.setup.config
     assert (config.unit, config.block_units) == ("tokens", 512)
-    # a tier's M is 10^6 tokens, held in whole 512-token blocks
-    assert config.capacity == {
-        "T1": 1_000_000 // 512 * 512, "T2": 3_000_000 // 512 * 512, "T3": None, "T4": 0
-    }  # fmt: skip
+    # a tier's M is --ctx's, 2^20 tokens, held in whole 512-token blocks
+    assert config.capacity == {"T1": 2**20, "T2": 3 * 2**20, "T3": None, "T4": 0}
     assert inputs.sweep == {}
     assert inputs.setup.ttft is None
 
@@ -46,7 +44,7 @@ def test_hardware_fills_t1_and_t2_and_the_ttft_model() -> None:
 
 def test_a_sweep_gives_each_tiers_sizes_in_units() -> None:
     inputs = resolve_replay(HEAD, sizes={"T1": "1M,2M,inf", "T2": "0"}, sweep=True)
-    one, two = 1_000_000 // 512 * 512, 2_000_000 // 512 * 512
+    one, two = 2**20, 2 * 2**20  # M: x1024^2, as in --ctx
     assert inputs.sweep == {"T1": [one, two, None], "T2": [0]}
     assert inputs.setup.config.capacity["T1"] == one  # the first of each
 
