@@ -65,7 +65,9 @@ def plan(
             help="A less used setting, as many times as needed: mfu, concurrent_loads,"
             " gpu_memory_utilization, max_num_batched_tokens, fsx_throughput, t4_storage,"
             " region, dp_attention, block_tokens (each as its kvtool size option);"
-            " fp8_attention (true: the engine's attention runs at the FP8 peak); for the T3"
+            " fp8_attention (true: the engine's attention runs at the FP8 peak); the storage"
+            " model's chunk_tokens, io_threads, s3_connections (per instance), s3_lookups and"
+            " s3_prefixes (each printed with its source); for the T3"
             " that kvtool sizes, reload_from (the context from which reading it back must beat"
             " recompute, default 50k, the AWS article's line) or restore_slo (the time the"
             " plan's concurrent restores at --ctx must finish in, e.g. 500ms).",

@@ -133,4 +133,10 @@ def model_settings(settings: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "fp8_attention" in settings:
         out["fp8_attention"] = flag(dict(settings), "fp8_attention")
+    for key in ("chunk_tokens", "io_threads", "s3_connections", "s3_prefixes"):
+        if key in settings:
+            out[key] = parse_count(settings[key], what=f"--set {key}")
+    if "s3_lookups" in settings:
+        text = settings["s3_lookups"].strip()
+        out["s3_lookups"] = 0 if text == "0" else parse_count(text, what="--set s3_lookups")
     return out

@@ -21,9 +21,17 @@ SETTINGS: dict[str, str] = {
     "restore_slo": "--set restore_slo",  # or: how fast the plan's restores must finish
     # the storage and reload model (plan/reload.py's ReloadAssumptions), each printed
     "fp8_attention": "--set fp8_attention",  # the engine runs FP8 attention (default false)
+    "chunk_tokens": "--set chunk_tokens",  # tokens per chunk file or object (LMCache's 256)
+    "io_threads": "--set io_threads",  # T3 reads in flight per EC2 instance (32)
+    "s3_connections": "--set s3_connections",  # S3 requests in flight per EC2 instance (64)
+    "s3_lookups": "--set s3_lookups",  # requests before each GET (LMCache: 1 HEAD)
+    "s3_prefixes": "--set s3_prefixes",  # S3 partitioned prefixes the keys spread over (1)
 }
 # the keys resolve_assumptions reads from one mapping (SizeRequest.settings)
-MODEL_KEYS = ("fp8_attention",)
+MODEL_KEYS = (
+    "fp8_attention", "chunk_tokens", "io_threads", "s3_connections", "s3_lookups",
+    "s3_prefixes",
+)  # fmt: skip
 BOOLEAN_KEYS = ("dp_attention", "fp8_attention")
 TRUE, FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 

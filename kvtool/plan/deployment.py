@@ -10,7 +10,7 @@ nothing here reads a file.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from kvtool.errors import InputError
 from kvtool.model.engines import BatchedTokens, batched_tokens
@@ -23,7 +23,7 @@ from kvtool.model.params import (
 from kvtool.model.shape import KvShape
 from kvtool.model.spec import ModelSpec
 from kvtool.plan.cluster import Hardware, client_path, make_hardware, over_nodes, uses_gds
-from kvtool.plan.fsx import FileSystem, smallest_size_at_least
+from kvtool.plan.fsx import FileSystem
 from kvtool.plan.measured import apply_measured
 from kvtool.plan.offload import LAYOUTS, OffloadLayout, copies_divisor
 from kvtool.plan.placement import (
@@ -32,6 +32,7 @@ from kvtool.plan.placement import (
     TierPlan,
     plan_tiers,
 )
+from kvtool.plan.plan_notes import offload_notes, s3_out_reads, t3_notes
 from kvtool.plan.reload import (
     DEFAULT_T3_RELOAD_FROM_TOKENS,
     BreakEven,
@@ -44,9 +45,11 @@ from kvtool.plan.reload import (
     node_compute,
     recompute_seconds,
     reload_seconds,
+    restore,
     t3_client_gbps,
     tier_paths,
 )
+from kvtool.plan.requests import RestoreTerms, key_scheme
 from kvtool.plan.serving import (
     Layout,
     Serving,
@@ -57,7 +60,7 @@ from kvtool.plan.serving import (
     kv_format_notes,
     node_gpu,
 )
-from kvtool.plan.t3_size import FOR_CAPACITY, FOR_THROUGHPUT, GIVEN, T3Size, size_t3
+from kvtool.plan.t3_size import GIVEN, T3Size, size_t3
 from kvtool.plan.verdict import Replan, Verdict, judge, rescue
 from kvtool.plan.workload import Workload
 from kvtool.profiles.hardware import NodeProfile
@@ -72,6 +75,13 @@ __all__ = [
 
 BREAK_EVEN_CONTEXTS = (1_000, 4_000, 10_000, 32_000, 50_000, 128_000, 200_000, 1_000_000)
 ARTICLE_CHEAP_TOKENS = 10_000  # the article: below 10K tokens recompute is cheap
+
+
+def workers_storing(serving: Serving, t3_divisor: int) -> int:
+    """Files (T3) or objects (T4) one chunk is stored as: one per worker of the engine (tp x
+    pp ranks, each saving its share), or fewer where the stack saves an MLA latent once
+    (``t3_divisor`` = tp: one per pipeline stage). Llama 3.1 405B at tp 8 x pp 18: 144."""
+    return max(1, serving.tp * serving.pp // t3_divisor)
 
 
 def offload_divisors(
@@ -159,6 +169,8 @@ class DeploymentPlan:
     assumptions: ReloadAssumptions
     best_layout: Layout | None = None  # the layout holding the most sessions in T1
     verdict: Verdict | None = None  # the one line first, with its tries
+    # each path's restore of the plan's concurrent sessions at ctx_tokens, term by term
+    restores: dict[str, RestoreTerms] = field(default_factory=dict)
 
     @property
     def weights_dtype(self) -> str:
@@ -208,6 +220,9 @@ def plan_deployment(
         a=assumptions,
     )
 
+    scheme, scheme_note = key_scheme(offload.name)
+    objects = workers_storing(serving, divisors["T3"])
+
     def paths_at(share: float, fsx_why: str = "") -> list[TierPath]:
         """The read paths with each node's share of the file system at ``share``."""
         return [
@@ -220,6 +235,9 @@ def plan_deployment(
                 a=assumptions,
                 fsx_bytes_per_s_per_node=share,
                 fsx_why=fsx_why,
+                objects_per_chunk=objects,
+                nodes=hardware.nodes,
+                scheme=scheme,
             )
         ]
 
@@ -235,7 +253,7 @@ def plan_deployment(
     paths = paths_at(share, f"the file system's throughput, {fsx_why}")
     if hardware.measured:
         paths = apply_measured(paths, hardware.measured, t3_share_bytes_per_s=share)
-    notes = list(_t3_notes(hardware, t3, share))
+    notes = list(t3_notes(hardware, t3, share))
     taken = client_path(hardware)
     if taken != hardware.t3_path:
         names = {"ena": "ENA/TCP", "efa": "EFA", "efa_gds": "EFA with GDS"}
@@ -256,7 +274,9 @@ def plan_deployment(
             " capacity),"
             " not the spec, and its first-byte latency where it measured one (each path says)"
         )
-    notes += _offload_notes(offload, divisors, serving, gds)
+    notes += offload_notes(offload, divisors, serving, gds)
+    if scheme_note:
+        notes.append(scheme_note)
     if not any(p.tier == "T2" for p in paths) and node.host_memory_gib:
         notes.append(
             f"no T2 reload time: {node.name}'s host-to-accelerator bandwidth is not published"
@@ -293,7 +313,8 @@ def plan_deployment(
         for path in paths
         if path.tier == "T3" and path.bandwidth_source == "measured"
     ]
-    notes += _s3_out_reads(crossovers, t3, paths, hardware.nodes)
+    restores = {p.tier: restore(p, session, ctx_tokens, assumptions) for p in paths}
+    notes += s3_out_reads(crossovers, t3, paths, hardware.nodes, restores.get("T4"))
     t3_from = crossovers.get("T3")
     if t3_from is not None and t3_from < ARTICLE_CHEAP_TOKENS:
         notes.append(
@@ -329,6 +350,7 @@ def plan_deployment(
         break_even=tuple(rows),
         fan_in=tuple(fan_in),
         assumptions=assumptions,
+        restores=restores,
     )
 
 
@@ -685,101 +707,3 @@ def _size_t3(
         hardware, need_bytes, goal=goal, deadline_s=deadline, link_bytes_per_s=link,
         reload_s=lambda share: reload_seconds(t3_path(share), session, tokens, a),
     )  # fmt: skip
-
-
-def _s3_out_reads(
-    crossovers: dict[str, int | None], t3: T3Size, paths: list[TierPath], nodes: int
-) -> list[str]:
-    """A warning when reloading from S3 beats recompute from a shorter context than T3 does,
-    with the FSx capacity whose share per node reads as fast as S3 does."""
-    t3_from, t4_from = crossovers.get("T3"), crossovers.get("T4")
-    if t4_from is None or (t3_from is not None and t3_from <= t4_from):
-        return []
-    fs = t3.file_system
-    s3 = next(p.node_bytes_per_s for p in paths if p.tier == "T4")
-    gib = smallest_size_at_least(fs.profile, s3 * nodes / (fs.throughput_mbps_per_tib * 1e6) * 1024,
-                                 fs.throughput_mbps_per_tib, efa=fs.efa)  # fmt: skip
-    return [
-        f"S3 out-reads this T3: reload from T4 wins from {t4_from:,} tokens, from T3"
-        f" {'never' if t3_from is None else f'from {t3_from:,} tokens'} ({fs.capacity_gib:,}"
-        f" GiB, {t3.source}); --fsx-capacity {gib}GiB would give each node S3's"
-        f" {s3 / 1e9:,.1f} GB/s"
-    ]
-
-
-def _t3_notes(hardware: Hardware, t3: T3Size, share: float) -> list[str]:
-    """How the T3 file system was chosen, and whether the file system or the links bound it."""
-    notes = []
-    fs = t3.file_system
-    kind = "EFA-enabled " if fs.efa else ""
-    reads = (
-        f"{fs.capacity_gib:,} GiB at {fs.throughput_mbps_per_tib:,} MB/s/TiB ="
-        f" {fs.read_bytes_per_s / 1e9:,.1f} GB/s of reads"
-    )
-    if t3.source == FOR_CAPACITY and t3.goal_met:
-        notes.append(
-            f"no --fsx-capacity: T3 sized by kvtool, the smallest {kind}{fs.profile.name} that"
-            f" holds what spills there, {reads}, which already reaches its goal: {t3.goal}"
-        )
-    elif t3.source == FOR_CAPACITY:
-        notes.append(
-            f"no --fsx-capacity: T3 sized by kvtool for capacity only, {kind}{fs.profile.name}"
-            f" {reads}: no file system reaches {t3.goal}, because the client links cap that"
-            f" restore at {t3.restore_s:,.2f} s against {t3.deadline_s:,.2f} s; more throughput"
-            " would not buy it"
-            + ("" if "restore_slo" in t3.goal else " (recomputing is the faster path there)")
-        )
-    elif t3.source == FOR_THROUGHPUT:
-        holds = f"{t3.capacity_gib:,} GiB would hold what spills there; "
-        notes.append(
-            f"no --fsx-capacity: T3 sized by kvtool for throughput, {kind}{fs.profile.name}"
-            f" {reads} ({holds}this one is sized for: {t3.goal})"
-        )
-    elif not t3.goal_met:
-        notes.append(
-            f"--fsx-capacity {fs.capacity_gib:,} GiB as given ({reads}) falls short of"
-            f" {t3.goal}: that restore takes {t3.restore_s:,.2f} s against {t3.deadline_s:,.2f} s"
-        )
-    _, link_gbps = t3_client_gbps(hardware.node, hardware.t3, hardware.t3_path)
-    link = link_gbps * 1e9 / 8
-    if share < link:
-        need_gib = hardware.nodes * link / (fs.throughput_mbps_per_tib * 1e6) * 1024
-        size = smallest_size_at_least(fs.profile, need_gib, fs.throughput_mbps_per_tib, efa=fs.efa)
-        notes.append(
-            f"T3 reads are bound by the file system, not the client links: {share / 1e9:,.1f}"
-            f" GB/s per node against {link / 1e9:,.1f} GB/s of link; {size:,} GiB at"
-            f" {fs.throughput_mbps_per_tib:,} MB/s/TiB would match the links of"
-            f" {hardware.nodes} node(s)"
-        )
-    if fs.profile.write_throughput_mbps_per_tib:
-        notes.append(
-            f"{fs.profile.name} writes at {fs.profile.write_throughput_mbps_per_tib} MB/s/TiB:"
-            f" {fs.write_bytes_per_s / 1e9:,.1f} GB/s for eager copies and demotions"
-        )
-    return notes
-
-
-def _offload_notes(
-    offload: OffloadLayout, divisors: dict[str, int], serving: Serving, gds: bool
-) -> list[str]:
-    """What the offload stack changes: single MLA copies, a private file tier, a GDS buffer."""
-    notes = []
-    for tier, divisor in divisors.items():
-        if divisor > 1:
-            notes.append(
-                f"{tier} holds one copy of each MLA session ({offload.source}); HBM holds"
-                f" {serving.tp}, one per tensor-parallel rank"
-            )
-    if serving.tp > 1 and divisors["T2"] == 1 and offload.host_pool_per_rank:
-        notes.append(f"{offload.source} keeps a host-memory pool per rank: T2 as HBM holds it")
-    if not offload.t3_shared:
-        notes.append(
-            f"{offload.source}'s disk tier is a private file per worker, deleted when it exits:"
-            " on FSx it is not a shared T3 (no cross-node prefix hits, nothing survives a restart)"
-        )
-    if gds and offload.gpu_reserve_mib_with_gds:
-        notes.append(
-            f"the GDS path pins {offload.gpu_reserve_mib_with_gds:,} MiB of GPU memory per"
-            " worker (gds_buffer_size), taken from the KV space"
-        )
-    return notes

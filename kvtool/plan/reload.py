@@ -5,15 +5,17 @@ back at once on a node, the alternative is N prefills, and those share the node'
 as the restores share its links. Every assumption is a parameter (docs/planning.md explains
 each and works the numbers by hand):
 
-* **Reload** of N sessions of L tokens from a tier takes
-  ``overhead + latency + max(N x bytes(L) / bandwidth, N x chunks(L) x op_cost / io_threads)``:
-  a fixed connector/lookup overhead, one first-byte latency, then the transfer, or the per-chunk
-  operations (open/read/close of one file per chunk on Lustre, one GET per chunk on S3) spread
-  over the I/O threads, whichever is longer (they overlap). The bandwidth is the node's path to
+* **Reload** of N sessions of L tokens from a tier takes ``overhead + latency + lookup +
+  max(bytes, requests in flight, request rate)`` (``plan/requests.py``): a fixed connector
+  overhead, one first-byte latency, the engine's lookup (one chunk after another), then the
+  longest of the transfer (N x bytes(L) / bandwidth), the requests in flight (one file or
+  object per chunk **per worker**, each its first-byte latency and its size over one
+  connection, spread over the I/O threads or S3 connections) and the request rate the store
+  serves (S3's GET/HEAD per prefix, shared by the nodes). The bandwidth is the node's path to
   the tier: T2 = host DRAM over the host-to-accelerator links; T3 = min(the FSx per-client
   ceiling of the path x the EC2 instances in the node, the node's NIC, the node's share of the
-  file system's throughput); T4 = S3 at the node's ENA bandwidth (S3 scales with concurrent
-  requests; AWS's "100 Gb/s" is an example NIC, not a limit).
+  file system's throughput); T4 = S3 at the node's ENA bandwidth (AWS's "100 Gb/s" is an
+  example NIC, not a limit).
 * **Recompute** of N sessions is N prefills sharing the node:
   ``max(N x (linear(L) / linear peak + attention(L) / attention peak) / mfu, one weight
   pass)``, each part at the peak of the format it runs in: the linear layers (2 x (active
@@ -31,12 +33,14 @@ which reload wins.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvtool.errors import InputError
 from kvtool.model.params import ParamCount
 from kvtool.model.spec import AttentionLayers, IndexerLayers, MlaLayers, ModelSpec
+from kvtool.plan.requests import LMCACHE_S3, KeyScheme, Requests, RestoreTerms, restore_terms
 from kvtool.profiles.hardware import NodeProfile, StorageProfile
 
 T2_LATENCY_S = 5e-6  # the AWS article: single-digit microseconds for host DRAM (estimate)
@@ -44,7 +48,9 @@ DEFAULT_MFU = 0.4
 DEFAULT_CONCURRENT_LOADS = 16
 DEFAULT_CHUNK_TOKENS = 256  # LMCache's default chunk_size: one file / object per chunk
 DEFAULT_IO_THREADS = 32  # the AWS article's FSx checklist: 32 or more I/O threads per node
-DEFAULT_S3_CONNECTIONS = 64  # LMCache's S3 backend examples use s3_num_io_threads: 64
+# LMCache's S3 connector: s3_num_io_threads defaults to 64 (s3_adapter.py:32, 0.5.6), per
+# engine process; taken as the requests one EC2 instance keeps in flight
+DEFAULT_S3_CONNECTIONS = 64
 DEFAULT_OVERHEAD_S = 1e-3  # estimate: connector lookup (hashing the prefix, one lookup round)
 DSA_TOPK = 2048  # DeepSeek-V3.2's index_topk
 DEFAULT_T3_RELOAD_FROM_TOKENS = 50_000  # the article: above 50K tokens T3 beats recompute
@@ -63,6 +69,7 @@ class TierPath:
     io_threads: int = 1
     bytes_divisor: int = 1  # the tier stores 1/N of what HBM holds (an MLA latent saved once)
     bandwidth_source: str = "spec"  # "measured" when kvtool bench's figure replaced the spec
+    requests: Requests = field(default_factory=Requests)  # files/objects a chunk, requests
 
 
 @dataclass(frozen=True)
@@ -79,8 +86,10 @@ class ReloadAssumptions:
     use_fp8_compute: bool | None = None
     fp8_attention: bool = False
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
-    io_threads: int = DEFAULT_IO_THREADS
-    s3_connections: int = DEFAULT_S3_CONNECTIONS
+    io_threads: int = DEFAULT_IO_THREADS  # per EC2 instance
+    s3_connections: int = DEFAULT_S3_CONNECTIONS  # per EC2 instance
+    s3_lookups: int | None = None  # requests before each GET; None: the key scheme's
+    s3_prefixes: int | None = None  # partitioned prefixes; None: the key scheme's
     overhead_s: float = DEFAULT_OVERHEAD_S
     # what an FSx that kvtool sizes must reach: T3 reload beating recompute from this many
     # tokens (the AWS article's line), or, when given, restoring within this many seconds
@@ -137,8 +146,14 @@ def tier_paths(
     a: ReloadAssumptions,
     fsx_bytes_per_s_per_node: float | None,
     fsx_why: str = "",
+    objects_per_chunk: int = 1,
+    nodes: int = 1,
+    scheme: KeyScheme = LMCACHE_S3,
 ) -> list[TierPath]:
-    """The read paths from T2, T3 and T4 into one node's accelerators."""
+    """The read paths from T2, T3 and T4 into one node's accelerators. A chunk is
+    ``objects_per_chunk`` files (T3) or objects (T4): one per worker, or one for an MLA latent
+    saved from one rank; ``nodes`` restoring at once share S3's request rate; ``scheme`` is
+    how the engine names its S3 objects (its prefixes and lookups)."""
     paths: list[TierPath] = []
     if node.host_memory_gib and node.host_to_chip_gbytes_per_s:
         links = node.chips * node.host_to_chip_gbytes_per_s * 1e9
@@ -152,6 +167,7 @@ def tier_paths(
                 min(links, dram),
             )
         )
+    instances = max(node.instances, 1)
     path, ceiling_gbps = t3_client_gbps(node, t3, t3_path)
     t3_bw = _gbps(ceiling_gbps)
     per = f" ({node.instances} instances)" if node.instances > 1 else ""
@@ -160,42 +176,106 @@ def tier_paths(
         t3_bw = fsx_bytes_per_s_per_node
         why = fsx_why or f"this node's share of the file system ({t3_bw / 1e9:,.1f} GB/s)"
     latency = t3.latency_us * 1e-6
+    threads = a.io_threads * instances
+    each = (
+        f"{objects_per_chunk} files a {a.chunk_tokens:,}-token chunk (one per worker)"
+        if objects_per_chunk > 1
+        else f"a {a.chunk_tokens:,}-token chunk per file"
+    )
     paths.append(
         TierPath(
             "T3",
-            f"{t3.name}: {why}; a {a.chunk_tokens}-token chunk per file, {a.io_threads} I/O"
-            " threads",
+            f"{t3.name}: {why}; {each}, {_per_instance(a.io_threads, instances, 'I/O thread')}",
             latency,
             t3_bw,
             op_s=latency,
-            io_threads=a.io_threads,
+            io_threads=threads,
+            requests=Requests(
+                objects_per_chunk=objects_per_chunk,
+                first_byte_s=latency,
+                connections=threads,
+                noun="file",
+                lookup_s_per_chunk=latency,
+            ),
         )
     )
-    t4_latency = t4.latency_us * 1e-6
-    ena = _gbps(node.ena_gbps)
-    # each EC2 instance of an UltraServer runs its own engine with its own S3 connections
-    connections = a.s3_connections * max(node.instances, 1)
-    requests = connections * t4.per_connection_mbytes_per_s * 1e6 or ena
-    t4_bw = min(ena, requests)
-    per = f"{a.s3_connections} x {node.instances} instances" if node.instances > 1 else ""
-    limit = (
-        f"the node's ENA {node.ena_gbps:,.0f} Gbps"
-        if ena <= requests
-        else f"{connections:,} connections{f' ({per})' if per else ''} x"
-        f" {t4.per_connection_mbytes_per_s:,.0f} MB/s = {requests / 1e9:,.1f} GB/s (ENA"
-        f" {node.ena_gbps:,.0f} Gbps)"
-    )
-    paths.append(
-        TierPath(
-            "T4",
-            f"{t4.name}: {limit}; one GET per {a.chunk_tokens}-token chunk",
-            t4_latency,
-            t4_bw,
-            op_s=t4_latency,
-            io_threads=connections,
-        )
-    )
+    paths.append(s3_path(node, t4, a, objects_per_chunk=objects_per_chunk, nodes=nodes,
+                         scheme=scheme))  # fmt: skip
     return paths
+
+
+def _per_instance(count: int, instances: int, what: str) -> str:
+    """``32 I/O threads``, or ``1,152 I/O threads (32 x 36 instances)``."""
+    total = count * instances
+    noun = what if total == 1 else what + "s"
+    return f"{total:,} {noun}" + (f" ({count} x {instances} instances)" if instances > 1 else "")
+
+
+def s3_path(
+    node: NodeProfile,
+    t4: StorageProfile,
+    a: ReloadAssumptions,
+    *,
+    objects_per_chunk: int,
+    nodes: int,
+    scheme: KeyScheme,
+) -> TierPath:
+    """The engine reading S3 itself (LMCache's S3 connector, or the stack's own): each object
+    a HEAD (the lookups) and a GET of first-byte latency each plus its size over one
+    connection; the connections of every instance in flight at once; S3's GET/HEAD rate per
+    partitioned prefix (x the key scheme's prefixes) or per directory bucket, shared by the
+    ``nodes`` restoring at once; the bytes over the node's ENA."""
+    latency = t4.latency_us * 1e-6
+    instances = max(node.instances, 1)
+    connections = a.s3_connections * instances
+    lookups = scheme.lookups if a.s3_lookups is None else a.s3_lookups
+    prefixes = scheme.prefixes if a.s3_prefixes is None else a.s3_prefixes
+    per_prefix = t4.request_rate_scope == "prefix"
+    limit = t4.get_requests_per_s * (prefixes if per_prefix else 1)
+    if per_prefix:
+        given = " (--set s3_prefixes)" if a.s3_prefixes is not None else f": {scheme.scheme}"
+        what = (
+            f"{t4.get_requests_per_s:,} GET/HEAD/s per partitioned prefix x"
+            f" {prefixes:,} prefix{'es' if prefixes > 1 else ''}{given}"
+        )
+    else:
+        what = f"{t4.get_requests_per_s:,} reads/s per {t4.request_rate_scope or 'bucket'}"
+    share = limit / max(nodes, 1)
+    if nodes > 1:
+        what += f", shared by {nodes} nodes: {share:,.0f}/s a node"
+    rate = share if limit else math.inf
+    per_connection = t4.per_connection_mbytes_per_s * 1e6
+    each = (
+        f"{objects_per_chunk} objects a {a.chunk_tokens:,}-token chunk (one per worker)"
+        if objects_per_chunk > 1
+        else f"one object a {a.chunk_tokens:,}-token chunk"
+    )
+    heads = f" and {lookups} lookup HEAD{'s' if lookups != 1 else ''}" if lookups else ""
+    description = (
+        f"{t4.name}, engine-direct ({scheme.connector}): {each}; a GET{heads} per object,"
+        f" {latency * 1e3:,.0f} ms to first byte each, then"
+        f" {t4.per_connection_mbytes_per_s:,.0f} MB/s a connection;"
+        f" {_per_instance(a.s3_connections, instances, 'connection')}; {what}; the node's ENA"
+        f" {node.ena_gbps:,.0f} Gbps"
+    )
+    return TierPath(
+        "T4",
+        description,
+        latency,
+        _gbps(node.ena_gbps),
+        op_s=latency,
+        io_threads=connections,
+        requests=Requests(
+            objects_per_chunk=objects_per_chunk,
+            requests_per_object=1 + lookups,
+            first_byte_s=latency,
+            per_connection_bytes_per_s=per_connection,
+            connections=connections,
+            rate_per_s=rate,
+            rate_what=what,
+            lookup_s_per_chunk=latency if lookups else 0.0,
+        ),
+    )
 
 
 def prefill_flops(spec: ModelSpec, params: ParamCount, tokens: int) -> float:
@@ -302,16 +382,26 @@ def recompute_seconds(
     return max(a.concurrent_loads * one, compute.weight_pass_s)
 
 
-def reload_seconds(path: TierPath, session_bytes: int, tokens: int, a: ReloadAssumptions) -> float:
-    """N restores of one session each: overhead + latency + the longer of the transfer and the
-    per-chunk operations (see the module docstring). ``session_bytes`` is the session's size in
-    HBM; the tier holds ``1 / path.bytes_divisor`` of it."""
-    n = a.concurrent_loads
-    transfer = n * session_bytes / path.bytes_divisor / path.node_bytes_per_s
-    chunks = -(-tokens // a.chunk_tokens)
-    operations = n * chunks * path.op_s / path.io_threads
+def restore(path: TierPath, session_bytes: int, tokens: int, a: ReloadAssumptions) -> RestoreTerms:
+    """N restores of one session each from ``path``, term by term (``plan/requests.py``):
+    ``session_bytes`` is the session's size in HBM; the tier holds ``1 / path.bytes_divisor``
+    of it."""
     overhead = a.overhead_s if path.tier != "T2" else 0.0
-    return overhead + path.latency_s + max(transfer, operations)
+    return restore_terms(
+        path.requests,
+        sessions=a.concurrent_loads,
+        tier_bytes_per_session=session_bytes / path.bytes_divisor,
+        tokens=tokens,
+        chunk_tokens=a.chunk_tokens,
+        bytes_per_s=path.node_bytes_per_s,
+        fixed_s=overhead + path.latency_s,
+    )
+
+
+def reload_seconds(path: TierPath, session_bytes: int, tokens: int, a: ReloadAssumptions) -> float:
+    """N restores of one session each: overhead + latency + lookup + the longest of the
+    bytes, the requests in flight and the request rate (see the module docstring)."""
+    return restore(path, session_bytes, tokens, a).total_s
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,8 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
                 "chunk_tokens": a.chunk_tokens,
                 "io_threads": a.io_threads,
                 "s3_connections": a.s3_connections,
+                "s3_lookups": a.s3_lookups,
+                "s3_prefixes": a.s3_prefixes,
                 "overhead_s": a.overhead_s,
                 "t3_reload_from_tokens": a.t3_reload_from_tokens,
                 "restore_slo_s": a.restore_slo_s,
@@ -95,6 +97,12 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
                     "reload_wins_from_tokens": plan.crossovers[p.tier],
                     "capacity_bytes": fs.capacity_bytes if p.tier == "T3" else None,
                     "capacity_source": t3.source if p.tier == "T3" else None,
+                    "objects_per_chunk": p.requests.objects_per_chunk,
+                    "requests_per_object": p.requests.requests_per_object,
+                    "request_rate_per_s": None
+                    if p.requests.rate_per_s == float("inf")
+                    else p.requests.rate_per_s,
+                    "restore": _restore_json(plan, p.tier),
                 }
                 for p in plan.paths
             ],
@@ -118,6 +126,28 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
             }
             for f in plan.fan_in
         ],
+    }
+
+
+def _restore_json(plan: DeploymentPlan, tier: str) -> dict[str, Any] | None:
+    """A path's restore of the plan's concurrent sessions at its context, term by term."""
+    terms = plan.restores.get(tier)
+    if terms is None:
+        return None
+    recompute = next(
+        row.recompute_s for row in plan.break_even if row.ctx_tokens == plan.ctx_tokens
+    )
+    return {
+        "objects": terms.objects,
+        "object_bytes": round(terms.object_bytes),
+        "requests": terms.requests,
+        "transfer_s": terms.transfer_s,
+        "in_flight_s": terms.in_flight_s,
+        "rate_s": terms.rate_s,
+        "lookup_s": terms.lookup_s,
+        "total_s": terms.total_s,
+        "bound": terms.bound,
+        "requests_per_s_to_match_recompute": terms.rate_needed_per_s(recompute),
     }
 
 
@@ -172,6 +202,43 @@ def _crossover(tokens: int | None) -> str:
     if tokens <= 1:
         return "always"
     return f"from {tokens:,} tokens"
+
+
+def _restore_text(plan: DeploymentPlan, tier: str) -> str:
+    """One path's restore at the plan's context, term by term, and the request rate it needs
+    to be as fast as recompute (``plan/requests.py``)."""
+    terms = plan.restores[tier]
+    path = next(p for p in plan.paths if p.tier == tier)
+    r = path.requests
+    recompute = next(
+        row.recompute_s for row in plan.break_even if row.ctx_tokens == plan.ctx_tokens
+    )
+    noun = r.noun
+    text = f"{terms.objects:,} {noun}s of {format_bytes_decimal(round(terms.object_bytes))}"
+    if r.requests_per_object > 1:
+        text += f", {terms.requests:,} requests"
+    others = {
+        "bytes": terms.transfer_s,
+        "requests in flight": terms.in_flight_s,
+        "request rate": terms.rate_s,
+    }
+    bound = terms.bound
+    shown = [f"{what} {seconds(value)}" for what, value in others.items()
+             if what != bound and value > 0]  # fmt: skip
+    rate = f" at {r.rate_per_s:,.0f}/s" if bound == "request rate" else ""
+    text += f"; bound by the {bound}: {seconds(others[bound])}{rate}"
+    if shown:
+        text += f" ({', '.join(shown)})"
+    if terms.lookup_s >= 1e-3:
+        text += f", after a {seconds(terms.lookup_s)} lookup (a chunk at a time)"
+    if r.rate_per_s < float("inf"):
+        need = terms.rate_needed_per_s(recompute)
+        met = "met" if need <= r.rate_per_s else "not met"
+        text += (
+            f"; as fast as recompute ({seconds(recompute)}) needs {need:,.0f} requests/s a node"
+            f" against {r.rate_per_s:,.0f}/s: {met}"
+        )
+    return text
 
 
 def _peaks(plan: DeploymentPlan) -> str:
@@ -276,6 +343,14 @@ def print_plans(plans: tuple[DeploymentPlan, ...]) -> None:
             for line in block:
                 echo(line)
             shown = (plan.ctx_tokens, block)
+        restores = [p.tier for p in plan.paths if p.tier in plan.restores and p.tier != "T2"]
+        if restores:
+            echo(
+                f"Restores at {plan.ctx_tokens:,} tokens"
+                f" ({plan.assumptions.concurrent_loads} sessions at once per node)"
+            )
+            for tier in restores:
+                echo(f"  {tier}: {_restore_text(plan, tier)}")
         echo()
         echo(f"Fan-in from T3 at {plan.ctx_tokens:,} tokens (one node, all its link)")
         table = Table("path", "link", "GB/s", "sessions/s", "per session")

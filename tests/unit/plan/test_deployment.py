@@ -125,13 +125,15 @@ def test_nvfp4_kv_by_gpu_generation() -> None:
 
 def test_s3_connections_belong_to_each_instance_of_an_ultraserver() -> None:
     """64 connections for a whole GB200 NVL72 held T4 to 5.4 GB/s; each of its 18 instances
-    runs its own engine and connections, capped by the node's 1,800 Gbps of ENA."""
+    runs its own engine and connections (85 MB/s each, a request term), the bytes over the
+    node's 1,800 Gbps of ENA."""
     spec, _ = model("llama-3.1-70b")
     nvl72 = hardware("u-p6e-gb200x72")
     plan = plan_contexts(shape(spec), contexts=[131_072], sessions=100, hardware=nvl72).plans[0]
     (t4,) = [p for p in plan.paths if p.tier == "T4"]
-    assert t4.io_threads == 64 * 18
-    assert t4.node_bytes_per_s == pytest.approx(64 * 18 * 85e6)  # under 225 GB/s of ENA
+    assert t4.io_threads == t4.requests.connections == 64 * 18
+    assert t4.requests.per_connection_bytes_per_s == 85e6
+    assert t4.node_bytes_per_s == pytest.approx(1800e9 / 8)
     assert "1,152 connections (64 x 18 instances)" in t4.description
 
 

@@ -15,7 +15,8 @@ from kvtool.profiles.load import load_node_profile, load_storage_profile
 # One p5en reading T2, T3 (PERSISTENT_2 over EFA) and T4 (S3 Standard) at the profiles' spec:
 # T2 = min(8 chips x 63 GB/s PCIe Gen5 = 504 GB/s, DRAM 614.4 GB/s) = 504 GB/s;
 # T3 = min(700 Gbps EFA client ceiling x 1 instance, 3,200 Gbps NIC) = 87.5 GB/s;
-# T4 = min(ENA 100 Gbps = 12.5 GB/s, 64 connections x 85 MB/s = 5.44 GB/s) = 5.44 GB/s.
+# T4 = ENA 100 Gbps = 12.5 GB/s (S3's per-connection rate and request rate are request terms,
+# plan/requests.py).
 SPEC = tier_paths(
     load_node_profile("p5en"),
     load_storage_profile("fsx-lustre-persistent2"),
@@ -40,7 +41,7 @@ def test_the_spec_paths_are_the_profiles_ceilings() -> None:
     spec = by_tier(SPEC)
     assert spec["T2"].node_bytes_per_s == pytest.approx(504e9)
     assert spec["T3"].node_bytes_per_s == pytest.approx(87.5e9)
-    assert spec["T4"].node_bytes_per_s == pytest.approx(5.44e9)
+    assert spec["T4"].node_bytes_per_s == pytest.approx(12.5e9)
     assert {p.bandwidth_source for p in SPEC} == {"spec"}
 
 
@@ -114,7 +115,7 @@ def test_only_t3_is_capped_by_the_file_system_share() -> None:
     assert (out["T2"].node_bytes_per_s, out["T4"].node_bytes_per_s) == (416e9, 2e9)
     assert out["T3"] is by_tier(SPEC)["T3"]
     assert out["T4"].description == (
-        "measured 2.00 GB/s (boto3 GET) in place of the spec 5.44 GB/s; first-byte latency the"
+        "measured 2.00 GB/s (boto3 GET) in place of the spec 12.50 GB/s; first-byte latency the"
         " spec's (no latency measured)"
     )
 

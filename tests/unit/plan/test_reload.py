@@ -48,11 +48,15 @@ def ratio_and_crossovers(
 
 def test_long_context_ratio_does_not_swing_with_concurrent_restores() -> None:
     """The issue's measurement: 0.038 at 1 restore, 2.44 at 64 (a 64x swing). On equal terms
-    both sides scale with N, so 1 and 64 agree within 15% at 128K."""
+    both sides scale with N, so 1 and 64 agree within 15% at 128K, but for the engine's
+    lookup, one chunk after another for each session whatever N (T3: 0.0505 at 1 against
+    0.0386 at 64; T4's S3: 4.76 against 0.81, its 512 HEADs of 100 ms in turn being 51 s a
+    session, as long as recomputing one session and a tenth of recomputing 64)."""
     one, _ = ratio_and_crossovers("llama-3.1-70b", 131_072, concurrent_loads=1)
     many, _ = ratio_and_crossovers("llama-3.1-70b", 131_072, concurrent_loads=64)
-    for tier in ("T2", "T3", "T4"):
-        assert many[tier] == pytest.approx(one[tier], rel=0.15), tier
+    assert many["T2"] == pytest.approx(one["T2"], rel=0.15)
+    assert many["T3"] == pytest.approx(one["T3"], rel=0.35)
+    assert 1 < one["T4"] / many["T4"] < 8
 
 
 def test_t3_wins_from_a_handful_of_tokens_for_llama_70b() -> None:
@@ -116,7 +120,8 @@ def test_reload_time_is_overhead_latency_and_shared_bandwidth() -> None:
     t3 = next(p for p in paths if p.tier == "T3")
     assert t3.node_bytes_per_s == 700e9 / 8
     seconds = reload_seconds(t3, 10**9, 1_000, a)
-    assert seconds == pytest.approx(1e-3 + 300e-6 + 4e9 / 87.5e9)
+    lookup = 4 * 300e-6  # 4 chunks, one existence check after another
+    assert seconds == pytest.approx(1e-3 + 300e-6 + lookup + 4e9 / 87.5e9)
 
 
 def test_fsx_share_caps_the_t3_path() -> None:
@@ -149,7 +154,10 @@ def test_s3_reads_at_the_nodes_ena_not_a_100_gbps_cap() -> None:
     assert next(p for p in paths if p.tier == "T4").node_bytes_per_s == 1600e9 / 8
     few = replace(a, s3_connections=16)
     paths = tier_paths(p6, FSX, S3, t3_path="efa", a=few, fsx_bytes_per_s_per_node=None)
-    assert next(p for p in paths if p.tier == "T4").node_bytes_per_s == 16 * 85e6
+    t4 = next(p for p in paths if p.tier == "T4")
+    # 16 connections are a request term now: 16 objects in flight at 85 MB/s each
+    assert t4.node_bytes_per_s == 1600e9 / 8
+    assert (t4.requests.connections, t4.requests.per_connection_bytes_per_s) == (16, 85e6)
 
 
 def test_fp8_weights_make_the_linear_layers_fp8_and_leave_attention_bf16() -> None:

@@ -1,0 +1,47 @@
+"""The plan's notes on its T3 and its offload stack: "S3 out-reads this T3" only when S3,
+read object by object, really beats the T3 the plan uses."""
+
+from __future__ import annotations
+
+from kvtool.plan.deployment import make_hardware, plan_contexts
+from kvtool.profiles.load import load_node_profile, load_storage_profile
+
+from .conftest import model, shape
+
+GIB = 2**30
+
+
+def _plan(t4: str):  # type: ignore[no-untyped-def]
+    spec, _ = model("llama-3.1-70b")
+    hardware = make_hardware(load_node_profile("p5en"), load_storage_profile("fsx"),
+                             load_storage_profile(t4), nodes=8,
+                             fsx_capacity_bytes=4_800 * GIB)  # fmt: skip
+    return plan_contexts(shape(spec), contexts=[128_000], sessions=100, hardware=hardware).plans[0]
+
+
+def test_s3_standard_out_reads_only_a_t3_too_small_for_its_nodes() -> None:
+    """4,800 GiB shared by 8 nodes reads 0.6 GB/s a node (T3 wins from 1.2M tokens); S3
+    Standard (688 requests a second a node, 100 ms each) wins from 335,828 and delivers 1.80
+    GB/s a node at 128K, 53.7 s of bytes in a 373.5 s restore. The 43,200 GiB kvtool sizes
+    has no such note (test_t3_size.py)."""
+    plan = _plan("s3")
+    assert plan.crossovers["T3"] > plan.crossovers["T4"]  # type: ignore[operator]
+    warning = [n for n in plan.notes if n.startswith("S3 out-reads")]
+    assert warning == [
+        "S3 out-reads this T3: reload from T4 wins from 335,828 tokens, from T3 from 1,246,046"
+        " tokens (4,800 GiB, given); --fsx-capacity 19,200 GiB would give each node the 1.80"
+        " GB/s S3 restores at"
+    ]
+
+
+def test_the_capacity_named_matches_what_s3_delivers_not_its_link() -> None:
+    """S3 Express One Zone (5 ms, 200,000 reads a second a bucket): its restore of 16 sessions
+    at 128K delivers 4.94 GB/s a node, not the 12.5 GB/s of the node's ENA."""
+    plan = _plan("s3-express")
+    t4 = plan.restores["T4"]
+    delivered = 12.5e9 * t4.transfer_s / t4.total_s
+    assert round(delivered / 1e9, 2) == 4.94
+    (warning,) = [n for n in plan.notes if n.startswith("S3 out-reads")]
+    assert "--fsx-capacity 43,200 GiB would give each node the 4.94 GB/s S3 restores at" in (
+        warning
+    )

@@ -1,0 +1,89 @@
+"""A restore request by request: objects per chunk (one per worker), the lookup a chunk at a
+time, the bytes, the requests in flight and the store's request rate; the worked numbers of
+plan/requests.py's docstring and docs/planning.md, by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kvtool.plan.deployment import make_hardware, plan_contexts
+from kvtool.plan.requests import (
+    LMCACHE_S3,
+    SGLANG_NIXL_OBJ,
+    Requests,
+    key_scheme,
+    restore_terms,
+)
+from kvtool.profiles.load import load_node_profile, load_storage_profile
+
+from .conftest import model, shape
+
+FSX, S3 = load_storage_profile("fsx"), load_storage_profile("s3")
+
+
+def test_the_terms_by_hand() -> None:
+    """2 sessions of 1,024 tokens, 4 objects a 256-token chunk, 8 MB a session: 32 objects of
+    500 kB, a GET and a HEAD each (64 requests) of 100 ms plus 500 kB at 85 MB/s, over 8
+    connections; 5,500 requests a second; 1 GB/s."""
+    r = Requests(objects_per_chunk=4, requests_per_object=2, first_byte_s=0.1,
+                 per_connection_bytes_per_s=85e6, connections=8, rate_per_s=5_500,
+                 lookup_s_per_chunk=0.1)  # fmt: skip
+    t = restore_terms(r, sessions=2, tier_bytes_per_session=8e6, tokens=1_024, chunk_tokens=256,
+                      bytes_per_s=1e9, fixed_s=0.101)  # fmt: skip
+    assert (t.objects, t.object_bytes, t.requests) == (32, 500e3, 64)
+    assert t.transfer_s == pytest.approx(16e6 / 1e9)
+    assert t.in_flight_s == pytest.approx(32 * (0.2 + 500e3 / 85e6) / 8)
+    assert t.rate_s == pytest.approx(64 / 5_500)
+    assert t.lookup_s == pytest.approx(4 * 0.1)
+    assert t.bound == "requests in flight"
+    assert t.total_s == pytest.approx(0.101 + 0.4 + t.in_flight_s)
+    assert t.rate_needed_per_s(2.0) == 32
+    unbounded = restore_terms(Requests(), sessions=1, tier_bytes_per_session=1e9, tokens=256,
+                              chunk_tokens=256, bytes_per_s=1e9, fixed_s=0.0)  # fmt: skip
+    assert (unbounded.rate_s, unbounded.in_flight_s, unbounded.total_s) == (0.0, 0.0, 1.0)
+
+
+def test_405b_on_a_trn3_ultraserver_from_s3_is_rate_bound() -> None:
+    """The docstring's case: tp 8 x pp 18 saves 144 objects a chunk; 16 sessions of 200,000
+    tokens are 1,801,728 objects of 917 kB and 3,603,456 requests: 655 s at 5,500 a second,
+    after 782 HEADs of 100 ms in turn (78 s), where S3 as one 195.8 GB/s pipe said 8.5 s."""
+    spec, _ = model("llama-3.1-405b")
+    trn3 = make_hardware(load_node_profile("trn3-ultraserver"), FSX, S3)
+    plan = plan_contexts(shape(spec), contexts=[200_000], sessions=100, hardware=trn3).plans[0]
+    assert (plan.serving.tp, plan.serving.pp) == (8, 18)
+    t4 = plan.restores["T4"]
+    assert (t4.objects, t4.requests) == (16 * 782 * 144, 2 * 16 * 782 * 144)
+    assert t4.object_bytes == pytest.approx(103_219_200_000 / 782 / 144, rel=1e-3)
+    assert t4.rate_s == pytest.approx(3_603_456 / 5_500)
+    assert t4.lookup_s == pytest.approx(78.2)
+    assert t4.in_flight_s == pytest.approx(1_801_728 * (0.2 + t4.object_bytes / 85e6) / 2_304)
+    assert t4.bound == "request rate"
+    assert t4.total_s == pytest.approx(0.001 + 0.1 + 78.2 + 3_603_456 / 5_500)
+    row = next(r for r in plan.break_even if r.ctx_tokens == 200_000)
+    assert row.reload_s["T4"] > 5 * row.recompute_s
+    assert plan.crossovers["T4"] is None or plan.crossovers["T4"] > 1_000_000
+    assert not any("S3 out-reads" in note for note in plan.notes)
+
+
+def test_nodes_share_the_prefix_and_express_is_per_bucket() -> None:
+    spec, _ = model("llama-3.1-70b")
+    for t4, limit in (("s3", 5_500 / 8), ("s3-express", 200_000 / 8)):
+        eight = make_hardware(load_node_profile("p5en"), FSX, load_storage_profile(t4), nodes=8)
+        plan = plan_contexts(shape(spec), contexts=[131_072], sessions=100,
+                             hardware=eight).plans[0]  # fmt: skip
+        path = next(p for p in plan.paths if p.tier == "T4")
+        assert path.requests.rate_per_s == pytest.approx(limit)
+        assert path.requests.objects_per_chunk == 8
+
+
+def test_key_schemes_are_the_engines_own() -> None:
+    assert key_scheme("vllm") == (LMCACHE_S3, "")
+    assert key_scheme("sglang") == (SGLANG_NIXL_OBJ, "")
+    scheme, note = key_scheme("dynamo")
+    assert scheme is LMCACHE_S3
+    assert "not read" in note
+    assert LMCACHE_S3.prefixes == 1
+    assert "s3_connector.py" in LMCACHE_S3.source
+    assert math.isinf(Requests().rate_per_s)
