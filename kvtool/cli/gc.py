@@ -104,8 +104,9 @@ def gc(
         typer.Option(
             "--shard-run",
             metavar="NAME",
-            help="The run the shards belong to (the same for all N, e.g. the Job's name): with"
-            " --max-size or --keep-free they agree on one cut-off through DIR.",
+            help="The run the shards belong to (the same for its N shards, new for each run:"
+            " the Job's uid): with --max-size or --keep-free they agree on one cut-off"
+            " through DIR.",
         ),
     ] = None,
     candidates: Annotated[
