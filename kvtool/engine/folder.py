@@ -73,7 +73,15 @@ class FolderMedium:
         when a part is missing and ``create`` is False; MediumError for a link or a file where
         a folder should be."""
         if create:
-            self.root.mkdir(parents=True, exist_ok=True)
+            try:  # its own folder only, never the folders above it: where those are gone (the
+                # file system unmounted, the run's folder removed) a chunk must not land on
+                # whatever disk now holds the path
+                self.root.mkdir(exist_ok=True)
+            except FileNotFoundError:
+                raise MediumError(
+                    f"{self.tier}: {self.root.parent} is gone (unmounted or removed):"
+                    " not made again"
+                ) from None
         fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
         try:
             for part in parts:

@@ -5,6 +5,7 @@ no link in the fan-out followed."""
 from __future__ import annotations
 
 import multiprocessing
+import shutil
 import signal
 import subprocess
 import sys
@@ -119,6 +120,19 @@ def test_a_missing_medium_write_raises_medium_error(tmp_path: Path) -> None:
     t3 = FolderMedium("T3", blocked)
     with pytest.raises(MediumError):
         t3.put(KEYS[0], b"x" * 10)
+
+
+def test_a_tier_whose_folder_above_is_gone_is_not_made_again(tmp_path: Path) -> None:
+    """The run's folder removed (or the file system unmounted, leaving its mount point): a
+    write is a MediumError, never a new folder tree on whatever disk now holds the path."""
+    run = tmp_path / "mnt" / "run"
+    run.mkdir(parents=True)
+    t3 = FolderMedium("T3", run / "t3")
+    t3.put(KEYS[0], b"x" * 10)  # its own folder it makes
+    shutil.rmtree(tmp_path / "mnt")
+    with pytest.raises(MediumError, match="is gone"):
+        t3.put(KEYS[1], b"y" * 10)
+    assert not (tmp_path / "mnt").exists()
 
 
 def _damages(tmp_path: Path) -> list[tuple[str, object]]:
