@@ -1,6 +1,6 @@
 import time
 
-from kvtool.folders.summary import AGES, Summary, age_bucket, last_use
+from kvtool.folders.summary import AGES, Group, Summary, _merge, age_bucket, last_use
 from kvtool.folders.walk import Seen, Walk
 
 
@@ -119,3 +119,26 @@ def test_lmcache_world_1_files_of_an_mla_model_are_every_worlds():
     sglang = Group("sglang", "deepseek-ai-DeepSeek-V3", "", "tp 1", 1)
     assert orphan(sglang, names, 8, mla=True).startswith("another world size")
     assert orphan(mla_files, ("other/model",), 8, mla=True) == "another model"
+
+
+def test_hsm_states_are_summed_per_group_and_merged_with_it():
+    """inspect's HSM columns: files and bytes per state kind, per group, kept when groups
+    merge (vLLM's rank folders); a file whose state was not read is in no column."""
+    s = Summary(now=1000.0, mode="strictatime")
+    s.add(_seen((), f"{'a' * 64}_m-x_0_2.bin", size=10), "archived")
+    s.add(_seen((), f"{'a' * 64}_m-x_1_2.bin", size=20), "released")
+    s.add(_seen((), f"{'b' * 64}_m-x_0_2.bin", size=40), "released")
+    s.add(_seen((), f"{'b' * 64}_m-x_1_2.bin", size=80))
+    s.finish()
+    (group,) = s.groups.values()
+    assert group.hsm == {"archived": [1, 10], "released": [2, 60]}
+    assert group.as_dict()["hsm"] == {
+        "archived": {"files": 1, "bytes": 10},
+        "released": {"files": 2, "bytes": 60},
+    }
+    other = Group("sglang", "m-x", "", "tp 2", 2, hsm={"released": [1, 5], "dirty": [1, 7]})
+    _merge(group, other)
+    assert group.hsm == {"archived": [1, 10], "released": [3, 65], "dirty": [1, 7]}
+    plain = Summary(now=1000.0, mode="strictatime")
+    plain.add(_seen((), f"{'a' * 64}_m-x_0_2.bin"))
+    assert next(iter(plain.finish().groups.values())).as_dict()["hsm"] is None
