@@ -213,6 +213,11 @@ def resolve_gc(
     finder = modes.finder(candidates, lfs)
     split = None if shard is None else parse_shard(shard)
     run = None if shard_run is None else check_run(shard_run)
+    if run is not None and split is None:
+        raise InputError(
+            f"--shard-run {run} names a sharded run, and no --shard was given",
+            "give each shard --shard K/N with the same --shard-run, or leave --shard-run out",
+        )
     sized = limits.max_size is not None or limits.keep_free is not None
     if split is not None and split.n > 1 and sized and run is None:
         raise InputError(

@@ -172,6 +172,13 @@ def test_shard_refusals(kvtool: Kvtool, tmp_path: Path) -> None:
     _one_line(kvtool("gc", str(kv), "--max-age", "1d", "--shard", "2/2"), "K must be 0 to N-1")
     _one_line(kvtool("gc", str(kv), "--max-size", "1MiB", "--shard", "0/2"), "needs --shard-run")
     _one_line(
+        kvtool("gc", str(kv), "--max-age", "1d", "--shard-run", "job-1"), "no --shard was given"
+    )
+    _one_line(
+        kvtool("gc", str(kv), "--max-age", "1d", "--shard", "0/2", "--shard-run", "a word"),
+        "is not a run name",
+    )
+    _one_line(
         kvtool("gc", str(kv), "--max-size", "1MiB", "--candidates", "lfs-find"),
         "serves --max-age alone",
     )
