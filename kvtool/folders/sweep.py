@@ -303,8 +303,13 @@ class Sweep:
         try:
             after = os.stat(private, dir_fd=fd, follow_symlinks=False)
             same = _unchanged(after) == _unchanged(before)
-            if not same or not handles.inside(member[0]):
+            # the handle stays open until the name is back: forgetting a folder that left
+            # closes it, and a put-back through a closed (or reused) descriptor fails
+            inside = handles.inside(member[0], keep=True)
+            if not same or not inside:
                 _put_back(fd, private, member[1])  # in its folder, wherever that now is
+                if not inside:
+                    handles.forget(member[0])
                 if same:
                     self.left.append("/".join(member[0]))  # its folder left DIR
                 return _CHANGED

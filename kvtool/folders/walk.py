@@ -412,12 +412,13 @@ class Handles:
             os.close(old)
         return fd
 
-    def inside(self, folder: tuple[str, ...]) -> bool:
+    def inside(self, folder: tuple[str, ...], *, keep: bool = False) -> bool:
         """Whether ``folder``'s handle still lies where it was opened, below the root: every
         part's name, looked up in its parent's handle, is that very folder (device and inode),
         and the folder's ``..`` is its parent. A folder that left (moved out of the tree with
         ``mv``, or replaced) is forgotten, with all below it: a later ``get`` opens whatever
-        then has that name, and the files chosen in it are no longer those."""
+        then has that name, and the files chosen in it are no longer those. With ``keep`` the
+        handles stay open (the caller still has work in that folder, and forgets it after)."""
         chain = [self.root.fd]
         for depth in range(1, len(folder) + 1):
             fd = self.get(folder[:depth])
@@ -430,7 +431,8 @@ class Handles:
             except OSError:
                 named, held = None, (0, 0)
             if named != held:
-                self.forget(folder[:depth])
+                if not keep:
+                    self.forget(folder[:depth])
                 return False
             chain.append(fd)
         if folder:
@@ -440,7 +442,8 @@ class Handles:
             except OSError:
                 parent_of, parent = None, (0, 0)
             if parent_of != parent:
-                self.forget(folder)
+                if not keep:
+                    self.forget(folder)
                 return False
         return True
 

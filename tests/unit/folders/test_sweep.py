@@ -66,3 +66,35 @@ def test_done_is_called_once_with_the_folders_still_held(tmp_path: Path) -> None
         )  # fmt: skip
         assert len(list(Last(root, planned, scope=SCOPE, mode="strictatime", dry_run=True))) == 6
     assert calls == [True]
+
+
+def test_a_file_whose_folder_leaves_between_its_rename_and_unlink_gets_its_name_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder moves out of DIR after gc renamed a file to its private name and before the
+    unlink: the file goes back under its own name, in the folder where it now is. Finding the
+    folder gone closed its handle before the put-back, which then failed (EBADF) and left the
+    file under the private name (1 in ~6 runs of the mid-run move attack)."""
+    (tmp_path / "kv").mkdir()
+    made = _folder(tmp_path / "kv" / "s")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    real = Handles.inside
+    calls = []
+
+    def move_first(self: Handles, folder: tuple[str, ...], **keep: bool) -> bool:
+        calls.append(folder)  # 1: before the chunk; 2: after the rename, before the unlink
+        if len(calls) == 2:
+            os.rename(tmp_path / "kv" / "s", elsewhere / "s")
+        return real(self, folder, **keep)
+
+    monkeypatch.setattr(Handles, "inside", move_first)
+    with Root(tmp_path / "kv") as root:
+        planned = plan(
+            root, scope=SCOPE, limits=Limits(max_age=86400), mode="strictatime",
+            free_bytes=1 << 40,
+        )  # fmt: skip
+        sweep = Sweep(root, planned, scope=SCOPE, mode="strictatime", dry_run=False)
+        assert list(sweep) == []
+    assert sorted(os.listdir(elsewhere / "s")) == sorted(p.name for p in made)
+    assert sweep.outcome().left == ("s",)
