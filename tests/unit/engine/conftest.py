@@ -1,8 +1,12 @@
-"""Fixtures for the engine's tests: moto's S3 server on 127.0.0.1 with a bucket."""
+"""Fixtures for the engine's tests: moto's S3 server on 127.0.0.1 with a bucket; for the
+smoke's (test_smoke*.py, which use ``tmpdir_here`` on every test) TMPDIR inside the test's own
+folder and a T3 folder."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +28,23 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, object]]:
         yield endpoint, server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def tmpdir_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """TMPDIR inside this test's tmp_path, and tempfile's cached choice forgotten."""
+    folder = tmp_path / "tmpdir"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    return folder
+
+
+@pytest.fixture
+def t3_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "fsx"
+    folder.mkdir()
+    return folder
 
 
 def _client() -> object:
