@@ -100,6 +100,8 @@ def parse_count_list(text: str, *, what: str = "--ctx") -> list[int]:
 def _grouped(text: str) -> str | None:
     """How to write ``200,000`` (a number with thousands separators) as kvtool reads it:
     ``write 200000 or 200k``; None for anything else."""
+    if "," not in text:  # (the pattern is compiled only where it can match: start-up)
+        return None
     if not re.fullmatch(r"\d{1,3}(?:,\d{3})+", text.strip()):
         return None
     number = int(text.replace(",", ""))

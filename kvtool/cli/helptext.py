@@ -25,7 +25,8 @@ from typing import Any
 from typer.core import TyperCommand, TyperGroup
 
 EXAMPLE_INDENT = "    "  # a continuation line's indent beyond the example's own
-_WORD = re.compile(r"""(?:[^\s'"]+|'[^']*'|"[^"]*")+""")  # a shell word, quotes kept whole
+# a shell word, quotes kept whole (compiled by re on first use: every command imports this)
+_WORD = r"""(?:[^\s'"]+|'[^']*'|"[^"]*")+"""
 
 
 def reflow(text: str, width: int) -> str:
@@ -74,7 +75,7 @@ def _fit_example(lines: list[str], width: int) -> str:
     if len(whole) <= width:
         return whole
     words: list[str] = []  # the units a line may end after
-    for word in _WORD.findall(command):
+    for word in re.findall(_WORD, command):
         last = words[-1].split() if words else [""]
         if last[-1] in (">", ">>", "<", "|") or (
             len(last) == 1 and last[0].startswith("-") and not word.startswith(("-", ">"))
