@@ -68,6 +68,7 @@ def resolve_hardware(
         gpu_memory_utilization=GPU_MEMORY_UTILIZATION
         if gpu_memory_utilization is None
         else parse_fraction(gpu_memory_utilization, what="--gpu-memory-utilization"),
+        gpu_memory_utilization_given=gpu_memory_utilization is not None,
     )
     if bench is not None:
         from dataclasses import replace

@@ -143,6 +143,10 @@ class EngineRules(NamedTuple):
     # Mamba2 B/C groups replicated to fill the ranks when tp does not divide them (vLLM's
     # extra_groups_for_head_shards); False: the engine splits the conv channels as they are
     state_groups_extend: bool = True
+    # the engine's KV pool as a share of the memory left after the weights and its profiling
+    # run (TensorRT-LLM's free_gpu_memory_fraction, this default); None: a share of all HBM
+    # less the weights (vLLM's and SGLang's gpu_memory_utilization / mem_fraction_static)
+    pool_fraction_of_free: float | None = None
 
 
 # the hybrid families whose transformers 5.24 cache was weighed after a forward pass, in fp32
@@ -308,6 +312,7 @@ ENGINES: dict[str, EngineRules] = {
                 " (variable sliding-window pools are not modelled)"
             ),
             state_groups_extend=False,
+            pool_fraction_of_free=TRTLLM.FREE_GPU_MEMORY_FRACTION,
         ),
         EngineRules(
             name="hf",

@@ -42,6 +42,10 @@ class Hardware:
     # nodes one engine spans (pipeline stages across nodes, ``over_nodes``): ``node`` is then
     # that many nodes as one, and ``nodes`` counts such groups
     engine_nodes: int = 1
+    # the engine's KV share is of the memory left after the weights and reserves
+    # (TensorRT-LLM's free_gpu_memory_fraction, set by ``engine_pool``), not of all HBM
+    pool_of_free: bool = False
+    gpu_memory_utilization_given: bool = False  # --gpu-memory-utilization was typed
 
     @property
     def efa_file_system(self) -> bool:
@@ -75,6 +79,7 @@ def make_hardware(
     fsx_throughput_mbps_per_tib: int | None = None,
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
     measured: tuple[MeasuredTier, ...] = (),
+    gpu_memory_utilization_given: bool = False,
 ) -> Hardware:
     """A validated Hardware: T3 and T4 profiles of the right tier, an FSx throughput option
     the T3 offers, a capacity FSx can provision. Raises InputError naming the option at
@@ -98,6 +103,7 @@ def make_hardware(
         fsx_capacity_bytes=fsx_capacity_bytes,
         fsx_throughput_mbps_per_tib=throughput,
         gpu_memory_utilization=gpu_memory_utilization,
+        gpu_memory_utilization_given=gpu_memory_utilization_given,
         measured=measured,
     )
     hardware.file_system()  # raises for a throughput or capacity FSx cannot provision

@@ -122,6 +122,7 @@ def place_sessions(
             sessions=sessions,
             fsx_capacity_bytes=hardware.fsx_capacity_bytes,
             gpu_memory_utilization=hardware.gpu_memory_utilization,
+            pool_of_free=hardware.pool_of_free,
             extra_reserve_bytes_per_chip=offload.gpu_reserve_mib_with_gds * 2**20 if gds else 0,
             t1_admission_bytes_per_session=admission_bytes,
             measured_kv_space_bytes_per_node=None
@@ -395,6 +396,7 @@ def serve(
         gpu_memory_utilization=hardware.gpu_memory_utilization,
         pp=pp,
         dp_attention=dp_attention,
+        pool_of_free=hardware.pool_of_free,
     )
     return serving, shape.serving_tp(serving.kv_tp).on_gpu(node_gpu(hardware.node))
 
@@ -475,7 +477,7 @@ def plan_contexts(
     params = count_params(spec)
     given_pp = pp
     given_hardware = hardware
-    hardware = engine_over_nodes(shape, hardware, pp)
+    hardware = engine_pool(shape, engine_over_nodes(shape, hardware, pp))
     batched = node_batched_tokens(shape, hardware, max_num_batched_tokens)
     # the layout is chosen under the engine's own offload stack whatever --emit configures, so
     # that plan and plan --emit run the same engine (issue 55)
@@ -567,6 +569,19 @@ def plan_contexts(
     )
 
 
+def engine_pool(shape: KvShape, hardware: Hardware) -> Hardware:
+    """``hardware`` with the engine's rule for its KV pool: TensorRT-LLM takes
+    ``free_gpu_memory_fraction`` (0.9, or --gpu-memory-utilization when given) of the memory
+    the weights and the profiling run leave (``EngineRules.pool_fraction_of_free``); vLLM and
+    SGLang a share of all HBM less the weights, as ``hardware`` has it."""
+    fraction = shape.rules.pool_fraction_of_free
+    if fraction is None or hardware.pool_of_free:
+        return hardware
+    if hardware.gpu_memory_utilization_given:
+        fraction = hardware.gpu_memory_utilization
+    return replace(hardware, pool_of_free=True, gpu_memory_utilization=fraction)
+
+
 def engine_over_nodes(shape: KvShape, hardware: Hardware, pp: int | None) -> Hardware:
     """``hardware`` as groups of nodes where ``--tp`` x ``--pp`` asks for more accelerators
     than a node has: each engine's pipeline stages on several nodes, tensor parallel within
@@ -635,6 +650,7 @@ def plan_workload(
 
     Raises InputError when the weights or one session do not fit a node.
     """
+    hardware = engine_pool(shape, hardware)
     batched = node_batched_tokens(shape, hardware, max_num_batched_tokens).value
     stack = offload or LAYOUTS[shape.rules.offload_stack]
     serving, priced = serve_chosen(

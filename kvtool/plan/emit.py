@@ -110,6 +110,9 @@ class EmitInputs(NamedTuple):
     eager: bool
     kvtool_version: str
     has_states: bool = False  # Mamba/GDN layers (TensorRT-LLM needs block reuse off for them)
+    # gpu_memory_utilization is a share of the memory the weights leave (TensorRT-LLM's
+    # free_gpu_memory_fraction: plan/cluster.py Hardware.pool_of_free), not of all HBM
+    pool_of_free: bool = False
     pp: int = 1  # pipeline stages of one engine (tp x pp accelerators)
     dp_attention: bool = False  # attention data-parallel over the tp ranks (MLA)
     block_size: int | None = None  # the plan's KV block (page) in tokens; None: not planned
@@ -181,6 +184,7 @@ def emit_inputs(
         model_dtype=model_dtype,
         is_mla=is_mla,
         gpu_memory_utilization=hardware.gpu_memory_utilization,
+        pool_of_free=hardware.pool_of_free,
         t2_bytes_per_node=(tiers["T2"].capacity_bytes or 0) // hardware.nodes,
         t3_bytes_per_node=-(-t3_used // hardware.nodes),
         t3_dir=t3_dir,
@@ -236,7 +240,8 @@ def _header(e: EmitInputs, what: str) -> list[str]:
     engine = [e.layout]
     if e.block_size is not None:
         engine.append(f"{e.block_size}-token blocks")
-    engine += [f"KV {e.kv_dtype}", f"gpu_memory_utilization {e.gpu_memory_utilization:g}"]
+    share = "free_gpu_memory_fraction" if e.pool_of_free else "gpu_memory_utilization"
+    engine += [f"KV {e.kv_dtype}", f"{share} {e.gpu_memory_utilization:g}"]
     if e.max_num_batched_tokens is not None:
         engine.append(f"{e.max_num_batched_tokens:,} tokens a batch")
     lines = [
@@ -576,7 +581,8 @@ def trtllm_config(e: EmitInputs) -> str:
     if e.pp > 1:  # --pp_size: commands/serve.py (tests/fixtures/engines/trtllm-1.2.1-args.json)
         serve += ["--pp_size", str(e.pp)]
     serve += [
-        "--max_seq_len", str(e.max_model_len), "--kv_cache_free_gpu_memory_fraction", "0.9",
+        "--max_seq_len", str(e.max_model_len),
+        "--kv_cache_free_gpu_memory_fraction", f"{e.gpu_memory_utilization:g}",
         "--extra_llm_api_options", TRTLLM_OPTIONS_FILE,
     ]  # fmt: skip
     lines = _header(e, "TensorRT-LLM 1.2.1 configuration")
@@ -586,8 +592,8 @@ def trtllm_config(e: EmitInputs) -> str:
         "kv_cache_config:",
         "  # a fraction of the memory left after the weights and the profiling run, not of"
         " HBM: the plan's",
-        f"  # T1 assumed gpu_memory_utilization {e.gpu_memory_utilization:g} of HBM",
-        "  free_gpu_memory_fraction: 0.9",
+        "  # T1 took it of what the weights and a 2 GB a chip activation reserve leave",
+        f"  free_gpu_memory_fraction: {e.gpu_memory_utilization:g}",
         f"  enable_block_reuse: {'false' if e.has_states else 'true'}"
         + ("  # MambaHybridCacheManager needs it off" if e.has_states else ""),
         f"  dtype: {dtype}",

@@ -5,7 +5,9 @@ Pure arithmetic on profiles and sizes. The rules, from the AWS Storage Blog arti
 
 * T1 (HBM) holds what fits under the 85% pressure line of the KV space the engine gets:
   ``chips x HBM x gpu_memory_utilization - weights - activation reserve`` per node (vLLM's
-  default ``--gpu-memory-utilization`` is 0.92 in 0.33.0).
+  default ``--gpu-memory-utilization`` is 0.92 in 0.33.0); for an engine whose share is of
+  the memory left after the weights (``pool_of_free``: TensorRT-LLM's
+  ``free_gpu_memory_fraction``, 0.9), ``(chips x HBM - weights - reserve) x fraction``.
 * T2 (host DRAM) takes what T1 evicts, up to ``host_memory_fraction`` of DRAM (estimate: the
   rest is the OS, the engine process and pinned staging buffers).
 * T3 (FSx for Lustre) takes the rest, up to ``--fsx-capacity``; without one, kvtool reports
@@ -57,6 +59,8 @@ class PlanInputs:
     sessions: int
     fsx_capacity_bytes: int | None = None
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
+    # the fraction is of what the weights and reserves leave (TensorRT-LLM), not of all HBM
+    pool_of_free: bool = False
     pressure_fraction: float = PRESSURE_FRACTION
     host_memory_fraction: float = HOST_MEMORY_FRACTION
     activation_reserve_gb_per_chip: float = ACTIVATION_RESERVE_GB_PER_CHIP
@@ -120,10 +124,13 @@ def kv_space_per_node(inputs: PlanInputs) -> int:
     if inputs.measured_kv_space_bytes_per_node is not None:
         return inputs.measured_kv_space_bytes_per_node
     node = inputs.node
-    usable = node.hbm_bytes * inputs.gpu_memory_utilization
     reserve = node.chips * (
         inputs.activation_reserve_gb_per_chip * 1e9 + inputs.extra_reserve_bytes_per_chip
     )
+    if inputs.pool_of_free:  # KvCacheCreator.configure_kv_cache_capacity (model/trtllm.py)
+        free = node.hbm_bytes - inputs.weights_bytes - reserve
+        return int(free * inputs.gpu_memory_utilization) if free > 0 else int(free)
+    usable = node.hbm_bytes * inputs.gpu_memory_utilization
     return int(usable - inputs.weights_bytes - reserve)
 
 
@@ -137,7 +144,11 @@ def plan_tiers(inputs: PlanInputs) -> TierPlan:
         raise NodeTooSmall(
             f"the weights ({format_bytes(inputs.weights_bytes)}) leave no room for KV in"
             f" {node.name}'s {format_bytes(node.hbm_bytes)} of HBM"
-            f" at gpu_memory_utilization {inputs.gpu_memory_utilization}",
+            + (
+                f" at free_gpu_memory_fraction {inputs.gpu_memory_utilization}"
+                if inputs.pool_of_free
+                else f" at gpu_memory_utilization {inputs.gpu_memory_utilization}"
+            ),
             "use more or larger accelerators (--hardware), or narrower weights (--weights-dtype)",
             by_weights=True,
         )
@@ -153,6 +164,15 @@ def plan_tiers(inputs: PlanInputs) -> TierPlan:
             by_weights=False,
         )
     notes: list[str] = []
+    if inputs.pool_of_free and inputs.measured_kv_space_bytes_per_node is None:
+        free = space / inputs.gpu_memory_utilization
+        notes.append(
+            f"HBM for KV: TensorRT-LLM's free_gpu_memory_fraction {inputs.gpu_memory_utilization:g}"
+            f" of the {format_bytes(int(free))} a node the weights and kvtool's activation"
+            f" reserve ({inputs.activation_reserve_gb_per_chip:g} GB a chip) leave ="
+            f" {format_bytes(space)} (KvCacheCreator.configure_kv_cache_capacity measures its"
+            " profiling run's peak in place of that reserve; docs/sizing.md section 9)"
+        )
     if inputs.measured_kv_space_bytes_per_node is not None:
         notes.append(
             f"HBM for KV: {format_bytes(space)} a node, the engine's own pool as its metrics"

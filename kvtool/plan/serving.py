@@ -74,6 +74,7 @@ def choose_serving(
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
     pp: int = 1,
     dp_attention: bool = False,
+    pool_of_free: bool = False,
 ) -> Serving:
     """The engine layout on ``node``. ``tp`` None chooses the chips of one EC2 instance (one
     engine per instance, tensor-parallel over NVLink/NeuronLink), doubled until the weights
@@ -96,7 +97,7 @@ def choose_serving(
         raise InputError(f"kvtool models data-parallel attention for MLA models only, and"
                          f" {spec.name} caches full K and V", "drop --dp-attention")  # fmt: skip
     if tp is None:
-        tp, why = _default_tp(spec, node, weights, gpu_memory_utilization, pp)
+        tp, why = _default_tp(spec, node, weights, gpu_memory_utilization, pp, pool_of_free)
         notes.append(
             f"--tp not given: tp {tp} ({why}), {node.chips // (tp * pp)} engine instance(s) per"
             " node, each with its own copy of the weights"
@@ -128,8 +129,9 @@ def choose_serving(
 
 
 def _default_tp(
-    spec: ModelSpec, node: NodeProfile, weights: int, utilization: float, pp: int = 1
-) -> tuple[int, str]:
+    spec: ModelSpec, node: NodeProfile, weights: int, utilization: float, pp: int = 1,
+    pool_of_free: bool = False,
+) -> tuple[int, str]:  # fmt: skip
     """The chips of one instance (over ``pp`` stages), or the largest size below it that
     divides the attention heads (engines shard heads evenly), doubled while the weights leave
     no room for KV."""
@@ -138,7 +140,7 @@ def _default_tp(
     options = [t for t in range(1, chips + 1) if chips % t == 0 and heads % t == 0]
     start = max([t for t in options if t * pp <= node.chips_per_instance] or [1])
     for tp in (t for t in options if t >= start):
-        if _room_for_kv(node, weights * (chips // tp), utilization):
+        if _room_for_kv(node, weights * (chips // tp), utilization, pool_of_free):
             break
     if tp == node.chips_per_instance:
         return tp, "the chips of one instance"
@@ -147,7 +149,9 @@ def _default_tp(
     return tp, "the weights need it"
 
 
-def _room_for_kv(node: NodeProfile, weights_per_node: int, utilization: float) -> bool:
+def _room_for_kv(
+    node: NodeProfile, weights_per_node: int, utilization: float, pool_of_free: bool = False
+) -> bool:
     probe = PlanInputs(
         node=node,
         nodes=1,
@@ -155,6 +159,7 @@ def _room_for_kv(node: NodeProfile, weights_per_node: int, utilization: float) -
         kv_bytes_per_session=1,
         sessions=1,
         gpu_memory_utilization=utilization,
+        pool_of_free=pool_of_free,
     )
     return kv_space_per_node(probe) > 0
 
@@ -246,6 +251,7 @@ def best_layout(shape: KvShape, hardware: Hardware, *, weights_dtype: str, ctx_t
                     node=node, nodes=1, weights_bytes=per_instance * instances,
                     kv_bytes_per_session=1, sessions=1,
                     gpu_memory_utilization=hardware.gpu_memory_utilization,
+                    pool_of_free=hardware.pool_of_free,
                     extra_reserve_bytes_per_chip=extra_reserve_bytes_per_chip,
                 ))  # fmt: skip
                 if space <= 0 or not admitted:

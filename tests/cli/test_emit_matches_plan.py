@@ -83,9 +83,10 @@ def _read(text: str, target: str, model_dtype: str) -> dict[str, Any]:
         tp, pp = _flag(words, "--tp_size"), _flag(words, "--pp_size", "1")
         kv = yaml.safe_load(text)["kv_cache_config"]
         block, dtype, batched = str(kv["tokens_per_block"]), kv["dtype"], None
-        # TensorRT-LLM takes a fraction of the memory left after the weights: the plan's share
-        # of HBM is said in a comment
-        budget = text.split("assumed gpu_memory_utilization ", 1)[1].split()[0]
+        # a fraction of the memory left after the weights, as the plan took it for T1 (its
+        # JSON: gpu_memory_share_of "free"), on the serve line and in the YAML alike
+        budget = str(kv["free_gpu_memory_fraction"])
+        assert _flag(words, "--kv_cache_free_gpu_memory_fraction") == budget
     assert tp is not None, text
     assert pp is not None, text
     assert block is not None, text
@@ -172,6 +173,8 @@ def _check_one(
         return emitted.stderr
     assert emitted.exit_code == 0, (model, hardware, target, emitted.stderr)
     [result] = json.loads(planned.stdout)["results"]
+    # the share the budget is of: TensorRT-LLM's of what the weights leave, the others' of HBM
+    assert result["plan"]["gpu_memory_share_of"] == ("free" if engine == "trtllm" else "hbm")
     text = emitted.stdout
     read = _read(text, target, resolve_model(model).spec.dtype)
     want = _planned(result)

@@ -272,6 +272,28 @@ def test_plan_is_size_hardwares_answer_and_size_forwards_it_with_a_notice(kvtool
     assert data["results"][0]["tiers"]
 
 
+def test_a_tensorrt_llm_plan_takes_its_pool_rule_and_emits_the_same_fraction(kvtool: Run) -> None:
+    """--engine trtllm planned T1 with vLLM's rule (0.92 of all HBM, less the weights) and
+    emitted free_gpu_memory_fraction 0.9 whatever the plan assumed (issue 51): now T1 is 0.9
+    of what the weights and the reserve leave, a --set gpu_memory_utilization is that
+    fraction, and --emit trtllm writes the plan's own."""
+    base = ["plan", "llama-3.1-70b", "--hardware", "p5en", "--ctx", "32k", "--tp", "8"]
+    vllm = json.loads(kvtool(*base, "--json").stdout)["results"][0]["plan"]
+    trt = json.loads(kvtool(*base, "--engine", "trtllm", "--json").stdout)["results"][0]["plan"]
+    assert (vllm["gpu_memory_share_of"], vllm["gpu_memory_utilization"]) == ("hbm", 0.92)
+    assert (trt["gpu_memory_share_of"], trt["gpu_memory_utilization"]) == ("free", 0.9)
+    weights, reserve = trt["weights_bytes_per_node"], 8 * 2 * 10**9
+    hbm = (vllm["kv_space_bytes_per_node"] + weights + reserve) / 0.92
+    assert trt["kv_space_bytes_per_node"] == pytest.approx((hbm - weights - reserve) * 0.9, abs=8)
+    assert any("free_gpu_memory_fraction 0.9 of the" in n for n in trt["notes"])
+    set_08 = [*base, "--engine", "trtllm", "--set", "gpu_memory_utilization=0.8"]
+    low = json.loads(kvtool(*set_08, "--json").stdout)["results"][0]["plan"]
+    assert low["kv_space_bytes_per_node"] == pytest.approx((hbm - weights - reserve) * 0.8, abs=8)
+    emitted = kvtool(*set_08, "--emit", "trtllm").stdout
+    assert "  free_gpu_memory_fraction: 0.8" in emitted.splitlines()
+    assert "--kv_cache_free_gpu_memory_fraction 0.8 " in emitted
+
+
 def test_plan_needs_hardware_and_takes_the_rest_through_set(kvtool: Run) -> None:
     done = kvtool("plan", "llama-3.1-70b")
     assert done.exit_code == 2

@@ -35,8 +35,11 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
             "pp": plan.serving.pp,
             "dp_attention": plan.serving.dp_attention,
             "engine_instances_per_node": plan.serving.instances,
-            # the share of HBM the engine may take (vLLM's --gpu-memory-utilization)
+            # the share of HBM the engine may take (vLLM's --gpu-memory-utilization), or with
+            # gpu_memory_share_of "free" of the memory the weights leave (TensorRT-LLM's
+            # free_gpu_memory_fraction)
             "gpu_memory_utilization": plan.hardware.gpu_memory_utilization,
+            "gpu_memory_share_of": "free" if plan.hardware.pool_of_free else "hbm",
             "weights_dtype": plan.weights_dtype,
             "weights_bytes_per_node": tiers.weights_bytes_per_node,
             "kv_space_bytes_per_node": tiers.kv_space_bytes_per_node,

@@ -127,3 +127,33 @@ def test_a_measured_pool_replaces_the_estimate() -> None:
     plan = plan_tiers(measured)
     assert plan.kv_space_bytes_per_node == 123_456_789_000
     assert any("the engine's own pool" in note for note in plan.notes)
+
+
+def test_tensorrt_llms_pool_is_its_fraction_of_what_the_weights_leave() -> None:
+    """vLLM takes gpu_memory_utilization of all HBM and then subtracts the weights; TensorRT-LLM
+    takes free_gpu_memory_fraction of what the weights (and the profiling run) leave
+    (KvCacheCreator.configure_kv_cache_capacity): with the same 0.9 the two differ by 0.1 x
+    the weights and reserve, and with heavy weights TensorRT-LLM's is the larger."""
+    vllm = inputs("llama-3.1-405b", "p5en", 8_000, 1, gpu_memory_utilization=0.9)
+    trt = replace(vllm, pool_of_free=True)
+    node = vllm.node
+    reserve = node.chips * 2e9
+    assert kv_space_per_node(vllm) == int(node.hbm_bytes * 0.9 - vllm.weights_bytes - reserve)
+    assert kv_space_per_node(trt) == int((node.hbm_bytes - vllm.weights_bytes - reserve) * 0.9)
+    assert kv_space_per_node(trt) - kv_space_per_node(vllm) == pytest.approx(
+        0.1 * (vllm.weights_bytes + reserve), abs=2
+    )
+    (note,) = [n for n in plan_tiers(trt).notes if n.startswith("HBM for KV")]
+    assert "free_gpu_memory_fraction 0.9" in note
+    assert not [n for n in plan_tiers(vllm).notes if n.startswith("HBM for KV")]
+
+
+def test_weights_past_the_hbm_leave_no_room_under_either_rule() -> None:
+    heavy = inputs("llama-3.1-405b", "p5en", 8_000, 1)
+    heavy = replace(heavy, weights_bytes=heavy.node.hbm_bytes + 1)
+    for one in (heavy, replace(heavy, pool_of_free=True)):
+        assert kv_space_per_node(one) < 0
+        with pytest.raises(InputError, match="leave no room for KV"):
+            plan_tiers(one)
+    with pytest.raises(InputError, match="at free_gpu_memory_fraction"):
+        plan_tiers(replace(heavy, pool_of_free=True))
