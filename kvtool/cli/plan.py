@@ -66,8 +66,8 @@ def plan(
             " gpu_memory_utilization, max_num_batched_tokens, fsx_throughput, t4_storage,"
             " region, dp_attention, block_tokens (each as its kvtool size option);"
             " fp8_attention (true: the engine's attention runs at the FP8 peak); the storage"
-            " model's chunk_tokens, io_threads, s3_connections (per instance), s3_lookups and"
-            " s3_prefixes (each printed with its source); for the T3"
+            " model's chunk_tokens, io_threads, s3_connections (per instance), s3_lookups,"
+            " s3_prefixes and metadata_iops (each printed with its source); for the T3"
             " that kvtool sizes, reload_from (the context from which reading it back must beat"
             " recompute, default 50k, the AWS article's line) or restore_slo (the time the"
             " plan's concurrent restores at --ctx must finish in, e.g. 500ms).",

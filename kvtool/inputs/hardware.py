@@ -38,9 +38,11 @@ def resolve_hardware(
     fsx_throughput: str | None = None,
     gpu_memory_utilization: str | None = None,
     bench: str | None = None,
+    metadata_iops: str | None = None,
 ) -> Hardware:
-    """Load the node and storage profiles, parse the FSx settings, and with ``bench`` (a
-    ``kvtool bench --json`` file) put its measured bandwidths in place of the spec."""
+    """Load the node and storage profiles, parse the FSx settings (``metadata_iops``: --set
+    metadata_iops), and with ``bench`` (a ``kvtool bench --json`` file) put its measured
+    bandwidths in place of the spec."""
     throughput = None
     if fsx_throughput is not None:
         try:
@@ -69,6 +71,9 @@ def resolve_hardware(
         if gpu_memory_utilization is None
         else parse_fraction(gpu_memory_utilization, what="--gpu-memory-utilization"),
         gpu_memory_utilization_given=gpu_memory_utilization is not None,
+        metadata_iops=None
+        if metadata_iops is None
+        else parse_count(metadata_iops, what="--set metadata_iops"),
     )
     if bench is not None:
         from dataclasses import replace

@@ -142,6 +142,7 @@ def size_models(request: SizeRequest, notes: list[str]) -> SizeAnswer:
             fsx_throughput=r.fsx_throughput,
             gpu_memory_utilization=r.gpu_memory_utilization,
             bench=r.bench,
+            metadata_iops=(r.settings or {}).get("metadata_iops"),
         )
     priced = None
     if r.cost and plan_hardware is not None:

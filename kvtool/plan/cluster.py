@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from kvtool.errors import InputError
 from kvtool.plan.fsx import FileSystem, file_system
 from kvtool.plan.measured import MeasuredTier
+from kvtool.plan.metadata import check_iops
 from kvtool.plan.placement import (
     GPU_MEMORY_UTILIZATION,
 )
@@ -46,6 +47,9 @@ class Hardware:
     # (TensorRT-LLM's free_gpu_memory_fraction, set by ``engine_pool``), not of all HBM
     pool_of_free: bool = False
     gpu_memory_utilization_given: bool = False  # --gpu-memory-utilization was typed
+    # the file system's Metadata IOPS as given (--set metadata_iops, USER_PROVISIONED); None:
+    # AUTOMATIC, or what kvtool sizes for the plan's restores (plan/metadata.py)
+    metadata_iops: int | None = None
 
     @property
     def efa_file_system(self) -> bool:
@@ -80,10 +84,11 @@ def make_hardware(
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
     measured: tuple[MeasuredTier, ...] = (),
     gpu_memory_utilization_given: bool = False,
+    metadata_iops: int | None = None,
 ) -> Hardware:
     """A validated Hardware: T3 and T4 profiles of the right tier, an FSx throughput option
-    the T3 offers, a capacity FSx can provision. Raises InputError naming the option at
-    fault (for a capacity, with the nearest valid sizes)."""
+    the T3 offers, a capacity FSx can provision, Metadata IOPS it can provision. Raises
+    InputError naming the option at fault (for a capacity, with the nearest valid sizes)."""
     for profile, tier, option in ((t3, "t3", "--t3-storage"), (t4, "t4", "--t4-storage")):
         if profile.tier != tier:
             raise InputError(
@@ -105,7 +110,12 @@ def make_hardware(
         gpu_memory_utilization=gpu_memory_utilization,
         gpu_memory_utilization_given=gpu_memory_utilization_given,
         measured=measured,
+        metadata_iops=metadata_iops,
     )
+    if metadata_iops is not None:
+        wrong = check_iops(t3, metadata_iops)
+        if wrong:
+            raise InputError(f"--set metadata_iops {metadata_iops:,} cannot be provisioned", wrong)
     hardware.file_system()  # raises for a throughput or capacity FSx cannot provision
     return hardware
 

@@ -25,6 +25,7 @@ from kvtool.model.spec import ModelSpec
 from kvtool.plan.cluster import Hardware, client_path, make_hardware, over_nodes, uses_gds
 from kvtool.plan.fsx import FileSystem
 from kvtool.plan.measured import apply_measured
+from kvtool.plan.metadata import FILE_OPS_PER_READ, MetadataPlan, files_per_s, plan_metadata
 from kvtool.plan.offload import LAYOUTS, OffloadLayout, copies_divisor
 from kvtool.plan.placement import (
     NodeTooSmall,
@@ -32,7 +33,7 @@ from kvtool.plan.placement import (
     TierPlan,
     plan_tiers,
 )
-from kvtool.plan.plan_notes import offload_notes, s3_out_reads, t3_notes
+from kvtool.plan.plan_notes import folder_notes, offload_notes, s3_out_reads, t3_notes
 from kvtool.plan.reload import (
     DEFAULT_T3_RELOAD_FROM_TOKENS,
     BreakEven,
@@ -49,7 +50,7 @@ from kvtool.plan.reload import (
     t3_client_gbps,
     tier_paths,
 )
-from kvtool.plan.requests import RestoreTerms, key_scheme
+from kvtool.plan.requests import Requests, RestoreTerms, key_scheme
 from kvtool.plan.serving import (
     Layout,
     Serving,
@@ -224,9 +225,12 @@ def plan_deployment(
     scheme, scheme_note = key_scheme(offload.name)
     objects = workers_storing(serving, divisors["T3"])
 
-    def paths_at(share: float, fsx_why: str = "") -> list[TierPath]:
-        """The read paths with each node's share of the file system at ``share``."""
-        return [
+    def paths_at(
+        share: float, fsx_why: str = "", metadata: MetadataPlan | None = None
+    ) -> list[TierPath]:
+        """The read paths with each node's share of the file system at ``share`` (and of its
+        Metadata IOPS, when ``metadata`` is given)."""
+        paths = [
             replace(path, bytes_divisor=divisors.get(path.tier, divisors["T3"]))
             for path in tier_paths(
                 node,
@@ -241,6 +245,14 @@ def plan_deployment(
                 scheme=scheme,
             )
         ]
+        if metadata is None or not metadata.modelled:
+            return paths
+        return [
+            with_metadata(replace(p, requests=metadata_rate(p.requests, hardware, metadata)))
+            if p.tier == "T3"
+            else p
+            for p in paths
+        ]
 
     t3 = _size_t3(spec, params, compute, hardware, tiers.t3_bytes_needed, paths_at, bytes_at,
                   assumptions, ctx_tokens)  # fmt: skip
@@ -251,7 +263,7 @@ def plan_deployment(
         + (f" / {hardware.nodes} nodes" if hardware.nodes > 1 else "")
         + (f" = {share / 1e9:,.1f} GB/s per node" if hardware.nodes > 1 else "")
     )
-    paths = paths_at(share, f"the file system's throughput, {fsx_why}")
+    paths = paths_at(share, f"the file system's throughput, {fsx_why}", t3.metadata)
     if hardware.measured:
         paths = apply_measured(paths, hardware.measured, t3_share_bytes_per_s=share)
     notes = list(t3_notes(hardware, t3, share))
@@ -276,6 +288,10 @@ def plan_deployment(
             " not the spec, and its first-byte latency where it measured one (each path says)"
         )
     notes += offload_notes(offload, divisors, serving, gds)
+    t3_sessions = next(t.sessions for t in tiers.tiers if t.name == "T3")
+    per_session = -(-ctx_tokens // assumptions.chunk_tokens) * objects
+    notes += folder_notes(offload.name, gds=gds, files=t3_sessions * per_session,
+                          sessions=t3_sessions, per_session=per_session)  # fmt: skip
     if scheme_note:
         notes.append(scheme_note)
     if not any(p.tier == "T2" for p in paths) and node.host_memory_gib:
@@ -719,7 +735,39 @@ def _size_t3(
         return next(p for p in paths_at(share) if p.tier == "T3")
 
     link = t3_path(float("inf")).node_bytes_per_s
-    return size_t3(
+    sized = size_t3(
         hardware, need_bytes, goal=goal, deadline_s=deadline, link_bytes_per_s=link,
         reload_s=lambda share: reload_seconds(t3_path(share), session, tokens, a),
     )  # fmt: skip
+    # the opens and closes of that restore, within what the lookup and latency leave of the
+    # deadline: the Metadata IOPS that reach the goal, sized like the throughput
+    terms = restore(t3_path(sized.share_bytes_per_s), session, tokens, a)
+    window = deadline - terms.fixed_s - terms.lookup_s
+    fs = sized.file_system
+    per_node = terms.objects / window if window > 0 else float("inf")
+    need = (
+        per_node * hardware.nodes * FILE_OPS_PER_READ / (fs.profile.metadata_file_ops_per_iops or 1)
+    )
+    md = plan_metadata(fs.profile, fs.capacity_gib, need_iops=need,
+                       given_iops=hardware.metadata_iops,
+                       automatic_only=sized.source == GIVEN)  # fmt: skip
+    return replace(sized, metadata=md, goal_met=sized.goal_met and md.goal_met,
+                   goal_files=terms.objects)  # fmt: skip
+
+
+def metadata_rate(r: Requests, hardware: Hardware, md: MetadataPlan) -> Requests:
+    """The T3 path's requests with this node's share of the file system's Metadata IOPS as
+    its rate: each file read back is an open and a close (``plan/metadata.py``)."""
+    profile = hardware.t3
+    total = files_per_s(profile, md.iops)
+    what = (
+        f"{md.iops:,} Metadata IOPS ({md.mode}) x {profile.metadata_file_ops_per_iops:g}"
+        f" opens or closes each / {FILE_OPS_PER_READ} a file = {total:,.0f} files/s"
+        + (f", shared by {hardware.nodes} nodes" if hardware.nodes > 1 else "")
+    )
+    return replace(r, rate_per_s=total / hardware.nodes, rate_what=what)
+
+
+def with_metadata(path: TierPath) -> TierPath:
+    """``path`` (T3) saying its Metadata IOPS in its description."""
+    return replace(path, description=f"{path.description}; {path.requests.rate_what}")

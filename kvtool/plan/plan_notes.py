@@ -8,7 +8,9 @@ a GDS buffer), and a warning when S3 reads back faster than the T3 the plan uses
 from __future__ import annotations
 
 from kvtool.plan.cluster import Hardware
+from kvtool.plan.folder_rules import FILES_PER_FOLDER
 from kvtool.plan.fsx import smallest_size_at_least
+from kvtool.plan.metadata import folder_layout, folders_needed, provisionable
 from kvtool.plan.offload import OffloadLayout
 from kvtool.plan.reload import TierPath, t3_client_gbps
 from kvtool.plan.requests import RestoreTerms
@@ -40,9 +42,70 @@ def s3_out_reads(
     ]
 
 
+def metadata_notes(t3: T3Size) -> list[str]:
+    """What the goal's restore asks of the file system's Metadata IOPS, when that decides the
+    file system's metadata configuration (``plan/metadata.py``): provisioned beyond what
+    AUTOMATIC gives, given and short of it, or out of any setting's reach."""
+    md, fs = t3.metadata, t3.file_system
+    if not md.modelled:
+        return [
+            f"T3 metadata not modelled: {fs.profile.name} has no Metadata IOPS configuration"
+            " (PERSISTENT_2 only), so a restore's opens and closes are not held to a rate"
+        ]
+    if md.goal_met and md.mode in ("AUTOMATIC", "given"):
+        return []
+    files = f"{t3.goal_files:,} files a node, an open and a close each"
+    said = (
+        f"metadata-bound: the restore T3 is sized for ({files}) needs {md.need_iops:,.0f}"
+        " Metadata IOPS"
+        if md.need_iops < float("inf")
+        else f"metadata-bound: the restore T3 is sized for ({files}) cannot finish in time:"
+        " its lookup alone outlasts the deadline"
+    )
+    if md.mode == "USER_PROVISIONED" and md.goal_met:
+        return [
+            f"{said}; AUTOMATIC gives {md.automatic_iops:,} at {fs.capacity_gib:,} GiB:"
+            f" provision {md.iops:,} (USER_PROVISIONED; --set metadata_iops chooses another)"
+        ]
+    reach = provisionable(fs.profile, md.need_iops) if md.need_iops < float("inf") else None
+    fix = (
+        f"; --set metadata_iops={reach} (USER_PROVISIONED) reaches it"
+        if reach
+        else "; no Metadata IOPS setting reaches it"
+    )
+    if md.mode == "given":
+        return [f"{said}; --set metadata_iops gives {md.iops:,}: short of it{fix}"]
+    if md.mode == "AUTOMATIC":
+        return [f"{said}; AUTOMATIC gives {md.iops:,} at {fs.capacity_gib:,} GiB: short of it{fix}"]
+    return [
+        f"{said}; FSx provisions at most {md.iops:,}: no Metadata IOPS setting reaches it"
+        " (fewer files reach it: a larger --set chunk_tokens, or fewer workers a chunk)"
+    ]
+
+
+def folder_notes(
+    stack: str, *, gds: bool, files: int, sessions: int, per_session: int
+) -> list[str]:
+    """A note when the T3 folder would hold more files in one directory than the ~100K AWS
+    advises for PERSISTENT_2 (FSx performance tips), with the engine's own way to spread
+    them (``plan/metadata.py``'s layouts)."""
+    layout = folder_layout(stack, gds=gds)
+    if layout is None or not files:
+        return []
+    per_folder = -(-files // layout.folders)
+    if per_folder <= FILES_PER_FOLDER:
+        return []
+    spread = f"; {folders_needed(files):,} folders would hold them: {layout.spread}"
+    return [
+        f"T3 holds {files:,} files ({sessions:,} sessions x {per_session:,} files each):"
+        f" {layout.how} ({layout.source}), {per_folder:,} in a folder, past the ~100K files"
+        f" per directory AWS advises for FSx for Lustre PERSISTENT_2 (performance tips){spread}"
+    ]
+
+
 def t3_notes(hardware: Hardware, t3: T3Size, share: float) -> list[str]:
     """How the T3 file system was chosen, and whether the file system or the links bound it."""
-    notes = []
+    notes = metadata_notes(t3)
     fs = t3.file_system
     kind = "EFA-enabled " if fs.efa else ""
     reads = (

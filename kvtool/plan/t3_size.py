@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from kvtool.plan.cluster import Hardware
 from kvtool.plan.fsx import FileSystem, smallest_size_at_least
+from kvtool.plan.metadata import NO_METADATA, MetadataPlan
 
 GIVEN = "given"
 FOR_CAPACITY = "sized for capacity"
@@ -42,6 +43,9 @@ class T3Size:
     share_bytes_per_s: float  # each node's share of the file system's reads
     restore_s: float  # the goal's restore, timed on this file system
     deadline_s: float  # what it had to be within
+    # the file system's Metadata IOPS for that restore's opens and closes (plan/metadata.py)
+    metadata: MetadataPlan = NO_METADATA
+    goal_files: int = 0  # files one node opens in the goal's restore
 
 
 def size_t3(

@@ -102,6 +102,10 @@ class StorageProfile:
     put_requests_per_s: int = 0
     request_rate_scope: str = ""
     notes: str = ""
+    # FSx metadata configuration (PERSISTENT_2): the most Metadata IOPS it provisions (0: none,
+    # not modelled) and the file creates, opens or closes a second each Metadata IOPS drives
+    metadata_iops_max: int = 0
+    metadata_file_ops_per_iops: float = 0.0
 
     def names(self) -> tuple[str, ...]:
         """Every name this profile answers to, lower-cased."""
@@ -145,6 +149,8 @@ _STORAGE_NUMBERS = {
     "per_connection_mbytes_per_s": float,
     "get_requests_per_s": int,
     "put_requests_per_s": int,
+    "metadata_iops_max": int,
+    "metadata_file_ops_per_iops": float,
 }
 _STORAGE_LISTS = ("throughput_mbps_per_tib_options", "capacity_sizes_gib")
 

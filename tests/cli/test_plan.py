@@ -312,6 +312,30 @@ def test_plan_needs_hardware_and_takes_the_rest_through_set(kvtool: Run) -> None
     assert "--set 'speed' is not a plan setting" in bad.stderr
 
 
+def test_the_storage_models_settings_reach_the_plan_and_bad_ones_are_one_line(kvtool: Run) -> None:
+    """Every assumption of the T3/T4 request model is a --set key, and printed (issue 49)."""
+    base = ["plan", "llama-3.1-70b", "--hardware", "p5en", "--ctx", "128k", "--json"]
+    got = json.loads(kvtool(*base, "--set", "s3_prefixes=4", "--set", "s3_lookups=0",
+                            "--set", "io_threads=64", "--set", "metadata_iops=36000",
+                            "--set", "chunk_tokens=512").stdout)["results"][0]  # fmt: skip
+    paths = {p["tier"]: p for p in got["reload"]["paths"]}
+    assert paths["T4"]["request_rate_per_s"] == 4 * 5_500
+    assert paths["T4"]["requests_per_object"] == 1
+    assert paths["T3"]["request_rate_per_s"] == 36_000
+    assert "512-token chunk" in paths["T3"]["description"]
+    assert "64 I/O threads" in paths["T3"]["description"]
+    assert got["plan"]["t3_file_system"]["metadata_mode"] == "given"
+    for item, message in (
+        ("metadata_iops=5000", "--set metadata_iops 5,000 cannot be provisioned"),
+        ("s3_prefixes=0", "--set s3_prefixes must be at least 1"),
+        ("fp8_attention=perhaps", "--set fp8_attention='perhaps' is not true or false"),
+    ):
+        bad = kvtool(*base, "--set", item)
+        assert bad.exit_code == 2, item
+        assert bad.stderr.startswith(f"kvtool: error: {message}"), bad.stderr
+        assert bad.stdout == ""
+
+
 def test_no_command_shows_more_than_20_options() -> None:
     import typer.main
 

@@ -60,6 +60,14 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
                 "share_bytes_per_s": t3.share_bytes_per_s,
                 "goal_text": t3.goal,
                 "goal_met": t3.goal_met,
+                "metadata_iops": t3.metadata.iops if t3.metadata.modelled else None,
+                "metadata_mode": t3.metadata.mode,
+                "metadata_iops_automatic": t3.metadata.automatic_iops
+                if t3.metadata.modelled
+                else None,
+                "metadata_iops_needed": round(t3.metadata.need_iops)
+                if t3.metadata.modelled and t3.metadata.need_iops < float("inf")
+                else None,
             },
             "notes": [*plan.serving.notes, *tiers.notes, *plan.notes],
             "best_layout": None
@@ -237,8 +245,9 @@ def _restore_text(plan: DeploymentPlan, tier: str) -> str:
     if r.rate_per_s < float("inf"):
         need = terms.rate_needed_per_s(recompute)
         met = "met" if need <= r.rate_per_s else "not met"
+        unit = "requests" if r.requests_per_object > 1 else f"{noun}s"
         text += (
-            f"; as fast as recompute ({seconds(recompute)}) needs {need:,.0f} requests/s a node"
+            f"; as fast as recompute ({seconds(recompute)}) needs {need:,.0f} {unit}/s a node"
             f" against {r.rate_per_s:,.0f}/s: {met}"
         )
     return text
