@@ -13,6 +13,7 @@ from typing import Any, Literal, NamedTuple
 
 from kvtool.findings import Finding, Status
 from kvtool.plan.folder_rules import FILES_PER_FOLDER
+from kvtool.plan.striping import judge_stripes
 from kvtool.probe.facts import NodeFacts
 from kvtool.probe.parse import (
     component_for,
@@ -207,10 +208,12 @@ def check_atime(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
 
 
 def check_layout(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
-    """The folder's stripe count for files of the engine's chunk size, against the node count
-    (the AWS article's checklist: stripe count >= nodes). FSx's default PFL puts files under
-    100 MiB on one OST, so typical KV chunk files are single-stripe unless the folder has its
-    own layout."""
+    """The folder's layout for files of the engine's chunk size (``plan/striping.py``, shared
+    with kvtool check): the OSTs one chunk file really spans, min(count or OSTs,
+    ceil(size / stripe size), OSTs), against what it fills and against the AWS article's
+    "stripe count >= nodes" for chunks every node reads (doctor cannot tell shared prefixes
+    from one session's chunks, so it holds the folder to both). FSx's default PFL puts files
+    under 100 MiB on one OST."""
     if not _is_lustre(facts):
         return _not_lustre("layout.stripe", facts)
     layout, targets = facts.lustre.layout, facts.lustre.targets
@@ -226,39 +229,34 @@ def check_layout(facts: NodeFacts, o: DoctorOptions) -> list[Finding]:
             )
         ]
     osts = sum(1 for t in targets or [] if t.kind == "OST") or None
-    size = o.chunk_bytes or 1
-    component = component_for(size, layout)
+    component = component_for(o.chunk_bytes or 1, layout)
     assert component is not None
     count = component.stripe_count
-    effective = (osts or count) if count == -1 else min(count, osts or count)
-    wanted = min(o.nodes, osts) if osts else o.nodes
-    what = (
-        f"files of {size / 2**20:,.0f} MiB (one KV chunk)"
-        if o.chunk_bytes
-        else "small files (chunk size unknown: pass --model)"
-    )
     evidence = (
         f"component [{component.start}, {component.end or 'EOF'}) stripe_count {count},"
         f" stripe_size {component.stripe_size}; {osts or '?'} OSTs; {o.nodes} node(s)"
     )
-    if effective >= wanted:
+    if not o.chunk_bytes:
         return [
             _f(
                 "layout.stripe",
-                "PASS",
-                f"{what} are striped over {effective} OST(s), at least min(nodes, OSTs) = {wanted}",
+                "SKIP",
+                "the chunk file's size is not known (pass --model): a file spans at most"
+                " ceil(size / stripe size) OSTs, whatever the stripe count",
                 evidence,
             )
         ]
+    judged = judge_stripes(
+        o.chunk_bytes, stripe_count=count, stripe_size=component.stripe_size, osts=osts,
+        nodes=o.nodes, fan_in=True, path=facts.path,
+    )  # fmt: skip
     return [
         _f(
             "layout.stripe",
-            "WARN",
-            f"{what} land on {effective} OST(s), fewer than min(nodes, OSTs) = {wanted}: each"
-            " chunk is read from one server (parallelism comes only from many files)",
-            evidence,
-            f"lfs setstripe -c {wanted} -S 1M {facts.path}  # new files only; lfs migrate"
-            " re-lays existing ones",
+            judged.status,
+            judged.message,
+            f"{evidence}; {judged.rules}",
+            judged.fix,
         )
     ]
 

@@ -39,13 +39,15 @@ from kvtool.plan.deployment import (
     offload_divisors,
     plan_workload,
     serve,
+    workers_storing,
 )
 from kvtool.plan.folder_rules import FolderFacts, folder_findings
 from kvtool.plan.fsx import file_system
 from kvtool.plan.fsx_rules import FsxFacts, fsx_settings
 from kvtool.plan.measured import MeasuredTier
 from kvtool.plan.offload import LAYOUTS
-from kvtool.plan.reload import t3_client_gbps
+from kvtool.plan.reload import DEFAULT_CHUNK_TOKENS, t3_client_gbps
+from kvtool.plan.striping import DEFAULT_STRIPE_SIZE, judge_stripes
 from kvtool.plan.workload import FsxSettings, PlanFile
 from kvtool.units import format_bytes, plural
 
@@ -136,7 +138,15 @@ def check_plan(
     )  # fmt: skip
     findings.append(_capacity(plan, tiers, planned.peak_sessions, planned.mean_session_bytes))
     findings += _tiers(plan, planned)
-    findings += _fsx_checklist(plan, fsx, wants_efa=efa, nodes=w.nodes)
+    chunk_file = (
+        shape.block_bytes(DEFAULT_CHUNK_TOKENS)
+        // divisor["T3"]
+        // workers_storing(planned.serving, divisor["T3"])
+    )
+    findings += _fsx_checklist(
+        plan, fsx, wants_efa=efa, nodes=w.nodes, chunk_file=chunk_file,
+        fan_in=w.shared_prefix > 0,
+    )  # fmt: skip
     share = None
     if fs is not None:
         share = fs.read_bytes_per_s / w.nodes
@@ -260,10 +270,18 @@ def declared_facts(fsx: FsxSettings) -> FsxFacts:
 
 
 def _fsx_checklist(
-    plan: PlanFile, fsx: FsxSettings | None, *, wants_efa: bool, nodes: int
+    plan: PlanFile,
+    fsx: FsxSettings | None,
+    *,
+    wants_efa: bool,
+    nodes: int,
+    chunk_file: int,
+    fan_in: bool,
 ) -> list[Finding]:
     """The file system's settings (``plan/fsx_rules.py``, shared with kvtool doctor), then how
-    the nodes mount and use it."""
+    the nodes mount and use it; the stripe count for a ``chunk_file``-byte chunk file
+    (``plan/striping.py``, shared with doctor), held to "stripe count >= nodes" where
+    ``fan_in`` (a prefix shared across nodes)."""
     if fsx is None:
         return [_f("fsx.checklist", "SKIP", "the plan deploys no FSx file system")]
     out = fsx_settings(declared_facts(fsx), wants_efa=wants_efa)
@@ -284,19 +302,17 @@ def _fsx_checklist(
         )
     if fsx.stripe_count is None:
         out.append(_f("fsx.stripe", "SKIP", "stripe_count of the KV folder not declared"))
-    elif fsx.stripe_count == -1 or fsx.stripe_count >= nodes:
-        stripes = f"stripe count {fsx.stripe_count} for {plural(nodes, 'node')}"
-        out.append(_f("fsx.stripe", "PASS", stripes))
     else:
-        out.append(
-            _f(
-                "fsx.stripe",
-                "WARN",
-                f"stripe count {fsx.stripe_count} below the {nodes}"
-                " nodes (the AWS article's checklist: stripe count >= nodes)",
-                fix=f"lfs setstripe -c {nodes} (or -1) on the KV folder",
-            )
+        judged = judge_stripes(
+            chunk_file, stripe_count=fsx.stripe_count, stripe_size=DEFAULT_STRIPE_SIZE,
+            osts=None, nodes=nodes, fan_in=fan_in, path="<KV folder>",
+        )  # fmt: skip
+        evidence = (
+            f"{DEFAULT_CHUNK_TOKENS}-token chunk files of {chunk_file:,} B (one per worker);"
+            f" stripe size 1 MiB (FSx's default; the plan declares none); OSTs not known;"
+            f" {plural(nodes, 'node')}; {judged.rules}"
         )
+        out.append(_f("fsx.stripe", judged.status, judged.message, evidence, judged.fix))
     if plan.odirect is None:
         out.append(_f("client.odirect", "SKIP", "odirect not declared"))
     else:

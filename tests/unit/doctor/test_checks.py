@@ -74,6 +74,29 @@ def test_each_broken_node_fails_its_check_with_a_fix(
     assert others <= {"gds.cufile_json", "gds.direct"}  # compat breaks both, nothing else moves
 
 
+@pytest.mark.parametrize("kind", ["healthy", "one_stripe"])
+def test_a_small_chunk_file_is_advised_a_stripe_size_it_fills(
+    base: Path, tmp_path: Path, kind: str
+) -> None:
+    """Llama 3.1 405B at tp 8 x pp 18 writes 896 KiB chunk files (256 tokens x 516,096 B / 144
+    workers): at 1 MiB stripes each spans 1 OST whatever -c says, -c -1 included, so the fix
+    is 6 stripes of 128 KiB (896 KiB / 6 = 149 KiB, down to a multiple of 64 KiB), never
+    '-c 6 -S 1M' (issue 49)."""
+    folder = base if kind == "healthy" else broken(kind, base, tmp_path / kind)
+    finding = by_id(doctor(folder, nodes=16, chunk_bytes=917_504))["layout.stripe"]
+    assert finding.status == "WARN"
+    assert finding.message.startswith("896 KiB chunk files span 1 OST(s) at 1.00 MiB stripes")
+    assert finding.fix.startswith(f"lfs setstripe -c 6 -S 128K {KV_PATH}")
+    assert "stripe count >= nodes" in finding.evidence
+    assert "Lustre_Striping_Best_Practices" in finding.evidence
+
+
+def test_without_the_chunk_size_no_stripe_count_is_suggested(base: Path, tmp_path: Path) -> None:
+    finding = by_id(doctor(broken("one_stripe", base, tmp_path / "s"), nodes=16))["layout.stripe"]
+    assert (finding.status, finding.fix) == ("SKIP", "")
+    assert "pass --model" in finding.message
+
+
 def test_tcp_fallback_names_the_tcp_ceiling(base: Path, tmp_path: Path) -> None:
     finding = by_id(doctor(broken("tcp", base, tmp_path / "t"), nodes=4))["network.efa_carries"]
     assert "100 Gbps per client, 30 Gbps with 6 OSTs at 5 Gbps each" in finding.message
