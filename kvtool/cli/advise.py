@@ -130,6 +130,7 @@ def advise(
             result.hardware, result.placed.tiers,
             resolve_prices(prices, region=region, hardware=inputs.hardware),
             sessions=result.placed.peak_sessions, ctx_tokens=mean_ctx, chunk_tokens=256,
+            required=result.advice.tiers,
         )  # fmt: skip
     from kvtool.cli.render import advise as render
 

@@ -148,21 +148,13 @@ def aws_prices(hardware: Hardware, region: str, client: Any = None) -> Prices:
     except Exception as exc:  # botocore ClientError, NoCredentialsError: said, not a traceback
         raise InputError(f"the Price List API refused ({type(exc).__name__}: {exc})",
                          "check AWS credentials, or pass --prices FILE") from None  # fmt: skip
-    asked = (
-        ("EC2 " + node, hourly),
-        ("FSx " + fs.profile.name, fsx),
-        ("S3 " + hardware.t4.name, s3),
-    )
-    missing = [what for what, price in asked if price is None]
-    if missing:
-        raise InputError(f"the Price List API has no On-Demand price for {missing[0]}"
-                         f" in {region}", "pass --prices FILE with it")  # fmt: skip
-    assert hourly is not None
-    assert fsx is not None
-    assert s3 is not None
+    # a product the Price List lacks is left out: the plan prints, and its cost names the
+    # missing price and how to give it (plan/cost.py)
     key = f"{fs.profile.name}@{fs.throughput_mbps_per_tib}"
     return Prices(
         source=f"AWS Price List API ({region})", date="as asked", region=region, example=False,
-        instance_hour={node: hourly}, fsx_gb_month={key: fsx},
-        s3_gb_month={hardware.t4.name: s3}, s3_put_per_1000={}, s3_get_per_1000={},
+        instance_hour={} if hourly is None else {node: hourly},
+        fsx_gb_month={} if fsx is None else {key: fsx},
+        s3_gb_month={} if s3 is None else {hardware.t4.name: s3},
+        s3_put_per_1000={}, s3_get_per_1000={},
     )  # fmt: skip

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from kvtool.errors import InputError
 from kvtool.plan.deployment import Hardware
 from kvtool.plan.fsx import FileSystem
 from kvtool.plan.placement import TierPlan
@@ -40,87 +39,135 @@ class Prices(NamedTuple):
 
 
 class CostLine(NamedTuple):
+    """One line of the bill; ``usd_per_month`` None where its price is missing (``basis``
+    then says which price and how to give it)."""
+
     tier: str
     what: str
-    usd_per_month: float
+    usd_per_month: float | None
     basis: str
 
 
 class Cost(NamedTuple):
-    """A plan's monthly cost by line, per served session-hour, and the all-in-HBM figure."""
+    """A plan's monthly cost by line, per served session-hour, and the all-in-HBM figure.
+    A price the prices record lacks never fails the plan: its line has no figure, the totals
+    that need it are None, and ``missing`` names each price as its prices-file key."""
 
     lines: tuple[CostLine, ...]
-    usd_per_month: float
-    usd_per_session_hour: float
+    usd_per_month: float | None
+    usd_per_session_hour: float | None
     all_in_hbm_nodes: int
-    all_in_hbm_usd_per_month: float
+    all_in_hbm_usd_per_month: float | None
     t4_usd_per_session_written: float | None
     t4_usd_per_session_read: float | None
     prices: Prices
     notes: tuple[str, ...]
+    missing: tuple[str, ...] = ()
 
 
-def _price(table: Mapping[str, float], key: str, what: str, prices: Prices) -> float:
-    try:
-        return table[key]
-    except KeyError:
-        raise InputError(f"no {what} price for {key} in {prices.source}",
-                         "add it to the prices file (--prices FILE)") from None  # fmt: skip
+HOW_TO_PRICE = (
+    "add it to a prices file (--prices FILE, the bundled example's keys) or use --prices aws"
+)
+
+
+class _Priced:
+    """Looks prices up, keeping the ones the record lacks (as ``table."key"``)."""
+
+    def __init__(self, prices: Prices) -> None:
+        self.prices = prices
+        self.missing: list[str] = []
+
+    def __call__(self, table: str, key: str) -> float | None:
+        prices: Mapping[str, float] = getattr(self.prices, table)
+        value = prices.get(key)
+        if value is None and f'{table}."{key}"' not in self.missing:
+            self.missing.append(f'{table}."{key}"')
+        return value
+
+    def unpriced(self, table: str, key: str) -> str:
+        return f'no price: {table}."{key}" is not in the prices (see the note)'
 
 
 def plan_cost(
     hardware: Hardware, tiers: TierPlan, prices: Prices, *, sessions: int, ctx_tokens: int,
-    chunk_tokens: int, file_system: FileSystem | None = None,
+    chunk_tokens: int, file_system: FileSystem | None = None, required: tuple[str, ...] = (),
 ) -> Cost:  # fmt: skip
     """The cost under ``prices`` of ``sessions`` (of ``ctx_tokens``, the mean of a mix)
     placed as ``tiers`` on ``hardware``, with the plan's T3 ``file_system`` (default the
-    given one, or the smallest that holds what spills there)."""
+    given one, or the smallest that holds what spills there). A tier in ``required`` (the
+    advice's tier set) is priced even where the placement puts no session there: a T3 the
+    architecture needs is provisioned whether or not the peak spills."""
+    price = _Priced(prices)
     node = hardware.node.name
-    hourly = _price(prices.instance_hour, node, "instance-hour", prices)
+    hourly = price("instance_hour", node)
     nodes = hardware.nodes
-    basis = f"{nodes} x ${hourly:,.2f}/h x {HOURS_PER_MONTH} h; HBM and host DRAM come with them"
-    lines = [CostLine("T1+T2", f"{nodes} x {node}", nodes * hourly * HOURS_PER_MONTH, basis)]
+    if hourly is None:
+        lines = [
+            CostLine("T1+T2", f"{nodes} x {node}", None, price.unpriced("instance_hour", node))
+        ]
+    else:
+        basis = (
+            f"{nodes} x ${hourly:,.2f}/h x {HOURS_PER_MONTH} h; HBM and host DRAM come with them"
+        )
+        lines = [CostLine("T1+T2", f"{nodes} x {node}", nodes * hourly * HOURS_PER_MONTH, basis)]
     notes: list[str] = []
     by_name = {t.name: t for t in tiers.tiers}
-    if by_name["T3"].sessions:
+    if by_name["T3"].sessions or "T3" in required:
         fs = file_system or hardware.file_system(tiers.t3_bytes_needed)
         key = f"{fs.profile.name}@{fs.throughput_mbps_per_tib}"
-        rate = _price(prices.fsx_gb_month, key, "FSx GB-month", prices)
+        rate = price("fsx_gb_month", key)
         what = (
             f"{fs.profile.name}, {fs.capacity_gib:,} GiB at {fs.throughput_mbps_per_tib} MB/s/TiB"
         )
-        basis = f"{fs.capacity_gib:,} GB x ${rate}/GB-month" + (
-            " (capacity sized by kvtool)" if fs.assumed else ""
+        why = (
+            "" if by_name["T3"].sessions else "; required by the advice, no session spills at peak"
         )
-        lines.append(CostLine("T3", what, fs.capacity_gib * rate, basis))
+        if rate is None:
+            lines.append(CostLine("T3", what, None, price.unpriced("fsx_gb_month", key)))
+        else:
+            basis = f"{fs.capacity_gib:,} GB x ${rate}/GB-month" + (
+                " (capacity sized by kvtool)" if fs.assumed else ""
+            )
+            lines.append(CostLine("T3", what, fs.capacity_gib * rate, basis + why))
     t4 = hardware.t4.name
     per_write = per_read = None
-    if by_name["T4"].sessions:
+    if by_name["T4"].sessions or "T4" in required:
         stored = by_name["T4"].used_bytes / GIB
-        rate = _price(prices.s3_gb_month, t4, "S3 GB-month", prices)
-        lines.append(CostLine("T4", t4, stored * rate, f"{stored:,.0f} GB x ${rate}/GB-month"))
+        rate = price("s3_gb_month", t4)
+        why = "" if by_name["T4"].sessions else "; required by the advice, nothing there at peak"
+        if rate is None:
+            lines.append(CostLine("T4", t4, None, price.unpriced("s3_gb_month", t4)))
+        else:
+            basis = f"{stored:,.0f} GB x ${rate}/GB-month{why}"
+            lines.append(CostLine("T4", t4, stored * rate, basis))
         chunks = -(-ctx_tokens // chunk_tokens)
-        per_write = chunks * _price(prices.s3_put_per_1000, t4, "S3 PUT", prices) / 1000
-        per_read = chunks * _price(prices.s3_get_per_1000, t4, "S3 GET", prices) / 1000
-        notes.append(f"T4 requests: ${per_write:.4f} to write a session ({chunks:,} PUTs of"
-                     f" {chunk_tokens}-token chunks), ${per_read:.4f} to read one back; not in"
-                     " the monthly total, which has no request rate")  # fmt: skip
+        put, get = price("s3_put_per_1000", t4), price("s3_get_per_1000", t4)
+        if put is not None and get is not None:
+            per_write, per_read = chunks * put / 1000, chunks * get / 1000
+            notes.append(f"T4 requests: ${per_write:.4f} to write a session ({chunks:,} PUTs of"
+                         f" {chunk_tokens}-token chunks), ${per_read:.4f} to read one back; not"
+                         " in the monthly total, which has no request rate")  # fmt: skip
     if prices.cross_az_per_gb is not None:
         notes.append(f"no cross-AZ transfer in this plan (one zone); it would cost"
                      f" ${prices.cross_az_per_gb}/GB each way")  # fmt: skip
-    total = sum(line.usd_per_month for line in lines)
+    figures = [line.usd_per_month for line in lines]
+    total = None if None in figures else sum(f for f in figures if f is not None)
     all_nodes = tiers.nodes_for_all_in_t1
+    if price.missing:
+        notes.insert(0, f"no total: {', '.join(price.missing)} missing from {prices.source};"
+                        f" {HOW_TO_PRICE}")  # fmt: skip
     if prices.example:
         notes.insert(0, f"EXAMPLE prices ({prices.source}, {prices.date}): not current; pass"
                         " --prices FILE or --prices aws")  # fmt: skip
     return Cost(
         lines=tuple(lines),
         usd_per_month=total,
-        usd_per_session_hour=total / (sessions * HOURS_PER_MONTH),
+        usd_per_session_hour=None if total is None else total / (sessions * HOURS_PER_MONTH),
         all_in_hbm_nodes=all_nodes,
-        all_in_hbm_usd_per_month=all_nodes * hourly * HOURS_PER_MONTH,
+        all_in_hbm_usd_per_month=None if hourly is None else all_nodes * hourly * HOURS_PER_MONTH,
         t4_usd_per_session_written=per_write,
         t4_usd_per_session_read=per_read,
         prices=prices,
         notes=tuple(notes),
+        missing=tuple(price.missing),
     )

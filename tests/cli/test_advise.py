@@ -102,7 +102,26 @@ def test_advise_cost_prices_the_peak_placement(kvtool) -> None:  # type: ignore[
     assert result.exit_code == 0, result.stderr
     cost = json.loads(result.stdout)["cost"]
     assert cost["lines"][0]["usd_per_month"] == 4 * 63.30 * 730  # the example's p5en x 4 nodes
-    assert cost["usd_per_session_hour"] == round(4 * 63.30 * 730 / (400 * 730), 4)
+    # the advice's T1 + T2 + T3: T3 is in the bill although nothing spills at peak (issue 49)
+    assert cost["lines"][1]["tier"] == "T3"
+    assert cost["lines"][1]["usd_per_month"] == 4_800 * 0.6
+    assert cost["usd_per_session_hour"] == round((4 * 63.30 * 730 + 2_880) / (400 * 730), 4)
     assert cost["prices"]["example"] is True
     noted = kvtool(*args, "--prices", "x.toml")
     assert "--prices has no effect without --cost" in noted.stderr
+
+
+def test_advise_cost_includes_every_tier_the_advice_requires(kvtool: Run) -> None:
+    """Disaggregated serving needs a T3 even where the peak fits HBM: its cost is in the bill
+    (issue 49: it was left out)."""
+    import json
+
+    result = kvtool("advise", "--model", "llama-3.1-70b", "--hardware", "p5en", "--sessions",
+                    "10", "--ctx", "32k", "--disaggregated", "--cost", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["tiers"] == ["T1", "T3"]
+    lines = {line["tier"]: line for line in data["cost"]["lines"]}
+    assert set(lines) == {"T1+T2", "T3"}
+    assert lines["T3"]["usd_per_month"] == 4_800 * 0.6  # the example's PERSISTENT_2 @1000
+    assert data["cost"]["usd_per_month"] == round(63.30 * 730 + 4_800 * 0.6, 2)

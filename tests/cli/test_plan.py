@@ -413,3 +413,18 @@ def test_the_same_reload_section_is_printed_once(kvtool: Run) -> None:
     assert out.count("Fan-in from T3 at") == 2
     other = kvtool("plan", "llama-3.1-70b", "--ctx", "10k,2m", "--hardware", "p5en").stdout
     assert "as at 10,000 tokens above" not in other  # 2M adds a row: a table of its own
+
+
+def test_cost_on_every_bundled_node_prints_the_plan(kvtool: Run) -> None:
+    """A price the prices file lacks never fails the plan: it exits 0 and the cost names the
+    missing price and how to give it (issue 49: trn3-ultraserver exited 2)."""
+    from kvtool.profiles.load import node_profiles
+
+    for node in node_profiles():
+        got = kvtool("plan", "llama-3.1-8b", "--hardware", node.name, "--ctx", "8k", "--cost",
+                     "--json")  # fmt: skip
+        assert got.exit_code == 0, (node.name, got.stderr)
+        cost = json.loads(got.stdout)["results"][0]["cost"]
+        if cost["usd_per_month"] is None:
+            assert f'instance_hour."{node.name}"' in cost["missing_prices"]
+            assert any("--prices FILE" in n for n in cost["notes"])

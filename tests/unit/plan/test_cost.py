@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from kvtool.errors import InputError
 from kvtool.inputs.hardware import resolve_hardware
 from kvtool.inputs.shape import resolve_shape
 from kvtool.plan.cost import HOURS_PER_MONTH, Prices, plan_cost
@@ -52,8 +51,19 @@ def test_no_file_system_line_when_nothing_spills_there() -> None:
 
 def test_a_missing_price_is_named_and_the_example_says_it_is_one() -> None:
     p = plan("llama-3.1-8b", 10, node="p4d")
-    with pytest.raises(InputError, match=r"no instance-hour price for p4d\.24xlarge in test"):
-        cost_of(p, PRICES, 10)
+    missing = cost_of(p, PRICES, 10)  # a missing price never fails the plan (issue 49)
+    (nodes,) = missing.lines
+    assert nodes.usd_per_month is None
+    assert (
+        nodes.basis == 'no price: instance_hour."p4d.24xlarge" is not in the prices (see the note)'
+    )
+    assert (missing.usd_per_month, missing.usd_per_session_hour) == (None, None)
+    assert missing.all_in_hbm_usd_per_month is None
+    assert missing.missing == ('instance_hour."p4d.24xlarge"',)
+    assert missing.notes[0].startswith(
+        'no total: instance_hour."p4d.24xlarge" missing from test; add it to a prices file'
+        " (--prices FILE"
+    )
     example = PRICES._replace(example=True, instance_hour={"p4d.24xlarge": 20.0})
     cost = cost_of(p, example, 10)
     assert cost.notes[0].startswith("EXAMPLE prices (test, 2026-12): not current")
@@ -69,3 +79,24 @@ def test_s3_storage_a_month_and_requests_per_session() -> None:
     chunks = 131_072 // 256
     assert cost.t4_usd_per_session_written == pytest.approx(chunks * 0.005 / 1000)
     assert cost.t4_usd_per_session_read == pytest.approx(chunks * 0.0004 / 1000)
+
+
+def test_a_missing_file_system_price_leaves_the_nodes_priced() -> None:
+    p = plan("llama-3.1-405b", 100)
+    cost = cost_of(p, PRICES._replace(fsx_gb_month={}), 100)
+    nodes, fsx = cost.lines
+    assert nodes.usd_per_month == 60.0 * HOURS_PER_MONTH
+    assert fsx.usd_per_month is None
+    assert cost.missing == ('fsx_gb_month."fsx-lustre-persistent2@1000"',)
+    assert cost.usd_per_month is None
+    assert cost.all_in_hbm_usd_per_month == 34 * 60.0 * HOURS_PER_MONTH
+
+
+def test_a_tier_the_advice_requires_is_priced_without_sessions_there() -> None:
+    p = plan("llama-3.1-8b", 10)
+    cost = plan_cost(p.hardware, p.tiers, PRICES, sessions=10, ctx_tokens=p.ctx_tokens,
+                     chunk_tokens=256, required=("T1", "T3"))  # fmt: skip
+    nodes, fsx = cost.lines
+    assert fsx.tier == "T3"
+    assert fsx.basis.endswith("required by the advice, no session spills at peak")
+    assert cost.usd_per_month == nodes.usd_per_month + fsx.usd_per_month
