@@ -3,6 +3,8 @@ a metadata-bound plan sized and said, and the files a folder holds."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kvtool.errors import InputError
@@ -131,3 +133,47 @@ def test_a_file_system_without_a_metadata_configuration_says_so() -> None:
     assert not plan.t3_size.metadata.modelled
     (said,) = [n for n in plan.notes if n.startswith("T3 metadata not modelled")]
     assert "fsx-lustre-scratch2 has no Metadata IOPS configuration" in said
+
+
+DOC = " ".join((Path(__file__).parents[3] / "docs" / "planning.md").read_text().split())
+
+
+def test_docs_planning_works_the_trn3_metadata_case_by_hand() -> None:
+    """docs/planning.md's Trn3 405B case at 200K x 100, each figure by hand and from kvtool."""
+    spec, _ = model("llama-3.1-405b")
+    trn3 = make_hardware(load_node_profile("trn3-ultraserver"), FSX, S3)
+    plan = plan_contexts(shape(spec), contexts=[200_000], sessions=100, hardware=trn3).plans[0]
+    md = plan.t3_size.metadata
+    files = 16 * -(-50_000 // 256) * 144  # 16 sessions x 196 chunks x 144 workers
+    window = files / md.need_iops  # one node: files a second = Metadata IOPS
+    assert (files, f"{window:.2f} s", f"{md.need_iops:,.0f}") == (451_584, "20.84 s", "21,669")
+    assert f"{files:,} files in 20.84 s = **21,669 Metadata IOPS**" in DOC
+    restore = 16 * -(-200_000 // 256) * 144  # 1,801,728 files
+    assert plan.restores["T3"].rate_s == pytest.approx(restore / 24_000)
+    assert f"{restore:,} / 24,000 = **{restore / 24_000:.2f} s**" in DOC  # 75.07 s
+    assert f"on AUTOMATIC's 12,000 it would take {restore / 12_000:.2f} s" in DOC  # 150.14 s
+
+
+def test_docs_planning_works_the_p5en_metadata_case_by_hand() -> None:
+    """docs/planning.md's p5en 70B case at 128K x 1,000 on 8 nodes."""
+    spec, _ = model("llama-3.1-70b")
+    p5en = make_hardware(load_node_profile("p5en"), FSX, S3, nodes=8)
+    plan = plan_contexts(shape(spec), contexts=[128_000], sessions=1_000, hardware=p5en).plans[0]
+    md, fs = plan.t3_size.metadata, plan.t3_size.file_system
+    files = 16 * -(-50_000 // 256) * 8  # 25,088 a node
+    window = files * 8 / md.need_iops
+    assert (fs.capacity_gib, md.mode, md.iops) == (43_200, "AUTOMATIC", 12_000)
+    assert (
+        f"{files:,} files a node in {window:.2f} s, x 8 nodes = **{md.need_iops:,.0f} Metadata"
+        in DOC
+    )
+    assert round(md.need_iops) == 3_927
+    restore = 16 * 500 * 8  # 64,000 files at 12,000 / 8 = 1,500 a second per node
+    assert plan.restores["T3"].rate_s == pytest.approx(restore / 1_500)
+    assert f"({restore:,} files) needs {restore / 1_500:.2f} s of metadata" in DOC  # 42.67 s
+    t3_sessions = next(t.sessions for t in plan.tiers.tiers if t.name == "T3")
+    held = t3_sessions * 500 * 8
+    assert (t3_sessions, held, folders_needed(held)) == (513, 2_052_000, 21)
+    assert (
+        f"{t3_sessions} sessions x 500 chunks x 8 workers = {held:,} files on T3: 21 folders" in DOC
+    )
