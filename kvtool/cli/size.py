@@ -38,6 +38,7 @@ ModelArg = Annotated[
 ]
 WeightsDtypeOpt = Annotated[str | None, plan_option("--weights-dtype", panel=None)]
 BatchedTokensOpt = Annotated[str | None, plan_option("--max-num-batched-tokens", panel=None)]
+KvBudgetOpt = Annotated[str | None, plan_option("--kv-cache-memory-bytes", panel=None)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
@@ -52,6 +53,7 @@ def size(
     block_size: BlockTokensOpt = None,
     weights_dtype: WeightsDtypeOpt = None,
     max_num_batched_tokens: BatchedTokensOpt = None,
+    kv_cache_memory_bytes: KvBudgetOpt = None,
     as_json: JsonOpt = False,
 ) -> int | None:
     """How much KV cache MODEL needs: per token, per session, and for all sessions.
@@ -73,7 +75,7 @@ def size(
             model, ctx=ctx, sessions=sessions, kv_dtype=kv_dtype, engine=engine, tp=tp,
             block_size=block_size, weights_dtype=weights_dtype,
             max_num_batched_tokens=max_num_batched_tokens, as_json=as_json,
-            state_dtype=state_dtype,
+            state_dtype=state_dtype, kv_cache_memory_bytes=kv_cache_memory_bytes,
         )
     )  # fmt: skip
 
@@ -123,7 +125,8 @@ def answer(request: SizeRequest, command: str = "size") -> int | None:
             say_note(line)
         return None
     _render(answered, request.as_json, command)
-    if any(one.unservable for one in answered.sized):  # a verdict: no node serves a session
+    if any(one.unservable or any(not p.starts for p in one.pools) for one in answered.sized):
+        # a verdict: no node serves a session, or vLLM would not start with the budget
         from kvtool.cli.status import PROBLEMS
 
         return PROBLEMS
@@ -144,7 +147,7 @@ def _render(answered: SizeAnswer, as_json: bool, command: str = "size") -> None:
             records += render.size_json(
                 one.resolved, one.results, one.plans, one.batched_why,
                 weights=None if weights is None else weights[index], costs=one.costs,
-                unservable=one.unservable,
+                unservable=one.unservable, pools=one.pools,
             )  # fmt: skip
         print_json(records, command=command)
         return
@@ -161,7 +164,7 @@ def _render(answered: SizeAnswer, as_json: bool, command: str = "size") -> None:
         from kvtool.cli.render.plan import print_verdicts
 
         print_verdicts(one.plans, one.unservable)
-    render.print_size(one.resolved, one.results, one.batched_why)
+    render.print_size(one.resolved, one.results, one.batched_why, one.pools)
     if one.plans:
         from kvtool.cli.render.plan import print_plans
 

@@ -21,7 +21,14 @@ from kvtool.cli.options import (
     plan_option,
     renamed,
 )
-from kvtool.cli.size import BatchedTokensOpt, JsonOpt, ModelArg, WeightsDtypeOpt, answer
+from kvtool.cli.size import (
+    BatchedTokensOpt,
+    JsonOpt,
+    KvBudgetOpt,
+    ModelArg,
+    WeightsDtypeOpt,
+    answer,
+)
 from kvtool.cli.size import size as lean
 from kvtool.inputs.size import SizeRequest
 
@@ -37,6 +44,7 @@ def size(
     block_size: BlockTokensOpt = None,
     weights_dtype: WeightsDtypeOpt = None,
     max_num_batched_tokens: BatchedTokensOpt = None,
+    kv_cache_memory_bytes: KvBudgetOpt = None,
     as_json: JsonOpt = False,
     # the deployment plan's options: kvtool plan's now, forwarded for one release
     hardware: Annotated[str | None, plan_option("--hardware", hidden=True)] = None,
@@ -82,6 +90,7 @@ def size(
             bench=bench, max_num_batched_tokens=max_num_batched_tokens, pp=pp,
             dp_attention=dp_attention, cost=cost, prices=prices, region=region,
             calibrate=calibrate, posture=posture, as_json=as_json, state_dtype=state_dtype,
+            kv_cache_memory_bytes=kv_cache_memory_bytes,
         )
     )  # fmt: skip
 

@@ -12,6 +12,7 @@ SETTINGS: dict[str, str] = {
     "concurrent_loads": "--concurrent-loads",
     "gpu_memory_utilization": "--gpu-memory-utilization",
     "max_num_batched_tokens": "--max-num-batched-tokens",
+    "kv_cache_memory_bytes": "--kv-cache-memory-bytes",  # vLLM's fixed KV budget a rank
     "fsx_throughput": "--fsx-throughput",
     "t4_storage": "--t4-storage",
     "region": "--region",

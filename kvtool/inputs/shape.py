@@ -39,7 +39,8 @@ def resolve_shape(
     rules = engine_rules(engine)
     block = _block_tokens(block_size)
     if block is not None:
-        check_block_size(rules, block)
+        if not (rules.cpu_backend and spec.is_mla):  # (vLLM's CPU MLA takes 16, model/cpu.py)
+            check_block_size(rules, block)
         if block > MAX_CONTEXT_TOKENS:  # a block past any context holds no session's KV
             raise InputError(
                 f"--block-tokens {block:,} tokens is past any engine's context (at most"
@@ -48,6 +49,8 @@ def resolve_shape(
             )
     if state_dtype.strip().lower() != "auto":
         spec = _with_state_dtype(spec, state_dtype, rules)
+    if rules.fp32_runs_as and resolve_format(kv_dtype, spec.dtype).name == "fp32":
+        rules, spec = _float32(rules, spec, kv_dtype)
     return KvShape(
         spec=spec,
         rules=rules,
@@ -68,6 +71,21 @@ def engine_rules(engine: str) -> EngineRules:
 
         rules = for_installed(rules, installed_version(rules.installed_release))
     return rules
+
+
+def _float32(rules: EngineRules, spec: ModelSpec, kv_dtype: str) -> tuple[EngineRules, ModelSpec]:
+    """vLLM keeps KV in the model's dtype and has no float32 --kv-cache-dtype, and --dtype auto
+    runs a float32 checkpoint in bf16 (``_resolve_auto_dtype``, config/model.py:2440-2442 in
+    0.33.0, :2422-2424 in 0.32.0): KV in fp32 is ``vllm serve --dtype float32``. ``--kv-dtype
+    fp32`` asks for it (the model then runs, weights included, in float32); ``auto`` on a
+    float32 checkpoint is vLLM's bf16."""
+    if kv_dtype.strip().lower() == "auto":
+        return rules, spec
+    note = (
+        f"--kv-dtype fp32: {rules.source} keeps KV in the model's dtype, so the model runs in"
+        " float32 (vllm serve --dtype float32), its weights too"
+    )
+    return rules._replace(fp32_runs_as=None), spec._replace(dtype="fp32", notes=(*spec.notes, note))
 
 
 def _with_state_dtype(spec: ModelSpec, text: str, rules: EngineRules) -> ModelSpec:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvtool.errors import InputError
+from kvtool.inputs.budget import budget_notes, budgeted_plan, parse_budget, pools
 from kvtool.inputs.shape import MAX_CONTEXT_TOKENS, resolve_shape, split_models
 from kvtool.model.engines import batched_tokens
 from kvtool.profiles.resolve import resolve_model
@@ -14,6 +15,7 @@ from kvtool.units import parse_count, parse_count_list
 if TYPE_CHECKING:
     from kvtool.model.kv import SizeResult
     from kvtool.model.params import Weights
+    from kvtool.model.pool import Pool
     from kvtool.model.shape import KvShape
     from kvtool.plan.cluster import Hardware
     from kvtool.plan.cost import Cost, Prices
@@ -62,6 +64,7 @@ class SizeRequest:
     # kvtool plan --set keys of the storage and reload model (inputs/plan_settings.py's
     # MODEL_KEYS), as typed; checked by resolve_assumptions
     settings: dict[str, str] | None = None
+    kv_cache_memory_bytes: str | None = None  # vLLM's fixed KV budget a rank (inputs/budget.py)
     kvtool_version: str = ""  # written into an emitted configuration
 
     def __init__(self, model: str, **options: Any) -> None:
@@ -90,6 +93,8 @@ class Sized(NamedTuple):
     unique: tuple[int, ...] = ()  # per context, one copy of a session's KV (no tp replicas)
     # the contexts one node cannot serve: a verdict each, with what would serve it (no plan)
     unservable: "tuple[Unservable, ...]" = ()
+    # with --kv-cache-memory-bytes: what the budget holds at each context, in vLLM's terms
+    pools: "tuple[Pool, ...]" = ()
 
 
 class SizeAnswer(NamedTuple):
@@ -167,14 +172,18 @@ def size_models(request: SizeRequest, notes: list[str]) -> SizeAnswer:
                 resolved, engine=r.engine, kv_dtype=r.kv_dtype, tp=r.tp,
                 block_size=r.block_size, state_dtype=r.state_dtype,
             )  # fmt: skip
+        budget = parse_budget(r.kv_cache_memory_bytes, shape)
         if plan_hardware is None:
             chosen = batched_tokens(shape.rules, batched)
             results = [
                 shape.size(tokens, count, max_num_batched_tokens=chosen.value)
                 for tokens in contexts
             ]
+            found = () if budget is None else pools(shape, contexts, budget, chosen.value)
+            notes.extend(budget_notes(found, shape))
             sized.append(Sized(resolved, results, (), chosen.source, (chosen.ignored,),
-                               unique=_unique(shape, results) if several else ()))  # fmt: skip
+                               unique=_unique(shape, results) if several else (),
+                               pools=found))  # fmt: skip
             continue
         if calibrated is not None:
             from kvtool.inputs.calibrate import calibrated_hardware
@@ -183,15 +192,24 @@ def size_models(request: SizeRequest, notes: list[str]) -> SizeAnswer:
                 plan_hardware, calibrated, shape, ctx=contexts[0], sessions=count,
                 utilization_given=r.gpu_memory_utilization is not None, notes=notes,
             )  # fmt: skip
-        planned = _plan(r, shape, contexts, count, plan_hardware, batched)
+        found = ()
+        if budget is None:
+            planned = _plan(r, shape, contexts, count, plan_hardware, batched)
+        else:  # the budget's pool is T1 (inputs/budget.py)
+            planned, found, plan_hardware = budgeted_plan(
+                shape, plan_hardware, budget, contexts, notes=notes,
+                plan=lambda s, h, pp: _plan(r if pp is None else r.replace(pp=str(pp)), s,
+                                            contexts, count, h, batched),
+            )  # fmt: skip
         if r.emit is not None:
             if planned.batched.ignored:
                 notes.append(planned.batched.ignored)
-            return _emit(r, resolved, shape, planned)
+            return _emit(r, resolved, shape, planned, budget)
         sized.append(
             Sized(resolved, planned.sizes, planned.plans, planned.batched.source,
                   (planned.batched.ignored,), _costs(planned.plans, priced, count),
-                  _unique(shape, planned.sizes) if several else (), planned.unservable)
+                  _unique(shape, planned.sizes) if several else (), planned.unservable,
+                  pools=found)
         )  # fmt: skip
     notes.extend(dict.fromkeys(n for one in sized for n in one.ignored if n))  # once each
     weights = None
@@ -342,7 +360,11 @@ def _costs(plans: "tuple[DeploymentPlan, ...]", prices: "Prices | None", session
 
 
 def _emit(
-    r: SizeRequest, resolved: "ResolvedModel", shape: "KvShape", planned: "ContextPlans"
+    r: SizeRequest,
+    resolved: "ResolvedModel",
+    shape: "KvShape",
+    planned: "ContextPlans",
+    budget: int | None = None,
 ) -> SizeAnswer:
     """``--emit``: the engine configuration for the plan of the longest context, and the
     notes the configuration cannot carry."""

