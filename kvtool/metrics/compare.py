@@ -44,7 +44,11 @@ def against_plan(reading: Reading, size: SizeResult, plan: DeploymentPlan) -> li
         plan_tokens = pool / per_token
         off = abs(engine_tokens - plan_tokens) > TOLERANCE * plan_tokens
         why = []
-        if engine_util is not None and abs(engine_util - assumed) > 1e-9:
+        budget = reading.kv_cache_memory_bytes
+        if budget is not None:  # (vLLM then ignores gpu_memory_utilization)
+            why.append(f"the engine's KV is a fixed kv_cache_memory_bytes {budget:,} a rank:"
+                       f" plan --set kv_cache_memory_bytes={budget} plans it")  # fmt: skip
+        elif engine_util is not None and abs(engine_util - assumed) > 1e-9:
             hbm = plan.hardware.node.hbm_gib_per_chip * 2**30 * plan.serving.tp
             at_engine = (pool + (engine_util - assumed) * hbm) / per_token
             why.append(f"gpu_memory_utilization {engine_util:.2f} here, {assumed:.2f} assumed:"
@@ -74,7 +78,8 @@ def against_plan(reading: Reading, size: SizeResult, plan: DeploymentPlan) -> li
     if reading.block_size is not None and size.block_size:
         differs = reading.block_size != size.block_size
         out.append(Gap("block size, tokens", str(reading.block_size), str(size.block_size), differs,
-                       "the plan's block is the backend's for this GPU; pass --block-tokens"
+                       "the plan's block is the backend's for this GPU; kvtool plan --set"
+                       f" block_tokens={reading.block_size} plans the engine's"
                        if differs else ""))  # fmt: skip
     if reading.cache_dtype is not None:
         engine_dtype = reading.cache_dtype

@@ -48,6 +48,15 @@ class Reading(NamedTuple):
     usage: float | None = None  # share of the device pool in use (mean over instances)
     queried_tokens: float | None = None  # prompt tokens looked up in the cache
     interval_s: float | None = None
+    # vLLM's cache_config_info: a fixed KV budget a rank (--kv-cache-memory-bytes, which
+    # overrides gpu_memory_utilization), its CPU offloading (GiB over the ranks; None: off)
+    kv_cache_memory_bytes: int | None = None
+    offloading_size_gib: float | None = None
+    offloading_backend: str | None = None
+    num_cpu_blocks: int | None = None
+    # counters beyond the cache's (vLLM: preemptions, admission rejections, prompt tokens by
+    # source, external prefix cache), each a total or, after ``rates``, what was added
+    events: dict[str, float] | None = None
 
     @property
     def hit_ratio(self) -> float | None:
@@ -97,6 +106,13 @@ class _Family:
         value = self.total(family, *names)
         del self.missing[missing:]
         return value
+
+    def optional_by(self, label: str, family: str, *names: str) -> dict[str, float]:
+        """``by`` of a family only some releases or deployments export: never missing."""
+        missing = len(self.missing)
+        out = self.by(label, family, *names)
+        del self.missing[missing:]
+        return out
 
     def totals(self, pairs: Iterable[tuple[str, str]], *, zeros: bool = True) -> dict[str, float]:
         """``{key: total}`` for each (key, metric name) present (``zeros`` False: non-zero)."""
@@ -208,6 +224,10 @@ def _vllm(f: _Family) -> Reading:
             value = f.total(f"kv_offload_{key}", old, transfer_type=kind)
         if value is not None:
             offload[key] = value
+    offload_gib = _float(first.get("kv_offloading_size"))
+    if info and offload_gib is None and not offload:  # offloading off: nothing is missing
+        f.missing = [m for m in f.missing if not m.startswith("kv_offload_")]
+        notes.append("KV offloading off (kv_offloading_size None): no offload series")
     concurrency = [_float(i.get("kv_cache_max_concurrency")) for i in info]
     return f.reading(
         "vllm",
@@ -224,7 +244,36 @@ def _vllm(f: _Family) -> Reading:
         tier_used={},
         offload=offload,
         notes=tuple(notes),
+        kv_cache_memory_bytes=_int(first.get("kv_cache_memory_bytes")),
+        offloading_size_gib=offload_gib,
+        offloading_backend=first.get("kv_offloading_backend") if offload_gib else None,
+        num_cpu_blocks=_int(first.get("num_cpu_blocks")) if offload_gib else None,
+        events=_vllm_events(f),
     )
+
+
+def _vllm_events(f: _Family) -> dict[str, float]:
+    """vLLM's counters beyond the cache's (v1/metrics/loggers.py in 0.32.0: :686-698 external
+    prefix cache, :739 preemptions, :758-773 prompt tokens by source and cached, :848
+    admission rejections), those the scrape has."""
+    events = {}
+    for key, name in (
+        ("preemptions", "vllm:num_preemptions_total"),
+        ("prompt_tokens", "vllm:prompt_tokens_total"),
+        ("prompt_tokens_cached", "vllm:prompt_tokens_cached_total"),
+        ("external_queried_tokens", "vllm:external_prefix_cache_queries_total"),
+        ("external_hit_tokens", "vllm:external_prefix_cache_hits_total"),
+    ):
+        value = f.optional(key, name)
+        if value is not None:
+            events[key] = value
+    by_source = f.optional_by("source", "prompt_tokens_by_source",
+                              "vllm:prompt_tokens_by_source_total")  # fmt: skip
+    events.update({f"prompt_tokens_{source}": v for source, v in by_source.items()})
+    rejected = f.optional_by("reason", "admission_rejections", "vllm:admission_rejections_total")
+    if rejected:
+        events["admission_rejections"] = sum(rejected.values())
+    return events
 
 
 # SGLang's scheduler labels (0.5.23 ``metrics_collector.py:1381-1393``): every pipeline stage's
@@ -397,6 +446,7 @@ def rates(before: Reading, after: Reading, seconds: float) -> Reading:
         queried_tokens=delta(before.queried_tokens, after.queried_tokens),
         hit_tokens=deltas(before.hit_tokens, after.hit_tokens),
         offload=deltas(before.offload, after.offload),
+        events=None if after.events is None else deltas(before.events or {}, after.events),
         interval_s=seconds,
     )
 
@@ -426,6 +476,7 @@ def combine(readings: Sequence[Reading]) -> Reading:
     used = [(r.usage, r.instances) for r in readings if r.usage is not None]
     capacity = total(r.capacity_tokens for r in readings)
     blocks = total(r.num_gpu_blocks for r in readings)
+    cpu_blocks = total(r.num_cpu_blocks for r in readings)
     return Reading(
         engine=first.engine,
         hit_tokens=added(r.hit_tokens for r in readings),
@@ -444,4 +495,9 @@ def combine(readings: Sequence[Reading]) -> Reading:
         usage=sum(u * n for u, n in used) / sum(n for _, n in used) if used else None,
         queried_tokens=total(r.queried_tokens for r in readings),
         interval_s=same(r.interval_s for r in readings),
+        kv_cache_memory_bytes=same(r.kv_cache_memory_bytes for r in readings),
+        offloading_size_gib=total(r.offloading_size_gib for r in readings),
+        offloading_backend=same(r.offloading_backend for r in readings),
+        num_cpu_blocks=None if cpu_blocks is None else int(cpu_blocks),
+        events=added(r.events or {} for r in readings) if any(r.events for r in readings) else None,
     )

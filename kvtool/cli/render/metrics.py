@@ -98,7 +98,9 @@ def _lines(r: Reading) -> list[str]:
             pool += f" ({r.num_gpu_blocks:,} blocks of {r.block_size})"
         if r.instances > 1:
             pool += f" over {r.instances} engines"
-        if r.gpu_memory_utilization is not None:
+        if r.kv_cache_memory_bytes is not None:  # (vLLM ignores gpu_memory_utilization then)
+            pool += f", kv_cache_memory_bytes {r.kv_cache_memory_bytes:,} a rank"
+        elif r.gpu_memory_utilization is not None:
             pool += f", gpu_memory_utilization {r.gpu_memory_utilization:.2f}"
         if r.cache_dtype is not None:
             pool += f", kv dtype {r.cache_dtype}"
@@ -118,6 +120,10 @@ def _lines(r: Reading) -> list[str]:
             f"{kind} holds "
             + (format_bytes_decimal(value) if unit == "bytes" else f"{value:,.0f} tokens")
         )
+    if r.offloading_size_gib:
+        blocks = f", {r.num_cpu_blocks:,} CPU blocks" if r.num_cpu_blocks else ""
+        out.append(f"KV offloading: {r.offloading_backend}, {r.offloading_size_gib:g} GiB{blocks}")
+    out += _events(r.events or {}, window)
     o = r.offload
     for way in ("load", "store"):
         nbytes, secs = o.get(f"{way}_bytes"), o.get(f"{way}_seconds")
@@ -149,6 +155,25 @@ def _lines(r: Reading) -> list[str]:
     out.append(
         f"names found: {len(r.found)}" + (f"; missing: {', '.join(r.missing)}" if r.missing else "")
     )
+    return out
+
+
+def _events(e: dict[str, float], window: str) -> list[str]:
+    """vLLM's counters beyond the cache's, in words (those the scrape has)."""
+    out = []
+    sources = [(k, f"prompt_tokens_{k}") for k in ("local_compute", "local_cache_hit",
+                                                   "external_kv_transfer")]  # fmt: skip
+    if any(e.get(name) for _, name in sources):
+        out.append(f"prompt tokens{window}: " + ", ".join(
+            f"{key.replace('_', ' ')} {e[name]:,.0f}" for key, name in sources if name in e
+        ))  # fmt: skip
+    if e.get("external_queried_tokens"):
+        out.append(f"external prefix cache{window}: {e.get('external_hit_tokens', 0):,.0f} of"
+                   f" {e['external_queried_tokens']:,.0f} tokens looked up hit")  # fmt: skip
+    for key, text in (("preemptions", "preemptions"),
+                      ("admission_rejections", "requests refused by a queue limit")):  # fmt: skip
+        if key in e:
+            out.append(f"{text}{window}: {e[key]:,.0f}")
     return out
 
 

@@ -44,3 +44,21 @@ def test_a_layout_the_engine_does_not_run_is_a_gap_that_names_tp() -> None:
     pool = gaps(8)["KV pool, tokens per engine"]
     assert pool.gap
     assert "the plan runs tp 8" in pool.why
+
+
+def test_a_fixed_budget_is_named_not_gpu_memory_utilization() -> None:
+    """An engine that pins KV (kv_cache_memory_bytes) runs no gpu_memory_utilization: the gap
+    names the budget and how to plan with it, not the unused label; a block the plan does
+    not run is said with plan's own setting (metrics has no --block-tokens)."""
+    text = SCRAPE.read_text().replace('kv_cache_memory_bytes="None"',
+                                      'kv_cache_memory_bytes="60000000000"')  # fmt: skip
+    text = text.replace('block_size="16"', 'block_size="32"')
+    (reading,) = read(parse(text))
+    shape = resolve_shape("llama-3.1-8b", tp=1)
+    planned = plan_contexts(shape, contexts=[131_072], sessions=1, hardware=resolve_hardware("p5"))
+    g = {x.what: x for x in against_plan(reading, planned.sizes[0], planned.plans[0])}
+    why = g["KV pool, tokens per engine"].why
+    assert "kv_cache_memory_bytes 60,000,000,000 a rank" in why
+    assert "plan --set kv_cache_memory_bytes=60000000000" in why
+    assert "gpu_memory_utilization" not in why
+    assert "--set block_tokens=32" in g["block size, tokens"].why

@@ -206,3 +206,36 @@ def test_the_same_series_twice_is_one_engine_with_a_note() -> None:
     assert (r.instances, r.capacity_tokens) == (1, 454_896)
     assert "1 sample(s) of a series the scrape gives twice ignored (the first counted):" \
         " vllm:cache_config_info" in r.notes  # fmt: skip
+
+
+CPU_SCRAPE = FIXTURES / "vllm-cpu-0.32.0-tiny-llama.prom"  # a live vLLM 0.32.0 CPU engine's
+
+
+def test_vllm_fixed_budget_offloading_off_and_its_other_counters() -> None:
+    """kv_cache_memory_bytes 100,000,000 (gpu_memory_utilization 0.92 beside it, unused);
+    kv_offloading_size None: the offload series are not missing; preemptions, queue
+    rejections and prompt tokens by source as the engine counted them (8 prompts of 300
+    tokens sharing 299: 1,792 hit, 608 computed)."""
+    (r,) = read(parse(CPU_SCRAPE.read_text()))
+    assert r.kv_cache_memory_bytes == 100_000_000
+    assert r.offloading_size_gib is None
+    assert r.num_cpu_blocks is None
+    assert not [m for m in r.missing if m.startswith("kv_offload")]
+    assert "KV offloading off (kv_offloading_size None): no offload series" in r.notes
+    assert r.events == {
+        "preemptions": 0.0, "prompt_tokens": 2400.0, "prompt_tokens_cached": 1792.0,
+        "external_queried_tokens": 0.0, "external_hit_tokens": 0.0,
+        "prompt_tokens_local_compute": 608.0, "prompt_tokens_local_cache_hit": 1792.0,
+        "prompt_tokens_external_kv_transfer": 0.0, "admission_rejections": 0.0,
+    }  # fmt: skip
+
+
+def test_vllm_offloading_on_is_read_from_its_labels() -> None:
+    text = (
+        CPU_SCRAPE.read_text()
+        .replace('kv_offloading_size="None"', 'kv_offloading_size="8.0"')
+        .replace('num_cpu_blocks="None"', 'num_cpu_blocks="4096"')
+    )
+    (r,) = read(parse(text))
+    assert (r.offloading_size_gib, r.offloading_backend, r.num_cpu_blocks) == (8.0, "native", 4096)
+    assert "kv_offload_load_bytes" in r.missing  # on, and no series: missing
