@@ -38,7 +38,7 @@ def test_json_adds_tiers_and_plan(kvtool: Run) -> None:
         assert {"name", "medium", "capacity_bytes", "used_bytes", "sessions", "utilization"} <= set(
             tier
         )
-    # the brief's arithmetic: ~10 TB fits one Trn3 UltraServer's HBM, with 9 engines of tp 16
+    # the AWS article's arithmetic: ~10 TB fits one Trn3 UltraServer's HBM, with 9 engines of tp 16
     # (18 of tp 8 would hold 18 copies of the 810 GB of weights). vLLM would replicate the 8
     # KV heads over 16 ranks and need twice the bytes: tests/unit/plan/test_deployment.py
     assert data["plan"]["fits_in_t1"] is True

@@ -54,7 +54,7 @@ B200 = Gpu("NVIDIA B200", (10, 0))
 A100 = Gpu("NVIDIA A100", (8, 0))
 
 
-# --- the brief's figures ------------------------------------------------------------------
+# --- the AWS article's figures ------------------------------------------------------------
 
 
 def test_llama_405b_is_516096_bytes_per_token() -> None:

@@ -1,5 +1,5 @@
 """KvShape: one record for a model's KV under an engine, a dtype and a tp, and the bytes every
-command takes from it (checked against the brief's figures and size_kv itself)."""
+command takes from it (checked against the AWS article's figures and size_kv itself)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The brief's criteria for the four-tier architecture, one at a time and together."""
+"""The AWS article's criteria for the four-tier architecture, one at a time and together."""
 
 from __future__ import annotations
 

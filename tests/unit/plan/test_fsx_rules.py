@@ -1,6 +1,6 @@
-"""The brief's FSx for Lustre settings checklist over typed facts: one id, status and threshold
-per setting, whether the facts were declared (a plan, Terraform, CloudFormation) or described
-live (the FSx API, with a file system id)."""
+"""The AWS article's FSx for Lustre settings checklist over typed facts: one id, status and
+threshold per setting, whether the facts were declared (a plan, Terraform, CloudFormation) or
+described live (the FSx API, with a file system id)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tier placement on bundled hardware, including the brief's two scale cases."""
+"""Tier placement on bundled hardware, including the AWS article's two scale cases."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def inputs(name: str, hardware: str, ctx: int, sessions: int, **extra: object) -
 
 def test_brief_gqa_200k_by_100_fits_trn3_ultraserver_hbm() -> None:
     plan = plan_tiers(inputs("llama-3.1-405b", "trn3-ultraserver", 200_000, 100))
-    assert plan.total_kv_bytes == pytest.approx(10.3e12, rel=0.01)  # the brief's "~10 TB"
+    assert plan.total_kv_bytes == pytest.approx(10.3e12, rel=0.01)  # the article's "~10 TB"
     assert plan.fits_in_t1
     assert plan.nodes_for_all_in_t1 == 1
     assert plan.tiers[0].sessions == 100

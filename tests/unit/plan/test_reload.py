@@ -60,7 +60,7 @@ def test_long_context_ratio_does_not_swing_with_concurrent_restores() -> None:
 
 
 def test_t3_wins_from_a_handful_of_tokens_for_llama_70b() -> None:
-    """The brief's 10K-50K rule of thumb does not emerge for this model on equal terms."""
+    """The AWS article's 10K-50K rule of thumb does not emerge for this model on equal terms."""
     _, crossings = ratio_and_crossovers("llama-3.1-70b", 131_072)
     assert crossings["T3"] is not None
     assert crossings["T3"] < 1_000
