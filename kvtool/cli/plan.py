@@ -64,7 +64,8 @@ def plan(
             metavar="KEY=VALUE",
             help="A less used setting, as many times as needed: mfu, concurrent_loads,"
             " gpu_memory_utilization, max_num_batched_tokens, kv_cache_memory_bytes (vLLM's"
-            " fixed KV budget a rank: T1 is its pool, in blocks), fsx_throughput, t4_storage,"
+            " fixed KV budget a rank: T1 is its pool, in blocks), vllm_t3 (--emit vllm's T3:"
+            " lmcache, or fs, vLLM's own tiered offload), fsx_throughput, t4_storage,"
             " region, dp_attention, block_tokens (each as its kvtool size option);"
             " fp8_attention (true: the engine's attention runs at the FP8 peak); the storage"
             " model's chunk_tokens, io_threads, s3_connections (per instance), s3_lookups,"
@@ -124,6 +125,7 @@ def plan(
             t3_dir=t3_dir, bench=bench,
             max_num_batched_tokens=extra.get("max_num_batched_tokens"), pp=pp,
             kv_cache_memory_bytes=extra.get("kv_cache_memory_bytes"),
+            vllm_t3=extra.get("vllm_t3"),
             dp_attention=flag(extra, "dp_attention"), cost=cost, prices=prices,
             region=extra.get("region"), calibrate=calibrate, posture=posture,
             as_json=as_json, restore_slo=extra.get("restore_slo"),

