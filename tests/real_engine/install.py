@@ -65,6 +65,8 @@ DEPS = (
     "loguru==0.7.3",
     "uvicorn==0.55.0",
     "watchfiles==1.3.0",
+    "prometheus-fastapi-instrumentator==8.1.0",  # vllm serve's API server
+    "model-hosting-container-standards==0.1.16",
 )
 EXIT_CANNOT = 3
 
