@@ -224,6 +224,7 @@ def _vllm(f: _Family) -> Reading:
             value = f.total(f"kv_offload_{key}", old, transfer_type=kind)
         if value is not None:
             offload[key] = value
+    offload.update(_vllm_tiering(f))
     offload_gib = _float(first.get("kv_offloading_size"))
     if info and offload_gib is None and not offload:  # offloading off: nothing is missing
         f.missing = [m for m in f.missing if not m.startswith("kv_offload_")]
@@ -252,6 +253,26 @@ def _vllm(f: _Family) -> Reading:
     )
 
 
+# vLLM's tiered offload, by tier (v1/kv_offload/tiering/base.py:40-64, counters by tier label)
+TIERING = (
+    ("read_bytes", "read_bytes"), ("read_seconds", "read_time"), ("write_bytes", "write_bytes"),
+    ("write_seconds", "write_time"), ("chunk_queries", "chunk_queries"),
+    ("chunk_hits", "chunk_hits"), ("promotion_failures", "promotion_job_failures"),
+    ("cascade_failures", "cascade_job_failures"),
+)  # fmt: skip
+# its KV block residency histograms, with --kv-cache-metrics (v1/metrics/loggers.py:1036-1080)
+RESIDENCY = ("lifetime", "idle_before_evict", "reuse_gap")
+
+
+def _vllm_tiering(f: _Family) -> dict[str, float]:
+    """``tier_<tier>_<figure>`` of vLLM's tiered offload, where it runs (fs: its file tier)."""
+    out = {}
+    for key, name in TIERING:
+        by_tier = f.optional_by("tier", f"tiering_{key}", f"vllm:kv_offload_tiering_{name}_total")
+        out.update({f"tier_{tier}_{key}": value for tier, value in by_tier.items()})
+    return out
+
+
 def _vllm_events(f: _Family) -> dict[str, float]:
     """vLLM's counters beyond the cache's (v1/metrics/loggers.py in 0.32.0: :686-698 external
     prefix cache, :739 preemptions, :758-773 prompt tokens by source and cached, :848
@@ -273,6 +294,12 @@ def _vllm_events(f: _Family) -> dict[str, float]:
     rejected = f.optional_by("reason", "admission_rejections", "vllm:admission_rejections_total")
     if rejected:
         events["admission_rejections"] = sum(rejected.values())
+    for histogram in RESIDENCY:
+        for part in ("sum", "count"):
+            name = f"kv_block_{histogram}_seconds_{part}"
+            value = f.optional(name, f"vllm:{name}")
+            if value is not None:
+                events[name] = value
     return events
 
 

