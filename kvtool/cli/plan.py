@@ -72,7 +72,9 @@ def plan(
             " s3_prefixes and metadata_iops (each printed with its source); for the T3"
             " that kvtool sizes, reload_from (the context from which reading it back must beat"
             " recompute, default 50k, the AWS article's line) or restore_slo (the time the"
-            " plan's concurrent restores at --ctx must finish in, e.g. 500ms).",
+            " plan's concurrent restores at --ctx must finish in, e.g. 500ms); for the AWS"
+            " article's T4 (FSx releases idle sessions to S3), mean_idle (the sessions' mean"
+            " idle time, e.g. 30m: who is released) and release_after (default 10m).",
             rich_help_panel="Plan",
         ),
     ] = None,

@@ -17,6 +17,7 @@ from kvtool.plan.reload import (
     ReloadAssumptions,
     parse_t3_path,
 )
+from kvtool.plan.workload import MAX_IDLE_S
 from kvtool.profiles.load import load_node_profile, load_storage_profile
 from kvtool.units import parse_bytes, parse_count, parse_duration, parse_fraction
 
@@ -142,6 +143,12 @@ def model_settings(settings: Mapping[str, str]) -> dict[str, Any]:
     for key in ("chunk_tokens", "io_threads", "s3_connections", "s3_prefixes"):
         if key in settings:
             out[key] = parse_count(settings[key], what=f"--set {key}")
+    for key in ("mean_idle", "release_after"):
+        if key in settings:
+            seconds = parse_duration(settings[key], what=f"--set {key}")
+            if not 0 < seconds <= MAX_IDLE_S:
+                raise InputError(f"--set {key}={settings[key]} is not an idle time", "e.g. 30m")
+            out[f"{key}_s"] = seconds
     if "s3_lookups" in settings:
         text = settings["s3_lookups"].strip()
         out["s3_lookups"] = 0 if text == "0" else parse_count(text, what="--set s3_lookups")

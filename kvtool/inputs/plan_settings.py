@@ -29,11 +29,13 @@ SETTINGS: dict[str, str] = {
     "s3_lookups": "--set s3_lookups",  # requests before each GET (LMCache: 1 HEAD)
     "s3_prefixes": "--set s3_prefixes",  # S3 partitioned prefixes the keys spread over (1)
     "metadata_iops": "--set metadata_iops",  # FSx Metadata IOPS (USER_PROVISIONED)
+    "mean_idle": "--set mean_idle",  # sessions' mean idle time: who is released to S3
+    "release_after": "--set release_after",  # idle time before FSx releases a session (10m)
 }
 # the keys resolve_assumptions reads from one mapping (SizeRequest.settings)
 MODEL_KEYS = (
     "fp8_attention", "chunk_tokens", "io_threads", "s3_connections", "s3_lookups",
-    "s3_prefixes", "metadata_iops",
+    "s3_prefixes", "metadata_iops", "mean_idle", "release_after",
 )  # fmt: skip
 BOOLEAN_KEYS = ("dp_attention", "fp8_attention")
 TRUE, FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")

@@ -371,7 +371,8 @@ def _costs(plans: "tuple[DeploymentPlan, ...]", prices: "Prices | None", session
 
     return tuple(
         plan_cost(p.hardware, p.tiers, prices, sessions=sessions, ctx_tokens=p.ctx_tokens,
-                  chunk_tokens=p.assumptions.chunk_tokens, file_system=p.file_system)
+                  chunk_tokens=p.assumptions.chunk_tokens, file_system=p.file_system,
+                  all_fsx_bytes=p.release.all_fsx_bytes if p.release else None)
         for p in plans
     )  # fmt: skip
 

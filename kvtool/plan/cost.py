@@ -63,6 +63,11 @@ class Cost(NamedTuple):
     prices: Prices
     notes: tuple[str, ...]
     missing: tuple[str, ...] = ()
+    # the AWS article's T4 beside all-FSx: the storage lines (T3 + T4) of this plan, and the
+    # FSx that would hold every spilled session with none released (None: nothing released)
+    storage_usd_per_month: float | None = None
+    all_fsx_gib: int | None = None
+    all_fsx_usd_per_month: float | None = None
 
 
 HOW_TO_PRICE = (
@@ -91,12 +96,16 @@ class _Priced:
 def plan_cost(
     hardware: Hardware, tiers: TierPlan, prices: Prices, *, sessions: int, ctx_tokens: int,
     chunk_tokens: int, file_system: FileSystem | None = None, required: tuple[str, ...] = (),
+    all_fsx_bytes: int | None = None,
 ) -> Cost:  # fmt: skip
     """The cost under ``prices`` of ``sessions`` (of ``ctx_tokens``, the mean of a mix)
     placed as ``tiers`` on ``hardware``, with the plan's T3 ``file_system`` (default the
     given one, or the smallest that holds what spills there). A tier in ``required`` (the
     advice's tier set) is priced even where the placement puts no session there: a T3 the
-    architecture needs is provisioned whether or not the peak spills."""
+    architecture needs is provisioned whether or not the peak spills. ``all_fsx_bytes``
+    (a plan that released idle sessions to S3 and sized FSx for the rest) prices beside it
+    the FSx that would hold them all: the larger of the size holding those bytes and the
+    plan's own (its throughput goal still holds on a larger one)."""
     price = _Priced(prices)
     node = hardware.node.name
     hourly = price("instance_hour", node)
@@ -129,6 +138,12 @@ def plan_cost(
                 " (capacity sized by kvtool)" if fs.assumed else ""
             )
             lines.append(CostLine("T3", what, fs.capacity_gib * rate, basis + why))
+    all_gib = all_usd = storage = None
+    fs = file_system or hardware.file_system(tiers.t3_bytes_needed)
+    if all_fsx_bytes is not None and by_name["T4"].sessions and fs.assumed:
+        all_gib = max(hardware.file_system(all_fsx_bytes).capacity_gib, fs.capacity_gib)
+        rate = price("fsx_gb_month", f"{fs.profile.name}@{fs.throughput_mbps_per_tib}")
+        all_usd = None if rate is None else all_gib * rate
     t4 = hardware.t4.name
     per_write = per_read = None
     if by_name["T4"].sessions or "T4" in required:
@@ -150,6 +165,9 @@ def plan_cost(
     if prices.cross_az_per_gb is not None:
         notes.append(f"no cross-AZ transfer in this plan (one zone); it would cost"
                      f" ${prices.cross_az_per_gb}/GB each way")  # fmt: skip
+    if all_gib is not None:
+        held = [line.usd_per_month for line in lines if line.tier in ("T3", "T4")]
+        storage = None if None in held else sum(f for f in held if f is not None)
     figures = [line.usd_per_month for line in lines]
     total = None if None in figures else sum(f for f in figures if f is not None)
     all_nodes = tiers.nodes_for_all_in_t1
@@ -170,4 +188,7 @@ def plan_cost(
         prices=prices,
         notes=tuple(notes),
         missing=tuple(price.missing),
+        storage_usd_per_month=storage,
+        all_fsx_gib=all_gib,
+        all_fsx_usd_per_month=all_usd,
     )

@@ -34,6 +34,7 @@ from kvtool.plan.placement import (
     plan_tiers,
 )
 from kvtool.plan.plan_notes import folder_notes, offload_notes, s3_out_reads, t3_notes
+from kvtool.plan.release import Release, hydrated, release_idle
 from kvtool.plan.reload import (
     DEFAULT_T3_RELOAD_FROM_TOKENS,
     BreakEven,
@@ -173,6 +174,7 @@ class DeploymentPlan:
     verdict: Verdict | None = None  # the one line first, with its tries
     # each path's restore of the plan's concurrent sessions at ctx_tokens, term by term
     restores: dict[str, RestoreTerms] = field(default_factory=dict)
+    release: Release | None = None  # the AWS article's T4: idle sessions released to S3
 
     @property
     def weights_dtype(self) -> str:
@@ -215,6 +217,8 @@ def plan_deployment(
         if hardware.kv_pool_tokens_per_instance is None
         else bytes_at(hardware.kv_pool_tokens_per_instance),
     )
+    tiers, release = release_idle(tiers, sessions=sessions, a=assumptions, t4=hardware.t4,
+                                  fsx_capacity_bytes=hardware.fsx_capacity_bytes)  # fmt: skip
     compute = node_compute(
         node,
         weights_bytes_per_instance=serving.weights_bytes_per_instance,
@@ -288,7 +292,9 @@ def plan_deployment(
             " not the spec, and its first-byte latency where it measured one (each path says)"
         )
     notes += offload_notes(offload, divisors, serving, gds)
+    # released files keep their names and metadata on FSx
     t3_sessions = next(t.sessions for t in tiers.tiers if t.name == "T3")
+    t3_sessions += release.released_sessions
     per_session = -(-ctx_tokens // assumptions.chunk_tokens) * objects
     notes += folder_notes(offload.name, gds=gds, files=t3_sessions * per_session,
                           sessions=t3_sessions, per_session=per_session)  # fmt: skip
@@ -331,6 +337,7 @@ def plan_deployment(
         if path.tier == "T3" and path.bandwidth_source == "measured"
     ]
     restores = {p.tier: restore(p, session, ctx_tokens, assumptions) for p in paths}
+    release = hydrated(release, paths, hardware, fs, session, ctx_tokens, assumptions)
     notes += s3_out_reads(crossovers, t3, paths, hardware.nodes, restores.get("T4"))
     t3_from = crossovers.get("T3")
     if t3_from is not None and t3_from < ARTICLE_CHEAP_TOKENS:
@@ -368,6 +375,7 @@ def plan_deployment(
         fan_in=tuple(fan_in),
         assumptions=assumptions,
         restores=restores,
+        release=release,
     )
 
 

@@ -125,6 +125,8 @@ class EmitInputs(NamedTuple):
     vllm_release: str = "vLLM 0.33.0"  # the release (or build) whose flags the command takes
     cpu_build: bool = False  # vLLM's CPU build: its KV is host memory already (no T2 offload)
     vllm_t3: str = "lmcache"  # T3 under --emit vllm: LMCache's connector, or "fs" (vLLM's own)
+    # the AWS article's T4: the DRA's export policy and the release (plan/release.py)
+    t4_lines: tuple[str, ...] = ()
 
     @property
     def ranks(self) -> int:
@@ -172,6 +174,7 @@ def emit_inputs(
     """What ``emit`` needs from one context's plan: per-node tier sizes, the layout the plan
     chose (tp, pp, data-parallel attention, engines per node) and the session's block size
     and tokens per batch (its ``SizeResult``'s)."""
+    from kvtool.plan.release import release_commands
     from kvtool.plan.serving import engine_hosts, node_gpu
 
     hardware = plan.hardware
@@ -214,6 +217,9 @@ def emit_inputs(
         vllm_release=vllm_release,
         cpu_build=cpu_build,
         vllm_t3=vllm_t3,
+        t4_lines=tuple(release_commands(plan.release, t3_dir=t3_dir))
+        if plan.release and plan.release.planned and plan.release.spilled_sessions
+        else (),
     )
 
 
@@ -233,6 +239,11 @@ def _plain(text: str, what: str) -> str:
     return text
 
 
+# the targets whose T3 is the shared folder on FSx (Dynamo's KVBM disk tier and TensorRT-LLM
+# keep none there), so the AWS article's T4 (export and release) applies to what they write
+T3_ON_FSX = ("lmcache", "vllm", "sglang")
+
+
 def emit(target: str, e: EmitInputs) -> str:
     """The configuration for ``target`` (one of EMIT_TARGETS)."""
     makers = {
@@ -244,7 +255,12 @@ def emit(target: str, e: EmitInputs) -> str:
     }
     if target not in makers:
         raise InputError(f"unknown --emit {target!r}", "choose one of " + ", ".join(EMIT_TARGETS))
-    return makers[target](e)
+    lines = makers[target](e).split("\n")
+    if target not in T3_ON_FSX:
+        return "\n".join(lines)
+    # the AWS article's T4 after the header's comments, so a command stays the last line
+    at = next((i for i, line in enumerate(lines) if line and not line.startswith("#")), 0)
+    return "\n".join([*lines[:at], *e.t4_lines, *lines[at:]])
 
 
 def _header(e: EmitInputs, what: str) -> list[str]:

@@ -95,6 +95,10 @@ class ReloadAssumptions:
     # tokens (the AWS article's line), or, when given, restoring within this many seconds
     t3_reload_from_tokens: int = DEFAULT_T3_RELOAD_FROM_TOKENS
     restore_slo_s: float | None = None
+    # the AWS article's T4 (plan/release.py): sessions' mean idle time (None: not known, so
+    # none is released) and the idle time after which FSx releases a session to S3 (None: 10m)
+    mean_idle_s: float | None = None
+    release_after_s: float | None = None
 
 
 def _gbps(gigabits: float) -> float:

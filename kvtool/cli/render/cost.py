@@ -29,6 +29,9 @@ def cost_json(cost: Cost) -> dict[str, Any]:
         "t4_usd_per_session_written": _round(cost.t4_usd_per_session_written, 6),
         "t4_usd_per_session_read": _round(cost.t4_usd_per_session_read, 6),
         "missing_prices": list(cost.missing),
+        "storage_usd_per_month": _round(cost.storage_usd_per_month, 2),
+        "all_fsx_gib": cost.all_fsx_gib,
+        "all_fsx_usd_per_month": _round(cost.all_fsx_usd_per_month, 2),
         "notes": list(cost.notes),
     }
 
@@ -53,5 +56,10 @@ def print_cost(title: str, cost: Cost) -> None:
     table.add_row("total", "", _usd(cost.usd_per_month), per_hour)
     table.add_row("all in HBM", f"{cost.all_in_hbm_nodes:,} node(s)",
                   _usd(cost.all_in_hbm_usd_per_month), "every session in T1")  # fmt: skip
+    if cost.all_fsx_gib is not None:
+        table.add_row("T3 + T4", "FSx hot + S3", _usd(cost.storage_usd_per_month),
+                      "this plan's storage: idle sessions released to S3")  # fmt: skip
+        table.add_row("all on FSx", f"{cost.all_fsx_gib:,} GiB", _usd(cost.all_fsx_usd_per_month),
+                      "every spilled session on FSx, none released")  # fmt: skip
     echo(table.render())
     print_notes(list(cost.notes), blank_line=False)

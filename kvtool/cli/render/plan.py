@@ -9,6 +9,8 @@ from kvtool.units import format_bytes, format_bytes_decimal
 
 if TYPE_CHECKING:
     from kvtool.plan.deployment import DeploymentPlan, Unservable
+    from kvtool.plan.reload import TierPath
+    from kvtool.plan.requests import RestoreTerms
 
 
 def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
@@ -127,6 +129,7 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
                 for row in plan.break_even
             ],
         },
+        "t4_release": _release_json(plan),
         "fan_in": [
             {
                 "path": f.path,
@@ -140,9 +143,32 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
     }
 
 
-def _restore_json(plan: DeploymentPlan, tier: str) -> dict[str, Any] | None:
+def _release_json(plan: DeploymentPlan) -> dict[str, Any] | None:
+    """The AWS article's T4 path: who is released to S3 and how one comes back."""
+    r = plan.release
+    if r is None:
+        return None
+    return {
+        "path": "article" if r.planned else "engine-direct",
+        "release_after_s": r.release_after_s,
+        "release_after_source": r.after_source,
+        "mean_idle_s": r.mean_idle_s,
+        "released_fraction": r.released_fraction,
+        "spilled_sessions": r.spilled_sessions,
+        "released_sessions": r.released_sessions,
+        "hot_sessions": r.hot_sessions,
+        "released_bytes": r.released_bytes,
+        "all_fsx_bytes": r.all_fsx_bytes,
+        "description": None if r.path is None else r.path.description,
+        "restore": None if r.restore is None else _restore_json(plan, "T4", r.restore),
+    }
+
+
+def _restore_json(
+    plan: DeploymentPlan, tier: str, terms: RestoreTerms | None = None
+) -> dict[str, Any] | None:
     """A path's restore of the plan's concurrent sessions at its context, term by term."""
-    terms = plan.restores.get(tier)
+    terms = terms or plan.restores.get(tier)
     if terms is None:
         return None
     recompute = next(
@@ -215,11 +241,14 @@ def _crossover(tokens: int | None) -> str:
     return f"from {tokens:,} tokens"
 
 
-def _restore_text(plan: DeploymentPlan, tier: str) -> str:
+def _restore_text(
+    plan: DeploymentPlan, tier: str, terms: RestoreTerms | None = None, path: TierPath | None = None
+) -> str:
     """One path's restore at the plan's context, term by term, and the request rate it needs
-    to be as fast as recompute (``plan/requests.py``)."""
-    terms = plan.restores[tier]
-    path = next(p for p in plan.paths if p.tier == tier)
+    to be as fast as recompute (``plan/requests.py``); ``terms`` and ``path`` default to the
+    plan's path for ``tier``."""
+    terms = terms or plan.restores[tier]
+    path = path or next(p for p in plan.paths if p.tier == tier)
     r = path.requests
     recompute = next(
         row.recompute_s for row in plan.break_even if row.ctx_tokens == plan.ctx_tokens
@@ -347,6 +376,9 @@ def print_plans(plans: tuple[DeploymentPlan, ...]) -> None:
                 " (estimate: ring all-reduces and stage hand-offs in bf16)"
             )
         print_notes([*serving.notes, *tiers.notes], blank_line=False)
+        if plan.release is not None and plan.release.spilled_sessions:
+            total = sum(t.sessions for t in tiers.tiers)
+            print_notes([plan.release.summary(sessions=total)], blank_line=False)
         block = _reload_block(plan)
         echo()
         if shown is not None and block == shown[1]:  # the same paths, table and notes
@@ -361,8 +393,13 @@ def print_plans(plans: tuple[DeploymentPlan, ...]) -> None:
                 f"Restores at {plan.ctx_tokens:,} tokens"
                 f" ({plan.assumptions.concurrent_loads} sessions at once per node)"
             )
+            release = plan.release if plan.release and plan.release.spilled_sessions else None
             for tier in restores:
-                echo(f"  {tier}: {_restore_text(plan, tier)}")
+                name = f"{tier}, engine-direct" if tier == "T4" and release else tier
+                echo(f"  {name}: {_restore_text(plan, tier)}", hang=6)
+            if release and release.restore and release.path:
+                text = _restore_text(plan, "T4", release.restore, release.path)
+                echo(f"  T4, released, read back through FSx: {text}", hang=6)
         echo()
         echo(f"Fan-in from T3 at {plan.ctx_tokens:,} tokens (one node, all its link)")
         table = Table("path", "link", "GB/s", "sessions/s", "per session")
