@@ -131,6 +131,8 @@ def advise(
             resolve_prices(prices, region=region, hardware=inputs.hardware),
             sessions=result.placed.peak_sessions, ctx_tokens=mean_ctx, chunk_tokens=256,
             required=result.advice.tiers,
+            objects_per_chunk=result.placed.t4_objects_per_chunk,
+            requests_per_object=result.placed.t4_requests_per_object,
         )  # fmt: skip
     from kvtool.cli.render import advise as render
 

@@ -5,7 +5,9 @@ beside holding every session in HBM. Pure: prices arrive loaded (``inputs/prices
 * T3, FSx for Lustre: provisioned capacity x $ per GB-month at its per-unit throughput, only
   when the plan puts sessions there.
 * T4, S3 or S3 Express One Zone: bytes stored x $ per GB-month (S3 bills in GB of 2^30 bytes);
-  requests are per session, one PUT per chunk written and one GET per chunk read back.
+  requests are per session: a chunk is one object per worker that saves it (LMCache's keys
+  carry the worker id), one PUT each written, and each read back is a GET and the engine's
+  lookups (LMCache: a HEAD; S3 bills a HEAD as a GET).
 * Cross-AZ transfer: none in these plans (the nodes, FSx and an S3 Express bucket are in one
   zone; S3 Standard is regional); the price is shown for a reader who splits them.
 """
@@ -96,7 +98,7 @@ class _Priced:
 def plan_cost(
     hardware: Hardware, tiers: TierPlan, prices: Prices, *, sessions: int, ctx_tokens: int,
     chunk_tokens: int, file_system: FileSystem | None = None, required: tuple[str, ...] = (),
-    all_fsx_bytes: int | None = None,
+    all_fsx_bytes: int | None = None, objects_per_chunk: int = 1, requests_per_object: int = 1,
 ) -> Cost:  # fmt: skip
     """The cost under ``prices`` of ``sessions`` (of ``ctx_tokens``, the mean of a mix)
     placed as ``tiers`` on ``hardware``, with the plan's T3 ``file_system`` (default the
@@ -105,7 +107,9 @@ def plan_cost(
     architecture needs is provisioned whether or not the peak spills. ``all_fsx_bytes``
     (a plan that released idle sessions to S3 and sized FSx for the rest) prices beside it
     the FSx that would hold them all: the larger of the size holding those bytes and the
-    plan's own (its throughput goal still holds on a larger one)."""
+    plan's own (its throughput goal still holds on a larger one). A chunk is
+    ``objects_per_chunk`` objects in S3, each read back with ``requests_per_object`` requests
+    (the path's ``Requests``: a GET and the engine's lookups)."""
     price = _Priced(prices)
     node = hardware.node.name
     hourly = price("instance_hour", node)
@@ -156,12 +160,24 @@ def plan_cost(
             basis = f"{stored:,.0f} GB x ${rate}/GB-month{why}"
             lines.append(CostLine("T4", t4, stored * rate, basis))
         chunks = -(-ctx_tokens // chunk_tokens)
+        puts = chunks * objects_per_chunk
+        gets = puts * requests_per_object
         put, get = price("s3_put_per_1000", t4), price("s3_get_per_1000", t4)
         if put is not None and get is not None:
-            per_write, per_read = chunks * put / 1000, chunks * get / 1000
-            notes.append(f"T4 requests: ${per_write:.4f} to write a session ({chunks:,} PUTs of"
-                         f" {chunk_tokens}-token chunks), ${per_read:.4f} to read one back; not"
-                         " in the monthly total, which has no request rate")  # fmt: skip
+            per_write, per_read = puts * put / 1000, gets * get / 1000
+            each = f"{chunks:,} {chunk_tokens}-token chunks" + (
+                f" x {objects_per_chunk:,} objects (one per worker)"
+                if objects_per_chunk > 1
+                else ""
+            )
+            reads = "a GET" + (
+                f" and {requests_per_object - 1} lookup(s)" if requests_per_object > 1 else ""
+            )
+            notes.append(
+                f"T4 requests: ${per_write:.4f} to write a session ({puts:,} PUTs: {each}),"
+                f" ${per_read:.4f} to read one back engine-direct ({gets:,} requests: {reads} an"
+                " object); not in the monthly total, which has no request rate"
+            )
     if prices.cross_az_per_gb is not None:
         notes.append(f"no cross-AZ transfer in this plan (one zone); it would cost"
                      f" ${prices.cross_az_per_gb}/GB each way")  # fmt: skip

@@ -652,6 +652,10 @@ class WorkloadPlan:
     mean_admission_bytes: int | None
     peak_sessions: int
     tiers: TierPlan
+    # what one chunk is in S3: objects (one per worker, ``workers_storing``) and the requests
+    # reading each back takes (a GET and the key scheme's lookups), for the request cost
+    t4_objects_per_chunk: int = 1
+    t4_requests_per_object: int = 1
 
     @property
     def session_bytes(self) -> dict[int, int]:
@@ -702,8 +706,11 @@ def plan_workload(
         session_bytes=mean,
         sessions=peak,
         admission_bytes=admission,
-        offload=offload or LAYOUTS[shape.rules.offload_stack],
+        offload=stack,
     )
+    divisors = offload_divisors(stack, is_mla=shape.spec.is_mla, tp=serving.kv_tp, pp=serving.pp,
+                                hosts=engine_hosts(serving, hardware.node))  # fmt: skip
+    scheme, _ = key_scheme(stack.name)
     return WorkloadPlan(
         serving=serving,
         sizes=sizes,
@@ -711,6 +718,8 @@ def plan_workload(
         mean_admission_bytes=admission,
         peak_sessions=peak,
         tiers=tiers,
+        t4_objects_per_chunk=workers_storing(serving, divisors["T3"]),
+        t4_requests_per_object=1 + scheme.lookups,
     )
 
 

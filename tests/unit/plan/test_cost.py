@@ -100,3 +100,34 @@ def test_a_tier_the_advice_requires_is_priced_without_sessions_there() -> None:
     assert fsx.tier == "T3"
     assert fsx.basis.endswith("required by the advice, no session spills at peak")
     assert cost.usd_per_month == nodes.usd_per_month + fsx.usd_per_month
+
+
+def test_requests_count_an_object_per_worker_and_the_lookups() -> None:
+    """A chunk is one S3 object per worker that saves it (LMCache's keys carry the worker id),
+    and reading one back is a GET and the engine's lookup HEAD: the note counted one PUT and
+    one GET per chunk, 8x and 16x low for Llama 3.1 405B on a p5en at tp 8 (issue 49)."""
+    p = plan("llama-3.1-405b", 400, fsx_capacity="4800GiB")
+    t4 = next(path for path in p.paths if path.tier == "T4").requests
+    assert (t4.objects_per_chunk, t4.requests_per_object) == (8, 2)
+    cost = plan_cost(p.hardware, p.tiers, PRICES, sessions=400, ctx_tokens=p.ctx_tokens,
+                     chunk_tokens=256, objects_per_chunk=8, requests_per_object=2)  # fmt: skip
+    chunks = 131_072 // 256
+    assert cost.t4_usd_per_session_written == pytest.approx(chunks * 8 * 0.005 / 1000)
+    assert cost.t4_usd_per_session_read == pytest.approx(chunks * 8 * 2 * 0.0004 / 1000)
+    (note,) = [n for n in cost.notes if n.startswith("T4 requests")]
+    assert "4,096 PUTs: 512 256-token chunks x 8 objects (one per worker)" in note
+    assert "8,192 requests: a GET and 1 lookup(s) an object" in note
+
+
+def test_the_plans_cost_takes_its_t4_paths_objects(kvtool) -> None:  # type: ignore[no-untyped-def]
+    """kvtool plan --cost passes the T4 path's objects and requests (the bundled example's
+    $0.005 a 1,000 PUTs and $0.0004 a 1,000 GETs)."""
+    import json
+
+    args = ["plan", "llama-3.1-405b", "--hardware", "p5en", "--ctx", "128k", "--sessions", "400",
+            "--fsx-capacity", "4800GiB", "--cost", "--json"]  # fmt: skip
+    cost = json.loads(kvtool(*args).stdout)["results"][0]["cost"]
+    assert cost["t4_usd_per_session_written"] == pytest.approx(
+        500 * 8 * 0.005 / 1000, abs=1e-6
+    )  # 128k: 500 chunks
+    assert cost["t4_usd_per_session_read"] == pytest.approx(500 * 16 * 0.0004 / 1000, abs=1e-6)
