@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvtool.errors import InputError
-from kvtool.inputs.budget import budget_notes, budgeted_plan, parse_budget, pools
 from kvtool.inputs.shape import MAX_CONTEXT_TOKENS, resolve_shape, split_models
 from kvtool.model.engines import batched_tokens
 from kvtool.profiles.resolve import resolve_model
@@ -173,15 +172,23 @@ def size_models(request: SizeRequest, notes: list[str]) -> SizeAnswer:
                 resolved, engine=r.engine, kv_dtype=r.kv_dtype, tp=r.tp,
                 block_size=r.block_size, state_dtype=r.state_dtype,
             )  # fmt: skip
-        budget = parse_budget(r.kv_cache_memory_bytes, shape)
+        budget = None
+        if r.kv_cache_memory_bytes is not None:  # (imported here: start-up, issue 48)
+            from kvtool.inputs.budget import parse_budget
+
+            budget = parse_budget(r.kv_cache_memory_bytes, shape)
         if plan_hardware is None:
             chosen = batched_tokens(shape.rules, batched)
             results = [
                 shape.size(tokens, count, max_num_batched_tokens=chosen.value)
                 for tokens in contexts
             ]
-            found = () if budget is None else pools(shape, contexts, budget, chosen.value)
-            notes.extend(budget_notes(found, shape))
+            found: tuple[Pool, ...] = ()
+            if budget is not None:
+                from kvtool.inputs.budget import budget_notes, pools
+
+                found = pools(shape, contexts, budget, chosen.value)
+                notes.extend(budget_notes(found, shape))
             sized.append(Sized(resolved, results, (), chosen.source, (chosen.ignored,),
                                unique=_unique(shape, results) if several else (),
                                pools=found))  # fmt: skip
@@ -197,6 +204,8 @@ def size_models(request: SizeRequest, notes: list[str]) -> SizeAnswer:
         if budget is None:
             planned = _plan(r, shape, contexts, count, plan_hardware, batched)
         else:  # the budget's pool is T1 (inputs/budget.py)
+            from kvtool.inputs.budget import budgeted_plan
+
             planned, found, plan_hardware = budgeted_plan(
                 shape, plan_hardware, budget, contexts, notes=notes,
                 plan=lambda s, h, pp: _plan(r if pp is None else r.replace(pp=str(pp)), s,

@@ -18,14 +18,16 @@ Sizes, each under the shape's engine, format and tp:
   max concurrency: ``model.pool.vllm_pool``).
 """
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kvtool.model.backends import ASSUMED_GPU, Gpu
 from kvtool.model.engines import EngineRules
 from kvtool.model.formats import KvFormat
 from kvtool.model.kv import SizeResult, size_kv
-from kvtool.model.pool import Pool, vllm_pool
 from kvtool.model.spec import ModelSpec
+
+if TYPE_CHECKING:  # (imported by pool(): only a fixed KV budget needs it, not start-up)
+    from kvtool.model.pool import Pool
 
 
 class KvShape(NamedTuple):
@@ -76,9 +78,10 @@ class KvShape(NamedTuple):
 
     def pool(
         self, ctx_tokens: int, budget: int, *, max_num_batched_tokens: int | None = None
-    ) -> Pool:
+    ) -> "Pool":
         """What ``budget`` bytes of KV a rank hold for requests of ``ctx_tokens``, as vLLM
         computes it (``model.pool.vllm_pool``); ValueError where the layers' pages differ."""
+        from kvtool.model.pool import vllm_pool
 
         def size_at(tokens: int) -> SizeResult:
             return self.size(tokens, max_num_batched_tokens=max_num_batched_tokens)
