@@ -142,7 +142,12 @@ def install(folder: Path) -> Path:
 
 
 def main() -> None:
-    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else default_dir()
+    args = sys.argv[1:]
+    if len(args) > 1 or (args and args[0].startswith("-")):
+        # `tests/real_engine/run --durations=12` once installed 576 MB into ./--durations=12
+        print(f"usage: {sys.argv[0]} [DIR] (no options; got {' '.join(args)!r})", file=sys.stderr)
+        sys.exit(2)
+    folder = Path(args[0]) if args else default_dir()
     print(pythonpath(install(folder.expanduser().resolve())))
 
 
