@@ -105,6 +105,34 @@ def _stop(process: subprocess.Popen[str]) -> None:
         process.communicate()
 
 
+class _Late(Exception):
+    """A whole-call deadline passed while a child still wrote (the caller stops it)."""
+
+
+def _chunks(
+    process: subprocess.Popen[str], deadline: float, size: int
+) -> Iterator[tuple[bool, bytes]]:
+    """What the child writes, as it comes: (from stdout?, bytes), until both its pipes close;
+    ``_Late`` past ``deadline`` (``time.monotonic``). ``stream`` and ``records`` read through it."""
+    import selectors
+
+    assert process.stdout is not None
+    assert process.stderr is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ, True)
+        selector.register(process.stderr, selectors.EVENT_READ, False)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _Late
+            for ready, _ in selector.select(timeout=min(left, 1.0)):
+                chunk = os.read(ready.fd, size)
+                if chunk:
+                    yield ready.data, chunk
+                else:
+                    selector.unregister(ready.fileobj)
+
+
 def _start(
     argv: Sequence[str], *, pass_fds: Sequence[int] = (), errors: str = "replace"
 ) -> subprocess.Popen[str] | CommandResult:
@@ -197,36 +225,19 @@ class LocalHost:
     ) -> CommandResult:
         """``run``, with ``on_stdout`` called with all of stdout so far each time more comes
         (a live status line reads it), within the same whole-call deadline."""
-        import selectors
-        import time
-
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
         process = _start(argv)
         if isinstance(process, CommandResult):
             return process
         out: list[str] = []
         err: list[str] = []
-        assert process.stdout is not None
-        assert process.stderr is not None
         try:
-            with selectors.DefaultSelector() as selector:
-                selector.register(process.stdout, selectors.EVENT_READ, out)
-                selector.register(process.stderr, selectors.EVENT_READ, err)
-                while selector.get_map():
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        _stop(process)
-                        return CommandResult(124, "", f"{argv[0]}: timed out")
-                    for ready, _ in selector.select(timeout=min(left, 1.0)):
-                        chunk = os.read(ready.fd, 65536).decode("utf-8", errors="replace")
-                        if not chunk:
-                            selector.unregister(ready.fileobj)
-                            continue
-                        ready.data.append(chunk)
-                        if ready.data is out:
-                            on_stdout("".join(out))
+            for is_out, chunk in _chunks(process, deadline, 65536):
+                (out if is_out else err).append(chunk.decode("utf-8", errors="replace"))
+                if is_out:
+                    on_stdout("".join(out))
             process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
+        except (_Late, subprocess.TimeoutExpired):
             _stop(process)
             return CommandResult(124, "", f"{argv[0]}: timed out")
         except BaseException:  # Ctrl-C or SIGTERM: stop the child before anything cleans up
@@ -246,38 +257,23 @@ class LocalHost:
         """Run ``argv`` (with ``folders`` as ``run_in_folders`` passes them) and yield its
         stdout split at ``sep``, as it comes: a listing of millions of names is never held
         whole. The generator's return value is the finished command (stdout left empty)."""
-        import selectors
-
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
         process = _start(argv, pass_fds=folders)
         if isinstance(process, CommandResult):
             return process
-        assert process.stdout is not None
-        assert process.stderr is not None
         err: list[bytes] = []
         rest = b""
         try:
-            with selectors.DefaultSelector() as selector:
-                selector.register(process.stdout, selectors.EVENT_READ, "out")
-                selector.register(process.stderr, selectors.EVENT_READ, "err")
-                while selector.get_map():
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        _stop(process)
-                        return CommandResult(124, "", f"{argv[0]}: timed out")
-                    for ready, _ in selector.select(timeout=min(left, 1.0)):
-                        chunk = os.read(ready.fd, 1 << 20)
-                        if not chunk:
-                            selector.unregister(ready.fileobj)
-                        elif ready.data == "err":
-                            err.append(chunk[: 65536 - sum(map(len, err))])
-                        else:
-                            *whole, rest = (rest + chunk).split(sep)
-                            yield from whole
+            for is_out, chunk in _chunks(process, deadline, 1 << 20):
+                if not is_out:
+                    err.append(chunk[: 65536 - sum(map(len, err))])
+                    continue
+                *whole, rest = (rest + chunk).split(sep)
+                yield from whole
             if rest:
                 yield rest
             process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
+        except (_Late, subprocess.TimeoutExpired):
             _stop(process)
             return CommandResult(124, "", f"{argv[0]}: timed out")
         except BaseException:  # Ctrl-C, or a consumer that stops early: stop the child

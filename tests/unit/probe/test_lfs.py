@@ -202,3 +202,18 @@ def test_records_streams_and_reports_the_exit(tmp_path: Path) -> None:
     with pytest.raises(StopIteration) as stop:
         next(missing)
     assert stop.value.value.returncode == 127
+
+
+def test_records_keep_the_whole_call_deadline_and_the_stderr() -> None:
+    """A child that writes a record and then hangs: what came is yielded, then 124 at the
+    deadline (the child stopped); a child that fails says its stderr."""
+    import sys
+
+    code = "import sys, time; sys.stdout.write('a\\0'); sys.stdout.flush(); time.sleep(30)"
+    started = time.monotonic()
+    got, result = drain(LocalHost().records("t", [sys.executable, "-c", code], timeout_s=1))
+    assert (got, result.returncode) == ([b"a"], 124)
+    assert time.monotonic() - started < 15
+    failing = [sys.executable, "-c", "import sys; sys.stderr.write('no such folder'); sys.exit(3)"]
+    got, result = drain(LocalHost().records("t", failing))
+    assert (got, result.returncode, result.stderr) == ([], 3, "no such folder")
