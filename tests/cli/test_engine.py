@@ -12,21 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CliResult
+from tests.unit.engine.smoke_helpers import STEPS  # the smoke's steps, in order
 
 Kvtool = Callable[..., CliResult]
 SMALL = ("--chunk-tokens", "16")
-STEPS = [
-    "prefill",
-    "pressure eviction",
-    "idle demotion to T3",
-    "idle demotion to T4",
-    "node loss, recovery from T3",
-    "second node reads T3",
-    "promotion from T4",
-    "corrupt chunk detected",
-    "T3 refuses writes, T4 takes them",
-    "TTL expiry",
-]
 
 
 def expected_t1() -> str:
