@@ -107,6 +107,11 @@ class _Family:
         del self.missing[missing:]
         return value
 
+    def optionals(self, families: tuple[tuple[str, str], ...]) -> dict[str, float]:
+        """``optional`` of each (family, name), keeping those the scrape has."""
+        found = ((family, self.optional(family, name)) for family, name in families)
+        return {family: value for family, value in found if value is not None}
+
     def optional_by(self, label: str, family: str, *names: str) -> dict[str, float]:
         """``by`` of a family only some releases or deployments export: never missing."""
         missing = len(self.missing)
@@ -277,17 +282,13 @@ def _vllm_events(f: _Family) -> dict[str, float]:
     """vLLM's counters beyond the cache's (v1/metrics/loggers.py in 0.32.0: :686-698 external
     prefix cache, :739 preemptions, :758-773 prompt tokens by source and cached, :848
     admission rejections), those the scrape has."""
-    events = {}
-    for key, name in (
+    events = f.optionals((
         ("preemptions", "vllm:num_preemptions_total"),
         ("prompt_tokens", "vllm:prompt_tokens_total"),
         ("prompt_tokens_cached", "vllm:prompt_tokens_cached_total"),
         ("external_queried_tokens", "vllm:external_prefix_cache_queries_total"),
         ("external_hit_tokens", "vllm:external_prefix_cache_hits_total"),
-    ):
-        value = f.optional(key, name)
-        if value is not None:
-            events[key] = value
+    ))  # fmt: skip
     by_source = f.optional_by("source", "prompt_tokens_by_source",
                               "vllm:prompt_tokens_by_source_total")  # fmt: skip
     events.update({f"prompt_tokens_{source}": v for source, v in by_source.items()})
@@ -355,16 +356,12 @@ def _sglang(raw: _Family) -> Reading:
     if swa:  # (:1295-1300) a sliding-window model's second pool
         notes.append(f"the sliding-window pool holds {swa:,.0f} tokens (sglang:"
                      "max_total_num_tokens_swa), beside the full-attention pool")  # fmt: skip
-    storage = {}
-    for key, name in (  # the L3 storage tier (:2213-2232, :2276), when one is configured
+    storage = f.optionals((  # the L3 storage tier (:2213-2232, :2276), when one is configured
         ("storage_prefetched_tokens", "sglang:prefetched_tokens_total"),
         ("storage_prefetch_hit_tokens", "sglang:storage_prefetch_hit_tokens_total"),
         ("storage_backed_up_tokens", "sglang:backuped_tokens_total"),
         ("storage_backup_dropped_tokens", "sglang:hicache_backup_dropped_tokens_total"),
-    ):
-        value = f.optional(key, name)
-        if value is not None:
-            storage[key] = value
+    ))  # fmt: skip
     memory = f.total("kv_cache_memory_usage_gb", "sglang:kv_cache_memory_usage_gb")
     if memory is not None:
         notes.append(f"the KV pools take {memory:g} GB (sglang:kv_cache_memory_usage_gb)")
