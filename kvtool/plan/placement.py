@@ -166,10 +166,15 @@ def plan_tiers(inputs: PlanInputs) -> TierPlan:
     notes: list[str] = []
     if inputs.pool_of_free and inputs.measured_kv_space_bytes_per_node is None:
         free = space / inputs.gpu_memory_utilization
+        gds = (
+            f" and the GDS buffer's {format_bytes(inputs.extra_reserve_bytes_per_chip)}"
+            if inputs.extra_reserve_bytes_per_chip
+            else ""
+        )
         notes.append(
             f"HBM for KV: TensorRT-LLM's free_gpu_memory_fraction {inputs.gpu_memory_utilization:g}"
             f" of the {format_bytes(int(free))} a node the weights and kvtool's activation"
-            f" reserve ({inputs.activation_reserve_gb_per_chip:g} GB a chip) leave ="
+            f" reserve ({inputs.activation_reserve_gb_per_chip:g} GB{gds} a chip) leave ="
             f" {format_bytes(space)} (KvCacheCreator.configure_kv_cache_capacity measures its"
             " profiling run's peak in place of that reserve; docs/sizing.md section 9)"
         )

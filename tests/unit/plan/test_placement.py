@@ -145,6 +145,10 @@ def test_tensorrt_llms_pool_is_its_fraction_of_what_the_weights_leave() -> None:
     )
     (note,) = [n for n in plan_tiers(trt).notes if n.startswith("HBM for KV")]
     assert "free_gpu_memory_fraction 0.9" in note
+    assert "GDS" not in note
+    (gds,) = [n for n in plan_tiers(replace(trt, extra_reserve_bytes_per_chip=2**30)).notes
+              if n.startswith("HBM for KV")]  # fmt: skip
+    assert "and the GDS buffer's" in gds  # a reserve the note names, as the sum counts it
     assert not [n for n in plan_tiers(vllm).notes if n.startswith("HBM for KV")]
 
 
