@@ -7,9 +7,9 @@ tokens and ``128K`` is 131,072.
 """
 
 import re
-from typing import NamedTuple
 
 from kvtool.errors import InputError
+from kvtool.record import Record
 
 _TOKEN_SUFFIX = {
     "": 1,
@@ -224,7 +224,7 @@ def parse_fraction(text: str, *, what: str) -> float:
     return value
 
 
-class TierSize(NamedTuple):
+class TierSize(Record):
     """A tier size as typed: tokens, bytes, off (0) or unbounded (``inf``)."""
 
     unit: str  # "tokens", "bytes", "off" or "unbounded"

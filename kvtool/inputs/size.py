@@ -3,12 +3,13 @@ any mistake, before anything is printed), then each model sized, and with ``--ha
 planned, priced or emitted. The command renders the ``SizeAnswer``."""
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from kvtool.errors import InputError
 from kvtool.inputs.shape import MAX_CONTEXT_TOKENS, resolve_shape, split_models
 from kvtool.model.engines import batched_tokens
 from kvtool.profiles.resolve import resolve_model
+from kvtool.record import Record
 from kvtool.units import parse_count, parse_count_list
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 class SizeRequest:
     """The options of ``kvtool size`` (and ``kvtool plan``, which names some of them
     ``--set KEY=VALUE``), as typed; None: not given. A plain class, its defaults class
-    attributes: a NamedTuple of 34 fields costs about a millisecond of start-up to define."""
+    attributes: a record of 34 fields would cost start-up time to define for no gain."""
 
     model: str
     ctx: str = "8k"
@@ -80,7 +81,7 @@ class SizeRequest:
         return SizeRequest(self.model, **{**given, **options})
 
 
-class Sized(NamedTuple):
+class Sized(Record):
     """One model's answer: its sizes per context, its plans (with --hardware), where the
     tokens per batch came from, and notes of options it ignored."""
 
@@ -97,7 +98,7 @@ class Sized(NamedTuple):
     pools: "tuple[Pool, ...]" = ()
 
 
-class SizeAnswer(NamedTuple):
+class SizeAnswer(Record):
     """What the command renders: each model's ``Sized``; the weights where they are part of
     the answer (JSON, a comparison; None otherwise); or, with --emit, the configuration's text
     and the notes it cannot carry (said after it)."""

@@ -44,13 +44,12 @@ two state pages, plus one prefill-checkpoint page for the mixers that keep one:
   layer runs on Triton and keeps none.
 """
 
-from typing import NamedTuple
-
 from kvtool.errors import InputError
 from kvtool.model.spec import AttentionLayers, MlaLayers, ModelSpec, StateLayers
+from kvtool.record import Record
 
 
-class Gpu(NamedTuple):
+class Gpu(Record):
     """The accelerator vLLM runs on: its name and CUDA compute capability."""
 
     name: str
@@ -147,7 +146,7 @@ def state_backend_note(group: StateLayers, gpu: Gpu) -> str:
     return ""
 
 
-class Backend(NamedTuple):
+class Backend(Record):
     """The attention backend vLLM picks and the block size it sets (tokens)."""
 
     name: str

@@ -37,13 +37,14 @@ and version):
 """
 
 import re
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from kvtool.errors import InputError
 from kvtool.model import trtllm as TRTLLM
+from kvtool.record import Record
 
 
-class EngineRules(NamedTuple):
+class EngineRules(Record):
     """One engine's allocation choices; see the module docstring for where each comes from.
 
     ``kv_heads_cached``: ``hf_broadcast`` when the cache holds K/V broadcast to every query
@@ -538,7 +539,7 @@ def _vllm_release(name: str, engine: str, asked: str) -> EngineRules:
     )
 
 
-class BatchedTokens(NamedTuple):
+class BatchedTokens(Record):
     """The tokens per batch an admission charge assumes: ``value`` (None for engines kvtool
     models no admission charge for), ``source`` (where it came from), and ``ignored``, a note
     when a figure was given that has no effect."""

@@ -15,14 +15,15 @@ Sources (vLLM 0.33.0 wheel, ``vllm/v1/attention/backends/triton_attn.py`` and
   global scale outside the pool: 0.5625 bytes per element.
 """
 
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from kvtool.errors import InputError
+from kvtool.record import Record
 
 ScaleScheme = Literal["none", "per_tensor", "per_token_head", "block16"]
 
 
-class KvFormat(NamedTuple):
+class KvFormat(Record):
     """One KV element format: element width and where its scales live."""
 
     name: str

@@ -14,7 +14,6 @@ one GPU's share.
 """
 
 import math
-from typing import NamedTuple
 
 from kvtool.errors import ConfigError, InputError
 from kvtool.model.backends import (
@@ -39,6 +38,7 @@ from kvtool.model.spec import (
     StateLayers,
     group_kind,
 )
+from kvtool.record import Record
 
 _DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 # vLLM aligns a hybrid model's attention block to 128 tokens when its attention is MLA
@@ -51,7 +51,7 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-class GroupSize(NamedTuple):
+class GroupSize(Record):
     """One layer group's share of a session at one context length."""
 
     kind: str
@@ -64,7 +64,7 @@ class GroupSize(NamedTuple):
     bytes_per_rank_per_session: int
 
 
-class SizeResult(NamedTuple):
+class SizeResult(Record):
     """KV cache for ``sessions`` sessions of ``ctx_tokens`` tokens each.
 
     ``kv_bytes_per_token`` is the marginal cost of one more token at this context (windowed
@@ -104,11 +104,11 @@ class SizeResult(NamedTuple):
     kv_cache_groups: int | None = None  # vLLM's KV cache groups (one page size: admission_blocks)
 
 
-class _Priced(NamedTuple):
+class _Priced(Record):
     """Per-rank bytes of one group: per token (token groups) or per sequence (state groups).
 
-    A NamedTuple, not a dataclass: it never leaves this module, and a frozen dataclass costs
-    over a millisecond of ``kvtool size``'s start-up to define."""
+    A Record, not a dataclass: it never leaves this module, and a frozen dataclass costs over
+    a millisecond of ``kvtool size``'s start-up to define."""
 
     group: LayerGroup
     rank_bytes_per_token: int

@@ -18,19 +18,20 @@ Sizes, each under the shape's engine, format and tp:
   max concurrency: ``model.pool.vllm_pool``).
 """
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from kvtool.model.backends import ASSUMED_GPU, Gpu
 from kvtool.model.engines import EngineRules
 from kvtool.model.formats import KvFormat
 from kvtool.model.kv import SizeResult, size_kv
 from kvtool.model.spec import ModelSpec
+from kvtool.record import Record
 
 if TYPE_CHECKING:  # (imported by pool(): only a fixed KV budget needs it, not start-up)
     from kvtool.model.pool import Pool
 
 
-class KvShape(NamedTuple):
+class KvShape(Record):
     """``spec`` under ``rules`` and ``fmt`` at tensor-parallel size ``tp``; ``block_size``
     overrides the engine's page size in tokens (None: the engine's). ``tp_given`` says whether
     the user chose ``tp``; a planner that chooses the serving layout itself re-shapes with

@@ -7,12 +7,14 @@ linear-attention / Mamba layers that keep a fixed state instead of per-token KV.
 Pure data: built by ``kvtool.model.config.spec_from_config`` and priced by ``kvtool.model.kv``.
 """
 
-from typing import Literal, NamedTuple
+from typing import Literal
+
+from kvtool.record import Record
 
 AttentionKind = Literal["full", "sliding", "chunked"]
 
 
-class AttentionLayers(NamedTuple):
+class AttentionLayers(Record):
     """MHA / GQA / MQA layers: one K and one V vector per KV head per token.
 
     ``window`` bounds how many past tokens a layer attends to: a sliding window for
@@ -35,7 +37,7 @@ class AttentionLayers(NamedTuple):
         return self.hf_cached_kv_heads or self.num_kv_heads
 
 
-class MlaLayers(NamedTuple):
+class MlaLayers(Record):
     """Multi-head latent attention (DeepSeek V2/V3/R1, Kimi K2, GLM-5).
 
     Engines that run the absorbed form cache one latent of ``kv_lora_rank`` plus the
@@ -53,7 +55,7 @@ class MlaLayers(NamedTuple):
     q_lora_rank: int | None = None
 
 
-class IndexerLayers(NamedTuple):
+class IndexerLayers(Record):
     """DeepSeek sparse attention's lightning-indexer key cache (DeepSeek-V3.2, GLM-5).
 
     One ``index_head_dim`` key per layer per token, stored beside the MLA latent.
@@ -64,7 +66,7 @@ class IndexerLayers(NamedTuple):
     num_heads: int = 64
 
 
-class StateLayers(NamedTuple):
+class StateLayers(Record):
     """Linear-attention or Mamba layers: a fixed-size recurrent state per sequence.
 
     The state is a causal-conv window of ``conv_kernel - 1`` steps over ``conv_channels``
@@ -101,7 +103,7 @@ class StateLayers(NamedTuple):
     inner_given: bool = True
 
 
-class Dsv4Layers(NamedTuple):
+class Dsv4Layers(Record):
     """DeepSeek-V4's caches (model/dsv4.py): every layer slides over ``window`` tokens;
     ``csa_layers`` also compress by 4 (with an indexer), ``hca_layers`` by 128."""
 
@@ -117,7 +119,7 @@ class Dsv4Layers(NamedTuple):
 LayerGroup = AttentionLayers | MlaLayers | IndexerLayers | StateLayers | Dsv4Layers
 
 
-class FeedForward(NamedTuple):
+class FeedForward(Record):
     """The MLP side of the model, for parameter counts (weights and prefill FLOPs).
 
     ``moe_layers`` marks, per layer, whether its MLP is a mixture of experts (DeepSeek keeps its
@@ -135,7 +137,7 @@ class FeedForward(NamedTuple):
     moe_layers: tuple[bool, ...]
 
 
-class ModelSpec(NamedTuple):
+class ModelSpec(Record):
     """A model as the KV cache sees it.
 
     ``dtype`` is the model's own activation dtype (what ``--kv-dtype auto`` resolves to);

@@ -41,9 +41,9 @@ against the 1.2.1 wheel's ``KvCacheConfig`` as catalogued from that wheel
 """
 
 import math
-from typing import NamedTuple
 
 from kvtool.model.spec import AttentionLayers, LayerGroup, MlaLayers
+from kvtool.record import Record
 
 RELEASE = "1.2.1"
 SOURCE_COMMIT = "b35ac1b64368513d215c57d2ed01d62d910df8da"
@@ -131,7 +131,7 @@ UNKNOWN_FAMILY = (
 )
 
 
-class PerToken(NamedTuple):
+class PerToken(Record):
     """One rank's KV bytes for one token: what the allocation takes (``actual``) and what the
     pool estimate divides memory by (``estimate``)."""
 
@@ -166,7 +166,7 @@ def bytes_per_token(
     return PerToken(actual, estimate_elements * (1 if fmt_name == "fp8_e4m3" else 2))
 
 
-class Pool(NamedTuple):
+class Pool(Record):
     """The KV pool one rank allocates: tokens (``max_tokens``), blocks, and whether the
     estimate decides it (``exact``) or the free memory when the manager is built (then
     ``max_tokens`` is an upper bound)."""

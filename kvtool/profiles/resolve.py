@@ -7,19 +7,20 @@ transformers, so bundled names and files stay instant.
 """
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from kvtool.errors import InputError
 from kvtool.model.config import spec_from_config
 from kvtool.model.spec import ModelSpec
 from kvtool.profiles.load import find_model_profile, model_profiles, read_config_json
 from kvtool.profiles.schema import ModelProfile
+from kvtool.record import Record
 
 if TYPE_CHECKING:
     from kvtool.profiles.checkpoint import CheckpointBytes
 
 
-class ResolvedModel(NamedTuple):
+class ResolvedModel(Record):
     """A model spec, the config it came from, and where (``bundled``, ``file`` or ``hub``)."""
 
     spec: ModelSpec

@@ -1,9 +1,10 @@
 """``kvtool size``: the model header, its layer groups, one row per context."""
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from kvtool.cli.render.text import Table, echo, plural, print_notes
+from kvtool.record import Record
 from kvtool.units import format_bytes, format_bytes_decimal
 
 if TYPE_CHECKING:
@@ -250,7 +251,7 @@ def _pool_table(pools: "Sequence[Pool]") -> str:
     return title + "\n" + table.render()
 
 
-class Compared(NamedTuple):
+class Compared(Record):
     """One model's row group in ``kvtool size a,b,c``: its sizes per context, its plans
     (with --hardware) and its weights (None: parameters not counted)."""
 
