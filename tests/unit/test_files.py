@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from kvtool.errors import InputError
 from kvtool.files import (
+    _loads_json,
     output_file,
     read_json_object,
     read_text,
@@ -127,6 +128,60 @@ def test_malformed_json_names_the_line_and_column(tmp_path: Path) -> None:
     path.write_text('{\n  "a": 1,\n  "b": }\n')
     error = _error(lambda: read_json_object(path))
     assert error.message == f"{path}: malformed JSON at line 3, column 8: Expecting value"
+    assert error.hint == "fix the file or pass another"
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _read_as_json_does(text: str) -> object:
+    """json.loads' answer with kvtool's pairs hook: the value, or the error's type and text."""
+    import json
+
+    try:
+        return ("value", json.dumps(json.loads(text, object_pairs_hook=dict), sort_keys=True))
+    except (ValueError, RecursionError) as exc:
+        return (type(exc).__name__, str(exc))
+
+
+def _read_as_kvtool_does(text: str) -> object:
+    import json
+
+    try:
+        return ("value", json.dumps(_loads_json(text, dict), sort_keys=True))
+    except (ValueError, RecursionError) as exc:
+        return (type(exc).__name__, str(exc))
+
+
+@given(
+    JSON_VALUES, st.sampled_from(["", " ", "\n\t", "\r\n "]), st.sampled_from(["", "x", ",", " ]"])
+)
+def test_json_is_read_as_json_loads_reads_it(value: object, space: str, tail: str) -> None:
+    """kvtool reads JSON through json's C scanner alone (no json package on kvtool size's
+    path); whatever the text, the answer is json.loads', its errors included."""
+    import json
+
+    for text in (space + json.dumps(value) + space + tail, json.dumps(value)[:-1]):
+        assert _read_as_kvtool_does(text) == _read_as_json_does(text)
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet='{}[]",:0123456789.eE-+ \ntrufalsnNIiy\ufeff\\', max_size=30))
+def test_any_text_is_read_as_json_loads_reads_it(text: str) -> None:
+    assert _read_as_kvtool_does(text) == _read_as_json_does(text)
+
+
+def test_a_number_past_ints_digits_is_one_error_line(tmp_path: Path) -> None:
+    """int() refuses over 4,300 digits with a ValueError that is not a JSONDecodeError: it
+    was a traceback."""
+    path = tmp_path / "config.json"
+    path.write_text('{"hidden_size": ' + "1" * 5000 + "}")
+    error = _error(lambda: read_json_object(path, what="model config"))
+    assert error.message.startswith(f"{path}: malformed JSON: Exceeds the limit (4300 digits)")
     assert error.hint == "fix the file or pass another"
 
 

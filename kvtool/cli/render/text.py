@@ -6,7 +6,6 @@ a fifth of kvtool's whole start-up budget, and these tables need no styling.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from typing import Any
@@ -161,6 +160,8 @@ def json_ready(value: Any) -> Any:
 
 def print_json(data: Any, *, command: str) -> None:
     """``command``'s ``--json``: the envelope, pretty, on stdout, keys in the order built."""
+    import json  # here, not at the top: kvtool size without --json never loads it
+
     sys.stdout.write(json.dumps(envelope(command, data), indent=2, allow_nan=False) + "\n")
 
 
