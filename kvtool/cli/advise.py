@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from kvtool.cli.options import CostOpt, PricesOpt, RegionOpt
+from kvtool.cli.options import CostOpt, PricesOpt, RegionOpt, settings_option
 from kvtool.cli.render.text import note as say_note
 
 
@@ -70,6 +70,13 @@ def advise(
     cost: CostOpt = False,
     prices: PricesOpt = None,
     region: RegionOpt = None,
+    settings: Annotated[
+        list[str] | None,
+        settings_option(
+            "The AWS article's T4 (FSx releases idle sessions to S3): mean_idle (the release"
+            " split's idle time, over --idle's, e.g. 30m) or release_after (default 10m)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
 ) -> None:
     """Recommend the tier set (T1 / T1+T2 / T1+T2+T3 (+T4)) and the write posture.
@@ -106,7 +113,7 @@ def advise(
     bare = idle is not None and idle.strip().replace(".", "", 1).isdigit()
     if bare:
         flags["mean_idle"] = ("--idle", f"{idle}s".strip())
-    inputs = read_workload(workload_file, flags)
+    inputs = read_workload(workload_file, flags, settings)
     notes = list(inputs.notes)
     if bare:
         notes.append(f"--idle {idle} is read as {idle}s; give the unit (bare seconds go in the"
@@ -117,7 +124,13 @@ def advise(
         for option, value in (("--prices", prices), ("--region", region)):
             if value is not None:
                 say_note(f"{option} has no effect without --cost")
-    result = advise_workload(inputs.workload, inputs.shape, inputs.hardware)
+    result = advise_workload(
+        inputs.workload,
+        inputs.shape,
+        inputs.hardware,
+        assumptions=inputs.assumptions,
+        idle_from=inputs.idle_from,
+    )
     priced = None
     if cost:
         from kvtool.inputs.prices import resolve_prices
@@ -131,6 +144,7 @@ def advise(
             resolve_prices(prices, region=region, hardware=inputs.hardware),
             sessions=result.placed.peak_sessions, ctx_tokens=mean_ctx, chunk_tokens=256,
             required=result.advice.tiers,
+            all_fsx_bytes=result.placed.release.all_fsx_bytes if result.placed.release else None,
             objects_per_chunk=result.placed.t4_objects_per_chunk,
             requests_per_object=result.placed.t4_requests_per_object,
         )  # fmt: skip

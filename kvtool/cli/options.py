@@ -286,6 +286,12 @@ def plan_flag(flag: str, *, hidden: bool = False) -> Any:
     return typer.Option(flag, help=PLAN_FLAGS[flag], hidden=hidden, rich_help_panel="Plan")
 
 
+def settings_option(help_text: str, *, panel: str | None = None) -> Any:
+    """``--set KEY=VALUE``, as many times as needed (plan: its less used settings; advise:
+    the T4 release's)."""
+    return typer.Option("--set", metavar="KEY=VALUE", help=help_text, rich_help_panel=panel)
+
+
 # --cost and where its prices come from (plan, advise)
 CostOpt = Annotated[
     bool,

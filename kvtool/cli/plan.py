@@ -13,6 +13,7 @@ from kvtool.cli.options import (
     TpOpt,
     plan_flag,
     plan_option,
+    settings_option,
 )
 from kvtool.model.engines import ENGINES
 
@@ -59,10 +60,8 @@ def plan(
     posture: Annotated[str | None, plan_option("--posture")] = None,
     settings: Annotated[
         list[str] | None,
-        typer.Option(
-            "--set",
-            metavar="KEY=VALUE",
-            help="A less used setting, as many times as needed: mfu, concurrent_loads,"
+        settings_option(
+            "A less used setting, as many times as needed: mfu, concurrent_loads,"
             " gpu_memory_utilization, max_num_batched_tokens, kv_cache_memory_bytes (vLLM's"
             " fixed KV budget a rank: T1 is its pool, in blocks), vllm_t3 (--emit vllm's T3:"
             " lmcache, or fs, vLLM's own tiered offload), fsx_throughput, t4_storage,"
@@ -75,7 +74,7 @@ def plan(
             " plan's concurrent restores at --ctx must finish in, e.g. 500ms); for the AWS"
             " article's T4 (FSx releases idle sessions to S3), mean_idle (the sessions' mean"
             " idle time, e.g. 30m: who is released) and release_after (default 10m).",
-            rich_help_panel="Plan",
+            panel="Plan",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,

@@ -38,6 +38,7 @@ MODEL_KEYS = (
     "s3_prefixes", "metadata_iops", "mean_idle", "release_after",
 )  # fmt: skip
 BOOLEAN_KEYS = ("dp_attention", "fp8_attention")
+RELEASE_KEYS = ("mean_idle", "release_after")  # the AWS article's T4: kvtool advise's --set
 TRUE, FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
 
@@ -67,3 +68,16 @@ def parse_settings(items: list[str] | None) -> dict[str, str]:
 def flag(settings: dict[str, str], key: str) -> bool:
     """A true/false setting (absent: false)."""
     return settings.get(key, "false").lower() in TRUE
+
+
+def release_settings(items: list[str] | None) -> dict[str, str]:
+    """``kvtool advise --set``: the T4 release's keys alone (``RELEASE_KEYS``), each checked
+    as ``kvtool plan --set`` checks it; InputError for any other key."""
+    settings = parse_settings(items)
+    for key in settings:
+        if key not in RELEASE_KEYS:
+            raise InputError(
+                f"--set {key} is not an advise setting",
+                f"advise takes {' and '.join(RELEASE_KEYS)}; kvtool plan --set takes the rest",
+            )
+    return settings

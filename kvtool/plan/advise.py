@@ -38,7 +38,9 @@ from kvtool.plan.deployment import (
     offload_divisors,
     plan_workload,
 )
+from kvtool.plan.fsx import FileSystem
 from kvtool.plan.offload import LAYOUTS
+from kvtool.plan.reload import ReloadAssumptions
 from kvtool.plan.workload import Workload
 from kvtool.units import format_bytes, plural
 
@@ -245,6 +247,8 @@ class AdviceResult:
     session_bytes: dict[int, int]
     placed: WorkloadPlan | None = None  # the workload at peak on the cluster (for --cost)
     hardware: Hardware | None = None
+    # the FSx for what stays on T3 at peak (the hot share where idle sessions are released)
+    file_system: FileSystem | None = None
 
 
 def capacity_of(planned: WorkloadPlan, nodes: int, *, t2_divisor: int = 1) -> Capacity:
@@ -262,24 +266,33 @@ def capacity_of(planned: WorkloadPlan, nodes: int, *, t2_divisor: int = 1) -> Ca
     )
 
 
-def advise_workload(workload: Workload, shape: KvShape, hardware: Hardware) -> AdviceResult:
+def advise_workload(
+    workload: Workload, shape: KvShape, hardware: Hardware, *,
+    assumptions: ReloadAssumptions | None = None, idle_from: str = "the workload's mean_idle",
+) -> AdviceResult:  # fmt: skip
     """Serve, price and place the workload as ``kvtool plan`` and ``kvtool check``
-    do (``plan_workload``), then apply the criteria.
+    do (``plan_workload``: idle sessions released to S3 by the workload's mean idle time,
+    given in ``idle_from``, or ``--set mean_idle`` in ``assumptions``), then apply the
+    criteria. The FSx is the smallest that holds what stays on T3 at peak.
 
     Raises InputError when the weights (or one session) leave no room for KV on the node.
     """
-    planned = plan_workload(shape, workload, hardware)
+    planned = plan_workload(shape, workload, hardware, assumptions=assumptions,
+                            idle_from=idle_from)  # fmt: skip
     serving = planned.serving
     divisor = offload_divisors(LAYOUTS[shape.rules.offload_stack], is_mla=shape.spec.is_mla,
                                tp=serving.kv_tp, pp=serving.pp,
                                hosts=engine_hosts(serving, hardware.node))["T2"]  # fmt: skip
+    advice = advise(workload, capacity_of(planned, workload.nodes, t2_divisor=divisor))
+    need = planned.tiers.t3_bytes_needed
     return AdviceResult(
         workload=workload,
         model=shape.spec.name,
         node=hardware.node.name,
         serving=planned.serving,
-        advice=advise(workload, capacity_of(planned, workload.nodes, t2_divisor=divisor)),
+        advice=advice,
         session_bytes=planned.session_bytes,
         placed=planned,
         hardware=hardware,
+        file_system=hardware.file_system(need) if need and "T3" in advice.tiers else None,
     )

@@ -26,7 +26,7 @@ Rules, each a finding with its fix:
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from kvtool.errors import InputError
 from kvtool.findings import Finding, Report, Status
@@ -127,16 +127,16 @@ def check_plan(
     )
     serve(shape, cluster, weights_dtype=w.weights_dtype)  # an invalid tp or dtype: exit 2
     try:
-        planned = plan_workload(shape, w, cluster)
+        planned = plan_workload(shape, w, cluster, idle_from="the plan's mean_idle",
+                                dra=fsx is not None and bool(fsx.s3_association))  # fmt: skip
     except InputError as exc:  # the weights or one session do not fit a node at all
         return [*findings, _f("plan.capacity", "FAIL", exc.message, fix=exc.hint)]
-    tiers = planned.tiers
     session_bytes = planned.session_bytes
     divisor = offload_divisors(
         LAYOUTS[shape.rules.offload_stack], is_mla=shape.spec.is_mla, tp=planned.serving.kv_tp,
         pp=planned.serving.pp, hosts=engine_hosts(planned.serving, hardware.node),
     )  # fmt: skip
-    findings.append(_capacity(plan, tiers, planned.peak_sessions, planned.mean_session_bytes))
+    findings.append(_capacity(plan, planned, replace(cluster, fsx_capacity_bytes=None)))
     findings += _tiers(plan, planned)
     chunk_file = (
         shape.block_bytes(DEFAULT_CHUNK_TOKENS)
@@ -162,15 +162,36 @@ def check_plan(
     return findings
 
 
-def _capacity(plan: PlanFile, tiers: Any, peak: int, mean_bytes: int) -> Finding:
-    spill = tiers.tiers[3]
+def _capacity(plan: PlanFile, planned: WorkloadPlan, unsized: Hardware) -> Finding:
+    """The peak working set in the deployed tiers: sessions released to S3 through the plan's
+    data repository association (``plan/release.py``) are held, the rest of T4 overflows;
+    ``unsized``, the cluster with no FSx size, names the size that holds what stays on T3."""
+    tiers, release = planned.tiers, planned.release
     t3 = tiers.tiers[2]
+    released = release.released_sessions if release is not None else 0
+    spill = tiers.tiers[3]
+    if release is not None and released:
+        over = spill.sessions - released
+        spill = replace(spill, sessions=over, used_bytes=over * release.session_bytes)
     evidence = (
-        f"{peak:,} sessions at peak x {format_bytes(mean_bytes)} mean: T1"
-        f" {tiers.tiers[0].sessions:,}, T2 {tiers.tiers[1].sessions:,}, T3 {t3.sessions:,},"
-        f" overflow {spill.sessions:,}"
+        f"{planned.peak_sessions:,} sessions at peak x {format_bytes(planned.mean_session_bytes)}"
+        f" mean: T1 {tiers.tiers[0].sessions:,}, T2 {tiers.tiers[1].sessions:,}, T3"
+        f" {t3.sessions:,}"
+        + (f", released to S3 {released:,}" if released else "")
+        + f", overflow {spill.sessions:,}"
     )
+    if release is not None and release.spilled_sessions and plan.fsx is not None:
+        if not plan.fsx.s3_association and plan.workload.mean_idle_s:
+            evidence += (
+                "; none released to S3: the plan declares no S3 data repository association"
+                " (fsx.s3_association: true)"
+            )
+        elif release.mean_idle_s is not None:
+            evidence += f"; {release.split(sessions=planned.peak_sessions)}"
     if not spill.sessions:
+        if released:
+            need = unsized.file_system(tiers.t3_bytes_needed).capacity_gib
+            evidence += f"; {need:,} GiB of FSx holds the hot share"
         return _f("plan.capacity", "PASS", "the deployed tiers hold the peak working set", evidence)
     if plan.fsx is None:
         need = spill.used_bytes
@@ -187,7 +208,9 @@ def _capacity(plan: PlanFile, tiers: Any, peak: int, mean_bytes: int) -> Finding
         "FAIL",
         f"{format_bytes(spill.used_bytes)} of the peak working set overflows the file system",
         evidence,
-        "grow storage_capacity_gib (kvtool plan ... names a valid size)",
+        "grow storage_capacity_gib to"
+        f" {unsized.file_system(tiers.t3_bytes_needed).capacity_gib:,} GiB, the"
+        " smallest FSx size holding what stays on T3 at peak",
     )
 
 

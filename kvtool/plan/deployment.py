@@ -25,7 +25,7 @@ from kvtool.model.spec import ModelSpec
 from kvtool.plan.cluster import Hardware, client_path, make_hardware, over_nodes, uses_gds
 from kvtool.plan.fsx import FileSystem
 from kvtool.plan.measured import apply_measured
-from kvtool.plan.metadata import FILE_OPS_PER_READ, MetadataPlan, files_per_s, plan_metadata
+from kvtool.plan.metadata import FILE_OPS_PER_READ, MetadataPlan, metadata_path, plan_metadata
 from kvtool.plan.offload import LAYOUTS, OffloadLayout, copies_divisor
 from kvtool.plan.placement import (
     NodeTooSmall,
@@ -51,7 +51,7 @@ from kvtool.plan.reload import (
     t3_client_gbps,
     tier_paths,
 )
-from kvtool.plan.requests import Requests, RestoreTerms, key_scheme
+from kvtool.plan.requests import RestoreTerms, key_scheme
 from kvtool.plan.serving import (
     Layout,
     Serving,
@@ -252,9 +252,7 @@ def plan_deployment(
         if metadata is None or not metadata.modelled:
             return paths
         return [
-            with_metadata(replace(p, requests=metadata_rate(p.requests, hardware, metadata)))
-            if p.tier == "T3"
-            else p
+            metadata_path(p, hardware.t3, hardware.nodes, metadata) if p.tier == "T3" else p
             for p in paths
         ]
 
@@ -656,6 +654,7 @@ class WorkloadPlan:
     # reading each back takes (a GET and the key scheme's lookups), for the request cost
     t4_objects_per_chunk: int = 1
     t4_requests_per_object: int = 1
+    release: Release | None = None  # the AWS article's T4: idle sessions released to S3
 
     @property
     def session_bytes(self) -> dict[int, int]:
@@ -670,11 +669,16 @@ def plan_workload(
     *,
     offload: OffloadLayout | None = None,
     max_num_batched_tokens: int | None = None,
+    assumptions: ReloadAssumptions | None = None,
+    idle_from: str = "the workload's mean_idle",
+    dra: bool = True,
 ) -> WorkloadPlan:
     """Serve, price and place ``workload`` exactly as ``plan_contexts`` does one context: the
-    same serving layout, admission charge, offload copies and GDS reserve, so ``kvtool check``,
-    ``advise`` and ``plan`` agree on where sessions live. Over a context mix the
-    session and its admission charge are the share-weighted means.
+    same serving layout, admission charge, offload copies, GDS reserve and release of idle
+    sessions to S3 (the workload's mean idle time, given in ``idle_from``, unless
+    ``assumptions`` sets one), so ``kvtool check``, ``advise`` and ``plan`` agree on where
+    sessions live (``dra`` False: the plan links no S3 bucket, nothing is released). Over a
+    context mix the session and its admission charge are the share-weighted means.
 
     Raises InputError when the weights or one session do not fit a node.
     """
@@ -708,6 +712,10 @@ def plan_workload(
         admission_bytes=admission,
         offload=stack,
     )
+    tiers, release = release_idle(tiers, sessions=peak, a=assumptions or ReloadAssumptions(),
+                                  t4=hardware.t4,
+                                  fsx_capacity_bytes=hardware.fsx_capacity_bytes if dra else 0,
+                                  workload_idle=(workload.mean_idle_s, idle_from))  # fmt: skip
     divisors = offload_divisors(stack, is_mla=shape.spec.is_mla, tp=serving.kv_tp, pp=serving.pp,
                                 hosts=engine_hosts(serving, hardware.node))  # fmt: skip
     scheme, _ = key_scheme(stack.name)
@@ -720,6 +728,7 @@ def plan_workload(
         tiers=tiers,
         t4_objects_per_chunk=workers_storing(serving, divisors["T3"]),
         t4_requests_per_object=1 + scheme.lookups,
+        release=release,
     )
 
 
@@ -770,21 +779,3 @@ def _size_t3(
                        automatic_only=sized.source == GIVEN)  # fmt: skip
     return replace(sized, metadata=md, goal_met=sized.goal_met and md.goal_met,
                    goal_files=terms.objects)  # fmt: skip
-
-
-def metadata_rate(r: Requests, hardware: Hardware, md: MetadataPlan) -> Requests:
-    """The T3 path's requests with this node's share of the file system's Metadata IOPS as
-    its rate: each file read back is an open and a close (``plan/metadata.py``)."""
-    profile = hardware.t3
-    total = files_per_s(profile, md.iops)
-    what = (
-        f"{md.iops:,} Metadata IOPS ({md.mode}) x {profile.metadata_file_ops_per_iops:g}"
-        f" opens or closes each / {FILE_OPS_PER_READ} a file = {total:,.0f} files/s"
-        + (f", shared by {hardware.nodes} nodes" if hardware.nodes > 1 else "")
-    )
-    return replace(r, rate_per_s=total / hardware.nodes, rate_what=what)
-
-
-def with_metadata(path: TierPath) -> TierPath:
-    """``path`` (T3) saying its Metadata IOPS in its description."""
-    return replace(path, description=f"{path.description}; {path.requests.rate_what}")

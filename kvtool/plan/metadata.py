@@ -32,9 +32,11 @@ directly); the 100K guidance and the provisioned values were read on AWS's own p
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import NamedTuple
 
 from kvtool.plan.folder_rules import FILES_PER_FOLDER
+from kvtool.plan.reload import TierPath
 from kvtool.profiles.hardware import StorageProfile
 
 FILE_OPS_PER_READ = 2  # a file read back: an open and a close
@@ -184,3 +186,18 @@ def folder_layout(stack: str, *, gds: bool) -> FolderLayout | None:
 def folders_needed(files: int) -> int:
     """Folders that keep ``files`` under ``FILES_PER_FOLDER`` each."""
     return max(1, math.ceil(files / FILES_PER_FOLDER))
+
+
+def metadata_path(
+    path: TierPath, profile: StorageProfile, nodes: int, md: MetadataPlan
+) -> TierPath:
+    """The T3 ``path`` with this node's share of the file system's Metadata IOPS as its
+    request rate (each file read back is an open and a close), said in its description."""
+    total = files_per_s(profile, md.iops)
+    what = (
+        f"{md.iops:,} Metadata IOPS ({md.mode}) x {profile.metadata_file_ops_per_iops:g}"
+        f" opens or closes each / {FILE_OPS_PER_READ} a file = {total:,.0f} files/s"
+        + (f", shared by {nodes} nodes" if nodes > 1 else "")
+    )
+    requests = replace(path.requests, rate_per_s=total / nodes, rate_what=what)
+    return replace(path, requests=requests, description=f"{path.description}; {what}")

@@ -22,6 +22,8 @@ This module plans that path, named beside the engine-direct one (``reload.s3_pat
   idle time exceeds a threshold t is exp(-t / m) (the age of an exponential gap is exponential
   with the same mean). Those sessions, at most the ones that spill past T1 and T2 (the least
   recently used), are released to S3; the rest of T3 is hot, and FSx is sized for it alone.
+  ``kvtool advise`` and ``check`` take m from the workload's ``mean_idle`` (``resolve_idle``);
+  a ``--set mean_idle`` given beside it wins, and the plan says so.
 * **how long a released session takes to come back** (``hydrate_path``): each file the engine
   opens costs S3's first-byte latency (FSx's GET of the exported object) on top of FSx's, then
   its size at one S3 connection's rate; the engine's T3 I/O threads are the restores in flight
@@ -78,6 +80,8 @@ class Release:
     path: TierPath | None = None
     restore: RestoreTerms | None = None
     planned: bool = True  # False: the T4 storage is not a DRA's (S3 Express)
+    # where mean_idle_s comes from; without one, how to give it
+    idle_source: str = "--set mean_idle"
 
     @property
     def hot_sessions(self) -> int:
@@ -99,16 +103,22 @@ class Release:
             )
         head = f"T4 path: {ARTICLE_PATH} after {after} idle ({self.after_source})"
         if self.mean_idle_s is None:
-            return f"{head}; none released without a mean idle time (--set mean_idle=30m)"
-        idle = _age(self.mean_idle_s)
+            return f"{head}; none released without a mean idle time ({self.idle_source})"
         return (
-            f"{head}; mean idle {idle} (--set mean_idle), idle gaps taken as exponential:"
+            f"{head}; {self.split(sessions=sessions)}, sized for them; a released session"
+            " returns when the engine reads its files on FSx, each loaded from S3 on first read;"
+            " the engine-direct path is shown beside it, not used"
+        )
+
+    def split(self, *, sessions: int) -> str:
+        """Which sessions are released and which stay hot, and why (a mean idle time)."""
+        after, idle = _age(self.release_after_s), _age(self.mean_idle_s or 0)
+        return (
+            f"mean idle {idle} ({self.idle_source}), idle gaps taken as exponential:"
             f" exp(-{after} / {idle}) = {self.released_fraction:.1%} of {sessions:,} sessions"
             f" are idle past {after} at any moment, {self.released_sessions:,} released to S3;"
             f" {self.hot_sessions:,} of the {self.spilled_sessions:,} past T1 and T2 stay"
-            " on FSx, sized for them; a released session returns when the engine reads its files"
-            " on FSx, each loaded from S3 on first read; the engine-direct path is shown beside it,"
-            " not used"
+            " on FSx"
         )
 
 
@@ -119,24 +129,43 @@ def resolve_release(a: ReloadAssumptions) -> tuple[float, str]:
     return RELEASE_AFTER_S, "the default: kvtool's reading of the AWS article's 'idle much longer'"
 
 
+def resolve_idle(
+    a: ReloadAssumptions, workload: tuple[float, str] | None = None
+) -> tuple[float | None, str]:
+    """The sessions' mean idle time and where it comes from: ``--set mean_idle`` when given
+    (over the workload's, said so), else the workload's (seconds, where it was given; 0 is
+    not given). Without either: None, and how to give one."""
+    given = workload if workload is not None and workload[0] > 0 else None
+    if a.mean_idle_s is not None:
+        over = "" if given is None else f", over {_age(given[0])} from {given[1]}"
+        return a.mean_idle_s, f"--set mean_idle{over}"
+    if given is not None:
+        return given
+    return None, "--set mean_idle=30m" if workload is None else f"{workload[1]}, e.g. 30m"
+
+
 def release_idle(
     tiers: TierPlan, *, sessions: int, a: ReloadAssumptions, t4: StorageProfile,
-    fsx_capacity_bytes: int | None,
+    fsx_capacity_bytes: int | None, workload_idle: tuple[float, str] | None = None,
 ) -> tuple[TierPlan, Release]:  # fmt: skip
     """``tiers`` with the sessions idle past the threshold moved from T3 to T4 (released to
-    S3 through the DRA), T3 needing only the hot ones, and the ``Release`` that says so."""
+    S3 through the DRA), T3 needing only the hot ones, and the ``Release`` that says so.
+    ``workload_idle``: the workload's mean idle time and where it was given (``resolve_idle``).
+    A plan with no T3 (``fsx_capacity_bytes`` 0) releases nothing: nothing is on FSx."""
     by_name = {t.name: t for t in tiers.tiers}
     t3, t4_use = by_name["T3"], by_name["T4"]
     spilled = t3.sessions + t4_use.sessions
     per = (t3.used_bytes + t4_use.used_bytes) // spilled if spilled else 0
     after, source = resolve_release(a)
+    idle, idle_source = resolve_idle(a, workload_idle)
     planned = t4.request_rate_scope == "prefix"  # a DRA links a general purpose bucket
     fraction = 0.0
-    if a.mean_idle_s and planned:
-        fraction = math.exp(-after / a.mean_idle_s)
+    if idle and planned and fsx_capacity_bytes != 0:
+        fraction = math.exp(-after / idle)
     released = min(spilled, math.floor(sessions * fraction + 1e-9))
-    release = Release(after, source, a.mean_idle_s, spilled, released, fraction, per,
-                      all_fsx_bytes=tiers.t3_bytes_needed, planned=planned)  # fmt: skip
+    release = Release(after, source, idle, spilled, released, fraction, per,
+                      all_fsx_bytes=tiers.t3_bytes_needed, planned=planned,
+                      idle_source=idle_source)  # fmt: skip
     if not released:
         return tiers, release
     hot = spilled - released

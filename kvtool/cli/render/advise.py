@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvtool.cli.render.text import Table, echo, plural
+from kvtool.cli.render.text import Table, echo, plural, print_notes
 from kvtool.units import format_bytes
 
 if TYPE_CHECKING:
@@ -44,6 +44,31 @@ def advice_json(result: AdviceResult) -> dict[str, Any]:
         "tiers": list(advice.tiers),
         "posture": advice.posture,
         "reasons": list(advice.reasons),
+        "placement": _placement_json(result),
+    }
+
+
+def _placement_json(result: AdviceResult) -> dict[str, Any] | None:
+    """Where the peak's sessions live, the FSx for what stays on T3, and the T4 release."""
+    from kvtool.cli.render.plan import release_json
+
+    placed = result.placed
+    if placed is None:
+        return None
+    fs, release = result.file_system, placed.release
+    return {
+        "peak_sessions": placed.peak_sessions,
+        "tiers": [
+            {"tier": t.name, "medium": t.medium, "sessions": t.sessions, "used_bytes": t.used_bytes}
+            for t in placed.tiers.tiers
+        ],
+        "t3_capacity_gib": None if fs is None else fs.capacity_gib,
+        "t3_capacity_source": None
+        if fs is None
+        else "sized for capacity"
+        if fs.assumed
+        else "given",
+        "t4_release": None if release is None else release_json(release),
     }
 
 
@@ -67,3 +92,22 @@ def print_advice(result: AdviceResult) -> None:
     echo(f"recommended tiers: {' + '.join(advice.tiers)}    write posture: {advice.posture}")
     for reason in advice.reasons:
         echo(f"  - {reason}")
+    placed, fs = result.placed, result.file_system
+    if placed is None or fs is None:
+        return
+    by_name = {t.name: t for t in placed.tiers.tiers}
+    release = placed.release
+    released = release.released_sessions if release is not None else 0
+    kept = f"{by_name['T3'].sessions:,} on FSx (T3)"
+    if released:
+        kept += f", {released:,} released to S3 (T4)"
+    echo()
+    echo(
+        f"at peak: {plural(by_name['T1'].sessions, 'session')} in T1,"
+        f" {by_name['T2'].sessions:,} in T2, {kept}; FSx {fs.capacity_gib:,} GiB holds "
+        + ("the hot share" if released else "them")
+        + (" (sized for capacity; kvtool plan sizes it for restores too)" if fs.assumed else ""),
+        hang=2,
+    )
+    if release is not None and release.spilled_sessions:
+        print_notes([release.summary(sessions=placed.peak_sessions)], blank_line=False)

@@ -9,6 +9,7 @@ from kvtool.units import format_bytes, format_bytes_decimal
 
 if TYPE_CHECKING:
     from kvtool.plan.deployment import DeploymentPlan, Unservable
+    from kvtool.plan.release import Release
     from kvtool.plan.reload import TierPath
     from kvtool.plan.requests import RestoreTerms
 
@@ -149,18 +150,26 @@ def _release_json(plan: DeploymentPlan) -> dict[str, Any] | None:
     if r is None:
         return None
     return {
+        **release_json(r),
+        "description": None if r.path is None else r.path.description,
+        "restore": None if r.restore is None else _restore_json(plan, "T4", r.restore),
+    }
+
+
+def release_json(r: Release) -> dict[str, Any]:
+    """Who is released to S3 and why (``plan`` and ``advise --json``)."""
+    return {
         "path": "article" if r.planned else "engine-direct",
         "release_after_s": r.release_after_s,
         "release_after_source": r.after_source,
         "mean_idle_s": r.mean_idle_s,
+        "mean_idle_source": None if r.mean_idle_s is None else r.idle_source,
         "released_fraction": r.released_fraction,
         "spilled_sessions": r.spilled_sessions,
         "released_sessions": r.released_sessions,
         "hot_sessions": r.hot_sessions,
         "released_bytes": r.released_bytes,
         "all_fsx_bytes": r.all_fsx_bytes,
-        "description": None if r.path is None else r.path.description,
-        "restore": None if r.restore is None else _restore_json(plan, "T4", r.restore),
     }
 
 

@@ -4,6 +4,7 @@ the cluster, each rule's PASS, WARN, FAIL and SKIP with the figures it rests on.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -105,7 +106,7 @@ def from_mapping(data: dict[str, Any], **evidence: Any) -> CheckInputs:
 def placed(finding: Finding) -> dict[str, int]:
     """The session counts of a plan.capacity finding's evidence."""
     assert finding.id == "plan.capacity"
-    counts = dict(re.findall(r"(T1|T2|T3|overflow) ([\d,]+)", finding.evidence))
+    counts = dict(re.findall(r"(T1|T2|T3|released to S3|overflow) ([\d,]+)", finding.evidence))
     peak = re.match(r"([\d,]+) sessions at peak", finding.evidence)
     assert peak is not None
     counts["peak"] = peak.group(1)
@@ -127,11 +128,15 @@ def test_the_passing_example_grades_every_rule_in_order() -> None:
 
 def test_the_passing_examples_capacity_holds_400_sessions_at_a_peak_of_two() -> None:
     finding = by_id(check(PASS))["plan.capacity"]
+    # its Terraform links an S3 bucket (a DRA): of 800 sessions idle 2 minutes on average,
+    # exp(-10m / 2m) = 0.67%, 5, are idle past 10 minutes and released to S3
     assert finding.message == "the deployed tiers hold the peak working set"
+    assert finding.evidence.endswith("; 14,400 GiB of FSx holds the hot share")
     counts = placed(finding)
     assert counts["peak"] == 800  # 400 mean sessions x peak-to-mean 2
     assert counts["overflow"] == 0
-    assert counts["T1"] + counts["T2"] + counts["T3"] == 800
+    assert counts["released to S3"] == 5 == math.floor(800 * math.exp(-5))
+    assert counts["T1"] + counts["T2"] + counts["T3"] + 5 == 800
     assert f"x {format_bytes(LLAMA_70B_128K)} mean" in finding.evidence  # 41.9 GB (39.1 GiB)
 
 
@@ -190,7 +195,13 @@ def test_the_failing_examples_file_system_overflows_by_whole_sessions() -> None:
     assert counts["overflow"] > 0
     spill = format_bytes(counts["overflow"] * LLAMA_70B_128K)
     assert finding.message == f"{spill} of the peak working set overflows the file system"
-    assert finding.fix == "grow storage_capacity_gib (kvtool plan ... names a valid size)"
+    # no DRA declared: nothing released; 14,400 GiB, SCRATCH_2's size holding the 313 past T1
+    # and T2 (13,130 GB = 12,228 GiB, in 2,400 GiB steps)
+    assert finding.fix == (
+        "grow storage_capacity_gib to 14,400 GiB, the smallest FSx size holding what stays on"
+        " T3 at peak"
+    )
+    assert "none released to S3: the plan declares no S3 data repository" in finding.evidence
 
 
 def test_the_failing_examples_scratch_file_system_is_read_over_ena() -> None:
