@@ -46,6 +46,9 @@ UltraServer, mean idle 30 minutes: exp(-10/30) = 0.7165 of the sessions, 358, ar
 from __future__ import annotations
 
 import math
+import posixpath
+import re
+import shlex
 from dataclasses import dataclass, replace
 
 from kvtool.plan.cluster import Hardware
@@ -236,31 +239,66 @@ def hydrate_path(t3_path: TierPath, t4: StorageProfile, a: ReloadAssumptions, *,
     )
 
 
+MOUNT_POINT = "/fsx"  # where AWS's FSx for Lustre examples mount the file system
+# what the emitted lines leave to the user, as shell variables set first
+FILL_IN = {
+    "FSX_ID": ("fs-...", "the file system's id (aws fsx describe-file-systems)"),
+    "BUCKET": ("...", "an S3 general purpose bucket in the file system's Region"),
+}
+
+
 def release_commands(release: Release, *, t3_dir: str) -> list[str]:
-    """Comment lines for ``--emit``: the DRA's export policy and how the release runs."""
+    """Comment lines for ``--emit``: the DRA's export policy and how the release runs, as
+    shell lines: what kvtool cannot know (the file system's id, the bucket; the folder's path
+    on the file system when ``t3_dir`` is not below ``/fsx``) is a variable set first and
+    marked "fill in"; FSx's ``CreateDataRepositoryAssociation`` takes the folder as a path
+    from the file system's root (``/kvcache`` for ``/fsx/kvcache`` mounted at ``/fsx``) and
+    the bucket as ``s3://bucket/prefix/``."""
     after = release.release_after_s
+    folder = posixpath.normpath(t3_dir)
+    name = posixpath.basename(folder)
+    prefix = name if re.fullmatch(r"[A-Za-z0-9._-]+", name) else "kvcache"
+    fill = dict(FILL_IN)
+    if folder.startswith(MOUNT_POINT + "/"):
+        path = shlex.quote(folder.removeprefix(MOUNT_POINT))
+        where = [
+            f"# Link {t3_dir} to an S3 bucket with automatic export: on the file system it is",
+            f"# {path} (below {MOUNT_POINT}, where AWS mounts FSx in its examples: change it if"
+            " yours is elsewhere).",
+        ]
+    else:
+        fill["FSX_PATH"] = ("/...", f"{t3_dir} below the file system's mount point, from /")
+        path = '"$FSX_PATH"'
+        where = [f"# Link {t3_dir} to an S3 bucket with automatic export."]
+    width = max(len(f"{name}={value}") for name, (value, _) in fill.items())
     lines = [
         "# T4, the AWS article's path: FSx exports every file to S3 and releases idle ones.",
-        f"# Link {t3_dir} to an S3 bucket with automatic export (/PATH: that folder below",
-        "# the FSx mount point, /kvcache for /fsx/kvcache), e.g.",
-        "#   aws fsx create-data-repository-association --file-system-id fs-... \\",
-        "#     --file-system-path /PATH --data-repository-path s3://BUCKET/kvcache \\",
+        *where,
+        f"# Set the {len(fill)} variables marked 'fill in' first:",
+        *(
+            f"#   {f'{name}={value}':<{width}}  # fill in: {what}"
+            for name, (value, what) in fill.items()
+        ),
+        '#   aws fsx create-data-repository-association --file-system-id "$FSX_ID" \\',
+        f'#     --file-system-path {path} --data-repository-path "s3://$BUCKET/{prefix}/" \\',
         "#     --s3 'AutoExportPolicy={Events=[NEW,CHANGED,DELETED]}'",
     ]
+    quoted = shlex.quote(t3_dir)
     if after >= DAY_S:
         days = math.ceil(after / DAY_S - 1e-9)
         lines += [
-            f"# Release what is unused {days} day{'s' if days != 1 else ''} or more, e.g. daily"
-            " (FSx's release task",
-            "# selects by MAX(atime, ctime, mtime), in whole days):",
-            f"#   kvtool gc {t3_dir} --max-age {days}d --release --emit fsx-task --fsx-id fs-...",
+            f"# Release what is unused {days} day{'s' if days != 1 else ''} or more, e.g. daily:"
+            " FSx's release task",
+            "# selects by MAX(atime, ctime, mtime), in whole days; this prints its aws fsx call:",
+            f"#   kvtool gc {quoted} --max-age {days}d --release --emit fsx-task"
+            ' --fsx-id "$FSX_ID"',
         ]
     else:
         lines += [
             f"# Release what is unused {_age(after)} or more from a client every few minutes"
             " (FSx's",
             "# release task counts whole days only):",
-            f"#   kvtool gc {t3_dir} --max-age {_age(after)} --release",
+            f"#   kvtool gc {quoted} --max-age {_age(after)} --release",
         ]
     lines.append("# A released file keeps its metadata on FSx; the next read loads it from S3.")
     return lines

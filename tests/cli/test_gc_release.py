@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from kvtool.probe.host import LocalHost
+from tests.aws_cli import aws_request
+from tests.aws_cli import validate as validate_line
 from tests.conftest import CliResult
 from tests.fake_lfs import ARCHIVED, DIRTY, EXISTS, RELEASED, FakeLfs
 from tests.fixtures.folders import scaled
@@ -139,6 +141,10 @@ def test_the_emitted_fsx_task_is_valid_for_botocore(
     assert argv[:4] == ["aws", "fsx", "create-data-repository-task", "--cli-input-json"]
     request = json.loads(argv[4])
     validate(request)
+    # the line as the AWS CLI reads it (--cli-input-json), held to FSx's model
+    # CreateDataRepositoryTaskRequest (tests/aws_cli.py: botocore 1.43.11, awscli 1.45.11)
+    assert aws_request(argv) == ("CreateDataRepositoryTask", request)
+    validate_line(*aws_request(line))
     assert request["Paths"] == ["kv"]
     assert request["ReleaseConfiguration"]["DurationSinceLastAccess"] == {
         "Unit": "DAYS",

@@ -119,7 +119,7 @@ def test_the_release_is_gc_below_a_day_and_fsxs_task_from_a_day() -> None:
     two_days = pb_case(mean_idle_s=1_800, release_after_s=172_800).release
     assert two_days is not None
     lines = "\n".join(release_commands(two_days, t3_dir="/fsx/kv"))
-    assert "kvtool gc /fsx/kv --max-age 2d --release --emit fsx-task --fsx-id fs-..." in lines
+    assert 'kvtool gc /fsx/kv --max-age 2d --release --emit fsx-task --fsx-id "$FSX_ID"' in lines
     assert two_days.released_sessions == 0  # exp(-96) of 500
 
 
