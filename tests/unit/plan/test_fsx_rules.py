@@ -15,6 +15,7 @@ from kvtool.plan.fsx_rules import (
     FsxFacts,
     fsx_settings,
 )
+from tests.aws_cli import aws_request, validate
 
 IDS = [
     "fsx.deployment",
@@ -238,6 +239,10 @@ def test_no_association_warns_with_infrastructure_code_or_a_cli_command() -> Non
         f"aws fsx create-data-repository-association --file-system-id {FS_ID}"
     )
     assert "--data-repository-path s3://<bucket>/kvcache/" in live.fix
+    # the command as the AWS CLI reads it, the bucket filled in, held to FSx's model
+    operation, params = aws_request(live.fix.replace("<bucket>", "kv-export-bucket"))
+    validate(operation, params)
+    assert (operation, params["FileSystemPath"]) == ("CreateDataRepositoryAssociation", "/kvcache")
 
 
 def test_a_broken_association_fails_before_auto_export_is_looked_at() -> None:
@@ -255,6 +260,8 @@ def test_auto_export_warns_that_every_chunk_becomes_s3_puts() -> None:
     assert finding.status == "WARN"
     assert finding.message.startswith("auto-export is on for /kvcache, /prefix:")
     assert "AutoExportPolicy={Events=[]}" in finding.fix
+    fix = finding.fix.replace("<id>", "dra-0123456789abcdef0")
+    validate(*aws_request(fix))  # UpdateDataRepositoryAssociation, botocore's fsx model
 
 
 # --- what is not known ------------------------------------------------------------------------
