@@ -277,7 +277,8 @@ def s3_path(
             connections=connections,
             rate_per_s=rate,
             rate_what=what,
-            lookup_s_per_chunk=latency if lookups else 0.0,
+            lookup_s_per_chunk=lookups * latency,
+            lookup_requests=lookups,
         ),
     )
 

@@ -8,25 +8,28 @@ except an MLA latent saved from one rank (one object a chunk). So a 256-token ch
 the lookup and then the longest of three things (``RestoreTerms``):
 
 * **the bytes**: N x a session's bytes in the tier / the node's bandwidth to it;
-* **the requests in flight**: every object costs its first-byte latency once per request (the
-  GET, and a lookup HEAD where the engine checks first) plus its size over one connection's
-  rate; ``connections`` requests run at once;
+* **the requests in flight**: every object costs its first-byte latency once per read request
+  (the GET) plus its size over one connection's rate; ``connections`` requests run at once;
 * **the lookup**: before it reads, the engine asks whether each chunk is there, one chunk
   after another (LMCache's S3 connector awaits each HEAD in turn, s3_connector.py:603-630;
   for the fs connector, which has no batched lookup, the backend checks one key after another,
   abstract_backend.py:272-293, remote_backend.py:163-186): chunks x first-byte latency per
-  session, the sessions side by side; it comes before the reads, so it adds to them;
-* **the request rate**: the store serves at most so many requests a second, and the nodes
-  restoring at once share it: S3 general purpose buckets at least 5,500 GET/HEAD per second
-  per partitioned prefix (AWS S3 User Guide, optimizing-performance.html), S3 Express One
-  Zone 200,000 reads per second per directory bucket (s3-express-performance.html); FSx for
-  Lustre opens and closes at its Metadata IOPS (``plan/metadata.py``).
+  session, the sessions side by side; it comes before the reads, so it adds to them. The
+  lookup's HEAD is paid there once: the connector keeps the size it read and its GET does not
+  ask again (``object_size_cache``, s3_connector.py:341-358, 280-292), so it is not in flight
+  again with the reads;
+* **the request rate**: the store serves at most so many requests a second, lookups
+  included, and the nodes restoring at once share it: S3 general purpose buckets at least
+  5,500 GET/HEAD per second per partitioned prefix (AWS S3 User Guide,
+  optimizing-performance.html), S3 Express One Zone 200,000 reads per second per directory
+  bucket (s3-express-performance.html); FSx for Lustre opens and closes at its Metadata IOPS
+  (``plan/metadata.py``).
 
 Worked number (docs/planning.md works it by hand): 16 sessions of 200,000 tokens of Llama 3.1
 405B on a Trn3 UltraServer from S3 Standard through LMCache's S3 connector are 16 x 782 x 144 =
 1,801,728 objects of 917 kB and 3,603,456 requests (a GET and a HEAD each): 655 s at 5,500
-a second, after a 78 s lookup (782 HEADs in turn); 2,304 connections at 100 ms a request and
-10.8 ms a transfer would take 165 s, the bytes 3.7 s over 3,600 Gbps: the rate decides.
+a second, after a 78 s lookup (782 HEADs in turn); 2,304 connections at 100 ms a GET and
+10.8 ms a transfer would take 87 s, the bytes 3.7 s over 3,600 Gbps: the rate decides.
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ class Requests:
     rate_what: str = ""
     noun: str = "object"  # "object" (S3) or "file" (FSx)
     lookup_s_per_chunk: float = 0.0  # the engine's lookup, one chunk after another
+    # of ``requests_per_object``, those the lookup makes: waited for in the lookup, one after
+    # another, so not in flight again with the reads (they still count against the rate)
+    lookup_requests: int = 0
 
 
 class RestoreTerms(NamedTuple):
@@ -105,7 +111,7 @@ def restore_terms(
     objects = sessions * per_session
     size = tier_bytes_per_session / per_session if per_session else 0.0
     requests = objects * r.requests_per_object
-    per_object = r.requests_per_object * r.first_byte_s
+    per_object = (r.requests_per_object - r.lookup_requests) * r.first_byte_s
     if r.per_connection_bytes_per_s:
         per_object += size / r.per_connection_bytes_per_s
     in_flight = objects * per_object / max(r.connections, 1)

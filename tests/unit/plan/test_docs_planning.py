@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kvtool.inputs.shape import resolve_shape
+from kvtool.inputs.size import SizeRequest, size_models
 from kvtool.plan.deployment import ContextPlans, make_hardware, plan_contexts
 from kvtool.plan.reload import ReloadAssumptions
 from kvtool.profiles.load import load_node_profile, load_storage_profile
@@ -68,3 +69,27 @@ def test_the_quoted_concurrency_ratios_match_kvtool(loads: int, ratio: str) -> N
     row = next(r for r in plan.break_even if r.ctx_tokens == 131_072)
     assert f"{row.reload_s['T3'] / row.recompute_s:.4f}" == ratio
     assert re.search(rf"{ratio} with {loads}\b", DOC)
+
+
+T3_TABLE = re.findall(
+    r"^ *\| `(llama[^`]*)`[^|]*\| ([\d,]+) GiB, ([^|]+?) \| ([\d,]+) tokens \| ([\d,]+) tokens \|$",
+    DOC,
+    re.MULTILINE,
+)
+
+
+def test_the_t3_table_is_what_the_plan_computes() -> None:
+    """Section 3's table of T3 sizes and crossovers on a p5en at 50K: each row's command as
+    ``kvtool plan`` runs it (its T3 column said 16 tokens where the plan says 42)."""
+    assert len(T3_TABLE) == 3
+    for command, gib, source, t3, t4 in T3_TABLE:
+        model, *args = command.split()
+        options = dict(zip(args[::2], args[1::2], strict=True))
+        request = SizeRequest(model, ctx=options.pop("--ctx"), hardware="p5en.48xlarge",
+                              sessions=options.pop("--sessions", "1"),
+                              nodes=options.pop("--nodes", None),
+                              fsx_capacity=options.pop("--fsx-capacity", None))  # fmt: skip
+        assert not options
+        plan = size_models(request, []).sized[0].plans[0]
+        assert (plan.file_system.capacity_gib, plan.t3_size.source) == (number(gib), source)
+        assert [plan.crossovers[t] for t in ("T3", "T4")] == [number(t3), number(t4)]

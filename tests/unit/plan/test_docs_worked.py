@@ -111,9 +111,10 @@ class Case:
         return release.restore.total_s
 
     def one_object_s(self) -> float:
-        """One object on one connection: its requests' first bytes and its transfer."""
+        """One object on one connection: its GET's first byte (the lookup's HEAD was waited
+        in the lookup) and its transfer."""
         r = self.path("T4").requests
-        return r.requests_per_object * r.first_byte_s + (
+        return (r.requests_per_object - r.lookup_requests) * r.first_byte_s + (
             self.t4.object_bytes / r.per_connection_bytes_per_s
         )
 

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from kvtool.plan.deployment import make_hardware, plan_contexts
+from kvtool.plan.reload import ReloadAssumptions, s3_path
 from kvtool.plan.requests import (
     LMCACHE_S3,
     SGLANG_NIXL_OBJ,
@@ -25,16 +26,16 @@ FSX, S3 = load_storage_profile("fsx"), load_storage_profile("s3")
 
 def test_the_terms_by_hand() -> None:
     """2 sessions of 1,024 tokens, 4 objects a 256-token chunk, 8 MB a session: 32 objects of
-    500 kB, a GET and a HEAD each (64 requests) of 100 ms plus 500 kB at 85 MB/s, over 8
-    connections; 5,500 requests a second; 1 GB/s."""
+    500 kB, a HEAD in the lookup and a GET each (64 requests) of 100 ms, the GET in flight with
+    500 kB at 85 MB/s over 8 connections; 5,500 requests a second; 1 GB/s."""
     r = Requests(objects_per_chunk=4, requests_per_object=2, first_byte_s=0.1,
                  per_connection_bytes_per_s=85e6, connections=8, rate_per_s=5_500,
-                 lookup_s_per_chunk=0.1)  # fmt: skip
+                 lookup_s_per_chunk=0.1, lookup_requests=1)  # fmt: skip
     t = restore_terms(r, sessions=2, tier_bytes_per_session=8e6, tokens=1_024, chunk_tokens=256,
                       bytes_per_s=1e9, fixed_s=0.101)  # fmt: skip
     assert (t.objects, t.object_bytes, t.requests) == (32, 500e3, 64)
     assert t.transfer_s == pytest.approx(16e6 / 1e9)
-    assert t.in_flight_s == pytest.approx(32 * (0.2 + 500e3 / 85e6) / 8)
+    assert t.in_flight_s == pytest.approx(32 * (0.1 + 500e3 / 85e6) / 8)
     assert t.rate_s == pytest.approx(64 / 5_500)
     assert t.lookup_s == pytest.approx(4 * 0.1)
     assert t.bound == "requests in flight"
@@ -48,7 +49,8 @@ def test_the_terms_by_hand() -> None:
 def test_405b_on_a_trn3_ultraserver_from_s3_is_rate_bound() -> None:
     """The docstring's case: tp 8 x pp 18 saves 144 objects a chunk; 16 sessions of 200,000
     tokens are 1,801,728 objects of 917 kB and 3,603,456 requests: 655 s at 5,500 a second,
-    after 782 HEADs of 100 ms in turn (78 s), where S3 as one 195.8 GB/s pipe said 8.5 s."""
+    after 782 HEADs of 100 ms in turn (78 s), where S3 as one 195.8 GB/s pipe said 8.5 s; the
+    GETs in flight on 2,304 connections take 87 s."""
     spec, _ = model("llama-3.1-405b")
     trn3 = make_hardware(load_node_profile("trn3-ultraserver"), FSX, S3)
     plan = plan_contexts(shape(spec), contexts=[200_000], sessions=100, hardware=trn3).plans[0]
@@ -58,13 +60,37 @@ def test_405b_on_a_trn3_ultraserver_from_s3_is_rate_bound() -> None:
     assert t4.object_bytes == pytest.approx(103_219_200_000 / 782 / 144, rel=1e-3)
     assert t4.rate_s == pytest.approx(3_603_456 / 5_500)
     assert t4.lookup_s == pytest.approx(78.2)
-    assert t4.in_flight_s == pytest.approx(1_801_728 * (0.2 + t4.object_bytes / 85e6) / 2_304)
+    assert t4.in_flight_s == pytest.approx(1_801_728 * (0.1 + t4.object_bytes / 85e6) / 2_304)
     assert t4.bound == "request rate"
     assert t4.total_s == pytest.approx(0.001 + 0.1 + 78.2 + 3_603_456 / 5_500)
     row = next(r for r in plan.break_even if r.ctx_tokens == 200_000)
     assert row.reload_s["T4"] > 5 * row.recompute_s
     assert plan.crossovers["T4"] is None or plan.crossovers["T4"] > 1_000_000
     assert not any("S3 out-reads" in note for note in plan.notes)
+
+
+def test_the_lookups_head_is_waited_once_not_again_in_flight() -> None:
+    """LMCache's lookup HEADs each key one after another and keeps the size it read; the GET
+    that follows does not ask again (lmcache 0.5.6 s3_connector.py:280-292, 341-358, 603-630).
+    So a HEAD's 100 ms is the lookup's and only the GET is in flight with the transfer; both
+    requests count against S3's rate. Llama 3.1 70B on one p5en, 16 x 131,072 tokens: 65,536
+    objects of 10.5 MB on 64 connections take 65,536 x (0.1 + 0.123) / 64 = 228.7 s in flight
+    (charged a second 100 ms, they took 331.1 s)."""
+    spec, _ = model("llama-3.1-70b")
+    p5en = make_hardware(load_node_profile("p5en"), FSX, S3)
+    plan = plan_contexts(shape(spec, tp=8), contexts=[131_072], sessions=16,
+                         hardware=p5en).plans[0]  # fmt: skip
+    t4 = plan.restores["T4"]
+    assert (t4.objects, t4.requests) == (16 * 512 * 8, 2 * 16 * 512 * 8)
+    assert t4.lookup_s == pytest.approx(512 * 0.1)
+    assert t4.in_flight_s == pytest.approx(65_536 * (0.1 + t4.object_bytes / 85e6) / 64)
+    assert t4.rate_s == pytest.approx(131_072 / 5_500)
+    path = next(p for p in plan.paths if p.tier == "T4")
+    twice = s3_path(p5en.node, S3, ReloadAssumptions(s3_lookups=2), objects_per_chunk=8, nodes=1,
+                    scheme=LMCACHE_S3)  # fmt: skip
+    assert (twice.requests.requests_per_object, twice.requests.lookup_requests) == (3, 2)
+    assert twice.requests.lookup_s_per_chunk == pytest.approx(2 * 0.1)  # each awaited in turn
+    assert path.requests.lookup_requests == 1
 
 
 def test_nodes_share_the_prefix_and_express_is_per_bucket() -> None:
