@@ -377,23 +377,9 @@ def _costs(plans: "tuple[DeploymentPlan, ...]", prices: "Prices | None", session
     """Each plan's cost under ``prices`` (none without --cost)."""
     if prices is None:
         return ()
-    from kvtool.plan.cost import plan_cost
+    from kvtool.plan.cost import deployment_cost
 
-    def t4(plan: "DeploymentPlan") -> tuple[int, int]:
-        """The engine-direct S3 path's objects a chunk and requests an object (for the
-        request cost's counts); (1, 1) where the plan has no T4 path."""
-        path = next((t for t in plan.paths if t.tier == "T4"), None)
-        if path is None:
-            return 1, 1
-        return path.requests.objects_per_chunk, path.requests.requests_per_object
-
-    return tuple(
-        plan_cost(p.hardware, p.tiers, prices, sessions=sessions, ctx_tokens=p.ctx_tokens,
-                  chunk_tokens=p.assumptions.chunk_tokens, file_system=p.file_system,
-                  all_fsx_bytes=p.release.all_fsx_bytes if p.release else None,
-                  objects_per_chunk=t4(p)[0], requests_per_object=t4(p)[1])
-        for p in plans
-    )  # fmt: skip
+    return tuple(deployment_cost(p, prices, sessions=sessions) for p in plans)
 
 
 def _emit(

@@ -8,6 +8,11 @@ beside holding every session in HBM. Pure: prices arrive loaded (``inputs/prices
   requests are per session: a chunk is one object per worker that saves it (LMCache's keys
   carry the worker id), one PUT each written, and each read back is a GET and the engine's
   lookups (LMCache: a HEAD; S3 bills a HEAD as a GET).
+* Metadata IOPS (FSx PERSISTENT_2): the ones provisioned past what AUTOMATIC mode gives the
+  file system's capacity (``plan/metadata.py``), x $ per IOPS-month, a T3 line of its own.
+* FSx Intelligent-Tiering for the released share (``plan/tiering.py``), beside the plan's
+  S3: GB stored x $ per GB-month (frequent access tier), throughput capacity x $ per
+  MBps-month, Metadata IOPS x $ per IOPS-month (no AUTOMATIC mode, so all of them billed).
 * Cross-AZ transfer: none in these plans (the nodes, FSx and an S3 Express bucket are in one
   zone; S3 Standard is regional); the price is shown for a reader who splits them.
 """
@@ -15,14 +20,21 @@ beside holding every session in HBM. Pure: prices arrive loaded (``inputs/prices
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
+from dataclasses import replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING, NamedTuple
 
-from kvtool.plan.deployment import Hardware
+from kvtool.plan.deployment import DeploymentPlan, Hardware
 from kvtool.plan.fsx import FileSystem
+from kvtool.plan.metadata import MetadataPlan, plan_metadata
 from kvtool.plan.placement import TierPlan
+
+if TYPE_CHECKING:
+    from kvtool.plan.tiering import Tiering
 
 HOURS_PER_MONTH = 730  # AWS's monthly convention (8,760 h / 12)
 GIB = 2**30
+NONE: Mapping[str, float] = MappingProxyType({})
 
 
 class Prices(NamedTuple):
@@ -38,6 +50,8 @@ class Prices(NamedTuple):
     s3_put_per_1000: Mapping[str, float]
     s3_get_per_1000: Mapping[str, float]
     cross_az_per_gb: float | None = None
+    fsx_metadata_iops_month: Mapping[str, float] = NONE  # by profile: "fsx-lustre-persistent2"
+    fsx_intelligent_tiering: Mapping[str, float] = NONE  # "frequent-gb-month", ...
 
 
 class CostLine(NamedTuple):
@@ -70,6 +84,19 @@ class Cost(NamedTuple):
     storage_usd_per_month: float | None = None
     all_fsx_gib: int | None = None
     all_fsx_usd_per_month: float | None = None
+    intelligent_tiering: TieringCost | None = None  # the released share on FSx IT, not S3
+
+
+class TieringCost(NamedTuple):
+    """FSx Intelligent-Tiering in place of S3 for the released sessions: its lines, their sum,
+    the storage it would make (the plan's T3 lines and these), where it fits and why."""
+
+    lines: tuple[CostLine, ...]
+    usd_per_month: float | None
+    storage_usd_per_month: float | None
+    fit: str
+    sizing: str
+    missing: tuple[str, ...]
 
 
 HOW_TO_PRICE = (
@@ -99,6 +126,7 @@ def plan_cost(
     hardware: Hardware, tiers: TierPlan, prices: Prices, *, sessions: int, ctx_tokens: int,
     chunk_tokens: int, file_system: FileSystem | None = None, required: tuple[str, ...] = (),
     all_fsx_bytes: int | None = None, objects_per_chunk: int = 1, requests_per_object: int = 1,
+    metadata: MetadataPlan | None = None, tiering: Tiering | None = None,
 ) -> Cost:  # fmt: skip
     """The cost under ``prices`` of ``sessions`` (of ``ctx_tokens``, the mean of a mix)
     placed as ``tiers`` on ``hardware``, with the plan's T3 ``file_system`` (default the
@@ -109,7 +137,9 @@ def plan_cost(
     the FSx that would hold them all: the larger of the size holding those bytes and the
     plan's own (its throughput goal still holds on a larger one). A chunk is
     ``objects_per_chunk`` objects in S3, each read back with ``requests_per_object`` requests
-    (the path's ``Requests``: a GET and the engine's lookups)."""
+    (the path's ``Requests``: a GET and the engine's lookups). ``metadata``, the plan's
+    Metadata IOPS, bills those provisioned past AUTOMATIC's; ``tiering`` prices FSx
+    Intelligent-Tiering for the released sessions beside S3."""
     price = _Priced(prices)
     node = hardware.node.name
     hourly = price("instance_hour", node)
@@ -142,12 +172,21 @@ def plan_cost(
                 " (capacity sized by kvtool)" if fs.assumed else ""
             )
             lines.append(CostLine("T3", what, fs.capacity_gib * rate, basis + why))
+        lines += _metadata_lines(price, fs, metadata)
+    elif metadata is not None and metadata.iops > metadata.automatic_iops:
+        fs = file_system or hardware.file_system(tiers.t3_bytes_needed)
+        notes.append(_unbilled_t3(prices, fs, metadata))
     all_gib = all_usd = storage = None
     fs = file_system or hardware.file_system(tiers.t3_bytes_needed)
     if all_fsx_bytes is not None and by_name["T4"].sessions and fs.assumed:
         all_gib = max(hardware.file_system(all_fsx_bytes).capacity_gib, fs.capacity_gib)
         rate = price("fsx_gb_month", f"{fs.profile.name}@{fs.throughput_mbps_per_tib}")
         all_usd = None if rate is None else all_gib * rate
+        if metadata is not None and all_usd is not None:  # its own Metadata IOPS, as sized
+            sized = plan_metadata(fs.profile, all_gib, need_iops=metadata.need_iops)
+            extra = _metadata_lines(price, replace(fs, capacity_gib=all_gib), sized)
+            all_usd = None if any(x.usd_per_month is None for x in extra) else all_usd + sum(
+                x.usd_per_month or 0.0 for x in extra)  # fmt: skip
     t4 = hardware.t4.name
     per_write = per_read = None
     if by_name["T4"].sessions or "T4" in required:
@@ -184,6 +223,7 @@ def plan_cost(
     if all_gib is not None:
         held = [line.usd_per_month for line in lines if line.tier in ("T3", "T4")]
         storage = None if None in held else sum(f for f in held if f is not None)
+    it = None if tiering is None else _tiering(prices, tiering, lines)
     figures = [line.usd_per_month for line in lines]
     total = None if None in figures else sum(f for f in figures if f is not None)
     all_nodes = tiers.nodes_for_all_in_t1
@@ -207,4 +247,89 @@ def plan_cost(
         storage_usd_per_month=storage,
         all_fsx_gib=all_gib,
         all_fsx_usd_per_month=all_usd,
+        intelligent_tiering=it,
     )
+
+
+def deployment_cost(plan: DeploymentPlan, prices: Prices, *, sessions: int) -> Cost:
+    """``plan_cost`` of one of ``kvtool plan``'s plans: its file system and Metadata IOPS,
+    the all-FSx size beside a release, the engine-direct S3 path's objects a chunk and
+    requests an object (1 and 1 without a T4 path), and FSx Intelligent-Tiering for the
+    released sessions (``plan/tiering.py``)."""
+    from kvtool.plan.tiering import plan_tiering
+
+    path = next((t for t in plan.paths if t.tier == "T4"), None)
+    r = path.requests if path is not None else None
+    return plan_cost(
+        plan.hardware, plan.tiers, prices, sessions=sessions, ctx_tokens=plan.ctx_tokens,
+        chunk_tokens=plan.assumptions.chunk_tokens, file_system=plan.file_system,
+        all_fsx_bytes=plan.release.all_fsx_bytes if plan.release else None,
+        objects_per_chunk=r.objects_per_chunk if r else 1,
+        requests_per_object=r.requests_per_object if r else 1,
+        metadata=plan.t3_size.metadata, tiering=plan_tiering(plan),
+    )  # fmt: skip
+
+
+def _metadata_lines(price: _Priced, fs: FileSystem, md: MetadataPlan | None) -> list[CostLine]:
+    """The Metadata IOPS provisioned past what AUTOMATIC gives ``fs``'s capacity (USER_PROVISIONED
+    by kvtool, or given with --set metadata_iops), x $ per IOPS-month."""
+    if md is None or md.iops <= md.automatic_iops:
+        return []
+    key = fs.profile.name
+    rate = price("fsx_metadata_iops_month", key)
+    billed = md.iops - md.automatic_iops
+    what = f"{md.iops:,} Metadata IOPS ({md.mode})"
+    if rate is None:
+        return [CostLine("T3", what, None, price.unpriced("fsx_metadata_iops_month", key))]
+    basis = (
+        f"({md.iops:,} - the {md.automatic_iops:,} AUTOMATIC gives {fs.capacity_gib:,} GiB)"
+        f" = {billed:,} x ${rate}/IOPS-month"
+    )
+    return [CostLine("T3", what, billed * rate, basis)]
+
+
+def _unbilled_t3(prices: Prices, fs: FileSystem, md: MetadataPlan) -> str:
+    """The note for a plan that sizes a metadata-bound T3 where no session spills at peak."""
+    rate = prices.fsx_gb_month.get(f"{fs.profile.name}@{fs.throughput_mbps_per_tib}")
+    iops = prices.fsx_metadata_iops_month.get(fs.profile.name)
+    head = (
+        f"T3 not billed: no session spills there at peak; the file system this plan sizes for its"
+        f" restores, {fs.capacity_gib:,} GiB with {md.iops:,} Metadata IOPS ({md.mode}),"
+    )
+    if rate is None or iops is None:
+        return f"{head} has no price here"
+    extra = (md.iops - md.automatic_iops) * iops
+    return (
+        f"{head} would cost {fs.capacity_gib:,} x ${rate} + ({md.iops:,} -"
+        f" {md.automatic_iops:,}) x ${iops} = ${fs.capacity_gib * rate + extra:,.0f} a month"
+        f" (${extra:,.0f} of it Metadata IOPS)"
+    )
+
+
+def _tiering(prices: Prices, t: Tiering, lines: list[CostLine]) -> TieringCost:
+    """FSx Intelligent-Tiering for the released sessions, priced beside the plan's S3 line;
+    its storage total is the plan's T3 lines and its own."""
+    price = _Priced(prices)
+    table = "fsx_intelligent_tiering"
+    gb = t.stored_bytes / GIB
+    parts = (
+        ("frequent-gb-month", "storage", gb,
+         f"{gb:,.0f} GB x ${{}}/GB-month, frequent access tier"),
+        ("throughput-mbps-month", "throughput", t.throughput_mbps,
+         f"{t.throughput_mbps:,} MBps x ${{}}/MBps-month"),
+        ("metadata-iops-month", "Metadata IOPS", t.metadata_iops,
+         f"{t.metadata_iops:,} x ${{}}/IOPS-month, all billed (no AUTOMATIC mode)"),
+    )  # fmt: skip
+    out = []
+    for key, what, amount, basis in parts:
+        rate = price(table, key)
+        out.append(
+            CostLine("T4", what, None, price.unpriced(table, key))
+            if rate is None
+            else CostLine("T4", what, amount * rate, basis.format(rate))
+        )
+    figures = [line.usd_per_month for line in out]
+    own = None if None in figures else sum(f for f in figures if f is not None)
+    t3 = [line.usd_per_month for line in lines if line.tier == "T3"]
+    storage = None if own is None or None in t3 else own + sum(f for f in t3 if f is not None)
+    return TieringCost(tuple(out), own, storage, t.fit(), t.sizing(), tuple(price.missing))

@@ -32,8 +32,24 @@ def cost_json(cost: Cost) -> dict[str, Any]:
         "storage_usd_per_month": _round(cost.storage_usd_per_month, 2),
         "all_fsx_gib": cost.all_fsx_gib,
         "all_fsx_usd_per_month": _round(cost.all_fsx_usd_per_month, 2),
+        "intelligent_tiering": _tiering_json(cost),
         "notes": list(cost.notes),
     }
+
+
+def _tiering_json(cost: Cost) -> dict[str, Any] | None:
+    it = cost.intelligent_tiering
+    if it is None:
+        return None
+    return {
+        "lines": [{**line._asdict(), "usd_per_month": _round(line.usd_per_month, 2)}
+                  for line in it.lines],
+        "usd_per_month": _round(it.usd_per_month, 2),
+        "storage_usd_per_month": _round(it.storage_usd_per_month, 2),
+        "fit": it.fit,
+        "sizing": it.sizing,
+        "missing_prices": list(it.missing),
+    }  # fmt: skip
 
 
 def _usd(value: float | None) -> str:
@@ -61,5 +77,27 @@ def print_cost(title: str, cost: Cost) -> None:
                       "this plan's storage: idle sessions released to S3")  # fmt: skip
         table.add_row("all on FSx", f"{cost.all_fsx_gib:,} GiB", _usd(cost.all_fsx_usd_per_month),
                       "every spilled session on FSx, none released")  # fmt: skip
+    it = cost.intelligent_tiering
+    if it is not None:
+        table.add_row("T3 + FSx IT", "FSx hot + Intelligent-Tiering",
+                      _usd(it.storage_usd_per_month),
+                      "the released sessions on FSx Intelligent-Tiering, not S3 (see the"
+                      " note)")  # fmt: skip
+    notes = list(cost.notes)
+    if it is not None:
+        own = "no price" if it.usd_per_month is None else f"${it.usd_per_month:,.0f}"
+        notes.append(
+            "FSx Intelligent-Tiering for the released sessions, in place of S3: "
+            + "; ".join(
+                f"{line.what} "
+                + ("no price" if line.usd_per_month is None else f"${line.usd_per_month:,.0f}")
+                + f": {line.basis}"
+                for line in it.lines
+            )
+            + f"; {own} a month; {it.sizing}; {it.fit}; not planned: FSx moves no file between"
+            " file systems"
+            " (a mover and a second folder for the engine), and its per-request costs need a"
+            " request rate the plan has no figure for"
+        )
     echo(table.render())
-    print_notes(list(cost.notes), blank_line=False)
+    print_notes(notes, blank_line=False)

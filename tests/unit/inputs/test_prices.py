@@ -75,6 +75,20 @@ def test_aws_prices_ask_for_the_plans_node_file_system_and_bucket() -> None:
     assert prices.instance_hour == {"p5en.48xlarge": 61.0}
     assert prices.fsx_gb_month == {"fsx-lustre-persistent2@1000": 0.59}
     assert prices.s3_gb_month == {"s3-standard": 0.022}
+    # not asked (their products' attribute names are not checked): named missing by the cost
+    assert (prices.fsx_metadata_iops_month, prices.fsx_intelligent_tiering) == ({}, {})
+
+
+def test_the_example_prices_metadata_iops_and_intelligent_tiering(tmp_path: Path) -> None:
+    prices = resolve_prices(None)
+    assert prices.fsx_metadata_iops_month == {"fsx-lustre-persistent2": 0.055}
+    assert prices.fsx_intelligent_tiering["frequent-gb-month"] == 0.023
+    assert prices.fsx_intelligent_tiering["throughput-mbps-month"] == 0.52
+    path = tmp_path / "prices.toml"
+    path.write_text('[prices]\nsource = "s"\ndate = "d"\nregion = "r"\n'
+                    '[prices.fsx_intelligent_tiering]\n"frequent-gb-month" = -1\n')  # fmt: skip
+    with pytest.raises(InputError, match=r"fsx_intelligent_tiering\.frequent-gb-month must be"):
+        read_prices(path)
 
 
 def test_aws_prices_without_an_answer_or_a_product_are_one_line() -> None:
