@@ -2,7 +2,9 @@
 that would hold them in place of S3, what it needs to bring them back in time, and where it
 fits. Pure; ``plan/cost.py`` prices it.
 
-What AWS says of the Intelligent-Tiering storage class (FSx for Lustre User Guide):
+What AWS says of the Intelligent-Tiering storage class (FSx for Lustre User Guide,
+docs.aws.amazon.com/fsx/latest/LustreGuide/<page>, and the FSx API Reference,
+docs.aws.amazon.com/fsx/latest/APIReference/<page>; read through a documentation search):
 
 * storage is elastic and billed per GB stored in its tiers (frequent access, infrequent access,
   archive instant access); data moves down after weeks without access, so KV released after
