@@ -5,6 +5,7 @@ refreshing it and stops when it has lost it."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
 import os
@@ -130,7 +131,8 @@ def test_the_lock_is_one_holder_at_a_time(tmp_path):
 
 
 def _taker(folder: str, start: float, hold: float, results) -> None:
-    """One racing process: wait for the start, try to take the lock, hold it a while."""
+    """One racing process: wait for the start, try to take the lock, hold it a while; says
+    when it held it (CLOCK_MONOTONIC, one clock for every process of the machine)."""
     with Root(Path(folder)) as root:
         lock = Lock(root)
         while time.time() < start:
@@ -138,14 +140,16 @@ def _taker(folder: str, start: float, hold: float, results) -> None:
         try:
             lock.acquire()
         except Busy:
-            results.put("busy")
+            results.put(("busy", 0.0, 0.0))
             return
-        results.put("won")
+        won = time.monotonic()
         time.sleep(hold)
+        mine = os.stat(LOCK_NAME, dir_fd=root.fd, follow_symlinks=False).st_ino == lock._ino
+        results.put(("won" if mine else "lost", won, time.monotonic()))
         lock.release()
 
 
-def _race(folder: Path, takers: int) -> list[str]:
+def _race(folder: Path, takers: int) -> list[tuple[str, float, float]]:
     context = multiprocessing.get_context("fork")
     results = context.Queue()
     start = time.time() + 0.3
@@ -161,6 +165,18 @@ def _race(folder: Path, takers: int) -> list[str]:
     return sorted(results.get(timeout=5) for _ in procs)
 
 
+def _one_holder_at_a_time(outcome: list[tuple[str, float, float]]) -> None:
+    """No two takers held the lock at once, and exactly one won the race: a taker the
+    machine slowed past the winner's release finds the lock free and may take it then, which
+    is no second winner of the race."""
+    assert all(result != "lost" for result, _, _ in outcome), outcome  # taken while held
+    held = sorted((won, released) for result, won, released in outcome if result == "won")
+    assert held, outcome
+    for (_, released), (won, _) in itertools.pairwise(held):
+        assert won >= released, f"two holders at once: {held}"
+    assert sum(won < held[0][1] for won, _ in held) == 1, held
+
+
 def _stale_lock(folder: Path) -> None:
     path = folder / LOCK_NAME
     path.write_text(json.dumps({"host": "node-9", "pid": 77, "started": 1.0}))
@@ -170,8 +186,7 @@ def _stale_lock(folder: Path) -> None:
 @pytest.mark.parametrize("round_", range(4))
 def test_exactly_one_of_eight_racing_takers_wins_a_stale_lock(tmp_path, round_):
     _stale_lock(tmp_path)
-    outcome = _race(tmp_path, 8)
-    assert outcome.count("won") == 1, outcome
+    _one_holder_at_a_time(_race(tmp_path, 8))
     assert not (tmp_path / LOCK_NAME).exists()
     assert os.listdir(tmp_path) == []  # markers and set-aside locks all gone
 
@@ -184,8 +199,7 @@ def test_a_taker_that_died_mid_takeover_does_not_wedge_the_lock(tmp_path):
     with Root(tmp_path) as root, pytest.raises(Busy):  # a taker may be at it: wait
         Lock(root).acquire()
     os.utime(marker, (time.time() - TAKE_S - 5,) * 2)  # it died: the next level decides
-    outcome = _race(tmp_path, 6)
-    assert outcome.count("won") == 1, outcome
+    _one_holder_at_a_time(_race(tmp_path, 6))
 
 
 def test_a_holder_refreshes_its_lock_and_stops_when_it_lost_it(tmp_path, monkeypatch):
