@@ -68,6 +68,7 @@ def plan(
             " region, dp_attention, block_tokens (each as its kvtool size option);"
             " fp8_attention (true: the engine's attention runs at the FP8 peak); the storage"
             " model's chunk_tokens, io_threads, s3_connections (per instance), s3_lookups,"
+            " s3_lookups_at_once (sessions an engine looks up at once; LMCache: 1),"
             " s3_prefixes and metadata_iops (each printed with its source); for the T3"
             " that kvtool sizes, reload_from (the context from which reading it back must beat"
             " recompute, default 50k, the AWS article's line) or restore_slo (the time the"

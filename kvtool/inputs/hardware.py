@@ -140,7 +140,8 @@ def model_settings(settings: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "fp8_attention" in settings:
         out["fp8_attention"] = flag(dict(settings), "fp8_attention")
-    for key in ("chunk_tokens", "io_threads", "s3_connections", "s3_prefixes"):
+    for key in ("chunk_tokens", "io_threads", "s3_connections", "s3_prefixes",
+                "s3_lookups_at_once"):  # fmt: skip
         if key in settings:
             out[key] = parse_count(settings[key], what=f"--set {key}")
     for key in ("mean_idle", "release_after"):

@@ -27,6 +27,7 @@ SETTINGS: dict[str, str] = {
     "io_threads": "--set io_threads",  # T3 reads in flight per EC2 instance (32)
     "s3_connections": "--set s3_connections",  # S3 requests in flight per EC2 instance (64)
     "s3_lookups": "--set s3_lookups",  # requests before each GET (LMCache: 1 HEAD)
+    "s3_lookups_at_once": "--set s3_lookups_at_once",  # sessions an engine looks up at once
     "s3_prefixes": "--set s3_prefixes",  # S3 partitioned prefixes the keys spread over (1)
     "metadata_iops": "--set metadata_iops",  # FSx Metadata IOPS (USER_PROVISIONED)
     "mean_idle": "--set mean_idle",  # sessions' mean idle time: who is released to S3
@@ -35,7 +36,7 @@ SETTINGS: dict[str, str] = {
 # the keys resolve_assumptions reads from one mapping (SizeRequest.settings)
 MODEL_KEYS = (
     "fp8_attention", "chunk_tokens", "io_threads", "s3_connections", "s3_lookups",
-    "s3_prefixes", "metadata_iops", "mean_idle", "release_after",
+    "s3_lookups_at_once", "s3_prefixes", "metadata_iops", "mean_idle", "release_after",
 )  # fmt: skip
 BOOLEAN_KEYS = ("dp_attention", "fp8_attention")
 RELEASE_KEYS = ("mean_idle", "release_after")  # the AWS article's T4: kvtool advise's --set

@@ -247,6 +247,7 @@ def plan_deployment(
                 objects_per_chunk=objects,
                 nodes=hardware.nodes,
                 scheme=scheme,
+                engines=serving.instances,
             )
         ]
         if metadata is None or not metadata.modelled:

@@ -6,12 +6,13 @@ as the restores share its links. Every assumption is a parameter (docs/planning.
 each and works the numbers by hand):
 
 * **Reload** of N sessions of L tokens from a tier takes ``overhead + latency + lookup +
-  max(bytes, requests in flight, request rate)`` (``plan/requests.py``): a fixed connector
-  overhead, one first-byte latency, the engine's lookup (one chunk after another), then the
-  longest of the transfer (N x bytes(L) / bandwidth), the requests in flight (one file or
-  object per chunk **per worker**, each its first-byte latency and its size over one
-  connection, spread over the I/O threads or S3 connections) and the request rate the store
-  serves (S3's GET/HEAD per prefix, shared by the nodes). The bandwidth is the node's path to
+  reads`` (``plan/requests.py``): a fixed connector overhead, one first-byte latency, the
+  engine's lookup (one chunk after another, one session at a time per engine instance, or
+  its requests at the store's rate if that is slower), then the reads: the longest of the
+  transfer (N x bytes(L) / bandwidth), the requests in flight (one file or object per chunk
+  **per worker**, each its first-byte latency and its size over one connection, spread over
+  the I/O threads or S3 connections) and the reads' requests at the rate the store serves
+  (S3's GET/HEAD per prefix, shared by the nodes). The bandwidth is the node's path to
   the tier: T2 = host DRAM over the host-to-accelerator links; T3 = min(the FSx per-client
   ceiling of the path x the EC2 instances in the node, the node's NIC, the node's share of the
   file system's throughput); T4 = S3 at the node's ENA bandwidth (AWS's "100 Gb/s" is an
@@ -89,6 +90,8 @@ class ReloadAssumptions:
     io_threads: int = DEFAULT_IO_THREADS  # per EC2 instance
     s3_connections: int = DEFAULT_S3_CONNECTIONS  # per EC2 instance
     s3_lookups: int | None = None  # requests before each GET; None: the key scheme's
+    # sessions an engine instance looks up at once; None: LMCache's one (its lookup server)
+    s3_lookups_at_once: int | None = None
     s3_prefixes: int | None = None  # partitioned prefixes; None: the key scheme's
     overhead_s: float = DEFAULT_OVERHEAD_S
     # what an FSx that kvtool sizes must reach: T3 reload beating recompute from this many
@@ -153,11 +156,13 @@ def tier_paths(
     objects_per_chunk: int = 1,
     nodes: int = 1,
     scheme: KeyScheme = LMCACHE_S3,
+    engines: int = 1,
 ) -> list[TierPath]:
     """The read paths from T2, T3 and T4 into one node's accelerators. A chunk is
     ``objects_per_chunk`` files (T3) or objects (T4): one per worker, or one for an MLA latent
     saved from one rank; ``nodes`` restoring at once share S3's request rate; ``scheme`` is
-    how the engine names its S3 objects (its prefixes and lookups)."""
+    how the engine names its S3 objects (its prefixes and lookups); ``engines`` instances on
+    the node each look their sessions up (T4)."""
     paths: list[TierPath] = []
     if node.host_memory_gib and node.host_to_chip_gbytes_per_s:
         links = node.chips * node.host_to_chip_gbytes_per_s * 1e9
@@ -204,7 +209,7 @@ def tier_paths(
         )
     )
     paths.append(s3_path(node, t4, a, objects_per_chunk=objects_per_chunk, nodes=nodes,
-                         scheme=scheme))  # fmt: skip
+                         scheme=scheme, engines=engines))  # fmt: skip
     return paths
 
 
@@ -223,16 +228,22 @@ def s3_path(
     objects_per_chunk: int,
     nodes: int,
     scheme: KeyScheme,
+    engines: int = 1,
 ) -> TierPath:
     """The engine reading S3 itself (LMCache's S3 connector, or the stack's own): each object
     a HEAD (the lookups) and a GET of first-byte latency each plus its size over one
-    connection; the connections of every instance in flight at once; S3's GET/HEAD rate per
-    partitioned prefix (x the key scheme's prefixes) or per directory bucket, shared by the
-    ``nodes`` restoring at once; the bytes over the node's ENA."""
+    connection; the lookup one session at a time on each of the node's ``engines`` (LMCache's
+    lookup server answers one request at a time, lmcache_lookup_client.py:197-276), its HEADs
+    one after another; the connections of every instance in flight at once; S3's GET/HEAD
+    rate per partitioned prefix (x the key scheme's prefixes) or per directory bucket, shared
+    by the ``nodes`` restoring at once, the lookup's HEADs and the GETs alike; the bytes over
+    the node's ENA."""
     latency = t4.latency_us * 1e-6
     instances = max(node.instances, 1)
     connections = a.s3_connections * instances
     lookups = scheme.lookups if a.s3_lookups is None else a.s3_lookups
+    per_engine = 1 if a.s3_lookups_at_once is None else a.s3_lookups_at_once
+    at_once = per_engine * max(engines, 1)
     prefixes = scheme.prefixes if a.s3_prefixes is None else a.s3_prefixes
     per_prefix = t4.request_rate_scope == "prefix"
     limit = t4.get_requests_per_s * (prefixes if per_prefix else 1)
@@ -255,10 +266,18 @@ def s3_path(
         else f"one object a {a.chunk_tokens:,}-token chunk"
     )
     heads = f" and {lookups} lookup HEAD{'s' if lookups != 1 else ''}" if lookups else ""
+    given = " (--set s3_lookups_at_once)" if a.s3_lookups_at_once is not None else ""
+    sessions = f"{per_engine:,} session{'s' if per_engine != 1 else ''}"
+    engine = f"on each of {engines} engines" if engines > 1 else "per engine"
+    looked = (
+        f"; the lookup a chunk after another, {sessions} at a time {engine}{given}"
+        if lookups
+        else ""
+    )
     description = (
         f"{t4.name}, engine-direct ({scheme.connector}): {each}; a GET{heads} per object,"
         f" {latency * 1e3:,.0f} ms to first byte each, then"
-        f" {t4.per_connection_mbytes_per_s:,.0f} MB/s a connection;"
+        f" {t4.per_connection_mbytes_per_s:,.0f} MB/s a connection{looked};"
         f" {_per_instance(a.s3_connections, instances, 'connection')}; {what}; the node's ENA"
         f" {node.ena_gbps:,.0f} Gbps"
     )
@@ -279,6 +298,7 @@ def s3_path(
             rate_what=what,
             lookup_s_per_chunk=lookups * latency,
             lookup_requests=lookups,
+            lookups_at_once=at_once,
         ),
     )
 

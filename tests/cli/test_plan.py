@@ -336,6 +336,35 @@ def test_the_storage_models_settings_reach_the_plan_and_bad_ones_are_one_line(kv
         assert bad.stdout == ""
 
 
+def test_the_t4_restore_says_which_term_bounds_each_phase(kvtool: Run) -> None:
+    """The lookup and the reads each print their bound and the requests a second they need
+    against the node's share of S3's rate (issue 49): p5en 70B at 128K x 1,000 on 8 nodes."""
+    base = ["plan", "llama-3.1-70b", "--hardware", "p5en", "--ctx", "128k", "--sessions",
+            "1000", "--nodes", "8"]  # fmt: skip
+    plain = " ".join(kvtool(*base).stdout.split())
+    assert (
+        "lookup latency-bound: 800.00 s (its HEADs need 80/s of 688/s: 93.09 s at the rate);"
+        " reads bound by the requests in flight: 223.36 s (bytes 53.69 s, request rate 93.09 s;"
+        " its GETs need 287/s of 688/s); as fast as recompute (197.16 s) needs 649 requests/s a"
+        " node against 688/s: met" in plain
+    )
+    assert "the lookup a chunk after another, 1 session at a time per engine;" in plain
+    side = " ".join(kvtool(*base, "--set", "s3_lookups_at_once=16").stdout.split())
+    assert (
+        "lookup rate-bound: 93.09 s at 688/s (its HEADs need 1,280/s of 688/s: 50.00 s a chunk"
+        " at a time)" in side
+    )
+    assert "16 sessions at a time per engine (--set s3_lookups_at_once)" in side
+    got = json.loads(kvtool(*base, "--json", "--set", "s3_lookups_at_once=16").stdout)
+    t4 = next(p for p in got["results"][0]["reload"]["paths"] if p["tier"] == "T4")["restore"]
+    assert (t4["lookup_bound"], t4["lookup_requests"], round(t4["total_s"], 2)) == (
+        "request rate", 64_000, 316.55)  # fmt: skip
+    assert got["results"][0]["reload"]["assumptions"]["s3_lookups_at_once"] == 16
+    bad = kvtool(*base, "--set", "s3_lookups_at_once=0")
+    assert bad.exit_code == 2
+    assert bad.stderr.startswith("kvtool: error: --set s3_lookups_at_once"), bad.stderr
+
+
 def test_no_command_shows_more_than_20_options() -> None:
     import typer.main
 

@@ -92,6 +92,7 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
                 "io_threads": a.io_threads,
                 "s3_connections": a.s3_connections,
                 "s3_lookups": a.s3_lookups,
+                "s3_lookups_at_once": a.s3_lookups_at_once,
                 "s3_prefixes": a.s3_prefixes,
                 "overhead_s": a.overhead_s,
                 "t3_reload_from_tokens": a.t3_reload_from_tokens,
@@ -191,6 +192,10 @@ def _restore_json(
         "in_flight_s": terms.in_flight_s,
         "rate_s": terms.rate_s,
         "lookup_s": terms.lookup_s,
+        "lookup_latency_s": terms.lookup_latency_s,
+        "lookup_rate_s": terms.lookup_rate_s,
+        "lookup_requests": terms.lookup_requests,
+        "lookup_bound": terms.lookup_bound,
         "total_s": terms.total_s,
         "bound": terms.bound,
         "requests_per_s_to_match_recompute": terms.rate_needed_per_s(recompute),
@@ -275,10 +280,16 @@ def _restore_text(
     shown = [f"{what} {seconds(value)}" for what, value in others.items()
              if what != bound and value > 0]  # fmt: skip
     rate = f" at {r.rate_per_s:,.0f}/s" if bound == "request rate" else ""
-    text += f"; bound by the {bound}: {seconds(others[bound])}{rate}"
-    if shown:
-        text += f" ({', '.join(shown)})"
-    if terms.lookup_s >= 1e-3:
+    # a lookup that makes requests is a phase of its own, before the reads (plan/requests.py)
+    phases = terms.lookup_requests > 0
+    text += f"; {_lookup_text(terms, r.rate_per_s)}; reads" if phases else ";"
+    text += f" bound by the {bound}: {seconds(others[bound])}{rate}"
+    aside = [", ".join(shown)] if shown else []
+    if phases and r.rate_per_s < float("inf"):
+        aside.append(_needs("GETs", terms.reads_need_per_s(), r.rate_per_s))
+    if aside:
+        text += f" ({'; '.join(aside)})"
+    if not phases and terms.lookup_s >= 1e-3:
         text += f", after a {seconds(terms.lookup_s)} lookup (a chunk at a time)"
     if r.rate_per_s < float("inf"):
         need = terms.rate_needed_per_s(recompute)
@@ -289,6 +300,23 @@ def _restore_text(
             f" against {r.rate_per_s:,.0f}/s: {met}"
         )
     return text
+
+
+def _needs(what: str, need: float, limit: float) -> str:
+    """``its GETs need 287/s of 688/s``: a phase's requests a second when nothing but its
+    latency, flight or bytes holds it back, against the node's share of the store's rate."""
+    return f"its {what} need {need:,.0f}/s of {limit:,.0f}/s"
+
+
+def _lookup_text(terms: RestoreTerms, limit: float) -> str:
+    """The lookup phase: which term bounds it, the other, and the HEADs a second it needs."""
+    latency, rate = seconds(terms.lookup_latency_s), seconds(terms.lookup_rate_s)
+    if limit == float("inf"):
+        return f"lookup {latency} (a chunk at a time)"
+    needs = _needs("HEADs", terms.lookup_needs_per_s(), limit)
+    if terms.lookup_bound == "request rate":
+        return f"lookup rate-bound: {rate} at {limit:,.0f}/s ({needs}: {latency} a chunk at a time)"
+    return f"lookup latency-bound: {latency} ({needs}: {rate} at the rate)"
 
 
 def _peaks(plan: DeploymentPlan) -> str:
