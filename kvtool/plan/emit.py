@@ -104,7 +104,7 @@ class EmitInputs(NamedTuple):
     is_mla: bool
     gpu_memory_utilization: float
     t2_bytes_per_node: int
-    t3_bytes_per_node: int
+    t3_bytes_per_node: int  # what FSx holds: the hot share when the plan releases sessions
     t3_dir: str
     use_gds: bool
     eager: bool
@@ -127,6 +127,12 @@ class EmitInputs(NamedTuple):
     vllm_t3: str = "lmcache"  # T3 under --emit vllm: LMCache's connector, or "fs" (vLLM's own)
     # the AWS article's T4: the DRA's export policy and the release (plan/release.py)
     t4_lines: tuple[str, ...] = ()
+    # sessions released to S3 through the DRA: their files stay in t3_dir at their full size,
+    # their data only in S3 (not on FSx's disks)
+    released_bytes_per_node: int = 0
+    # what spills past T3 with nothing released: S3 through an engine-direct connector, which
+    # no configuration here sets up
+    t4_bytes_per_node: int = 0
 
     @property
     def ranks(self) -> int:
@@ -149,8 +155,14 @@ class EmitInputs(NamedTuple):
 
     @property
     def t3_bytes_per_engine(self) -> int:
-        """File-tier budget for one engine instance."""
+        """File-tier budget for one engine instance (on FSx: the hot share)."""
         return -(-self.t3_bytes_per_node // self.instances)
+
+    @property
+    def t3_files_bytes_per_node(self) -> int:
+        """The engine's files in ``t3_dir`` at their sizes: the hot share and the released
+        one (a released file keeps its name and size; its data is in S3)."""
+        return self.t3_bytes_per_node + self.released_bytes_per_node
 
 
 def emit_inputs(
@@ -174,14 +186,18 @@ def emit_inputs(
     """What ``emit`` needs from one context's plan: per-node tier sizes, the layout the plan
     chose (tp, pp, data-parallel attention, engines per node) and the session's block size
     and tokens per batch (its ``SizeResult``'s)."""
-    from kvtool.plan.release import release_commands
+    from kvtool.plan.release import RELEASED_MEDIUM, release_commands
     from kvtool.plan.serving import engine_hosts, node_gpu
 
     hardware = plan.hardware
     serving = plan.serving
     per_host = hardware.node.chips_per_instance
     tiers = {t.name: t for t in plan.tiers.tiers}
-    t3_used = tiers["T3"].used_bytes + tiers["T4"].used_bytes
+    # T3 is what FSx holds (the hot share); T4, released through the DRA or spilled past T3,
+    # is in S3 and said apart (it was once summed into T3: 231,078 GB a node for the PB case's
+    # 37,340 GB on FSx)
+    t4 = tiers["T4"]
+    released = t4.used_bytes if t4.medium == RELEASED_MEDIUM else 0
     if not t3_dir.strip():
         raise InputError("--t3-dir is empty", "give the T3 folder, e.g. /fsx/kvcache")
     _plain(t3_dir, "--t3-dir")
@@ -198,7 +214,9 @@ def emit_inputs(
         gpu_memory_utilization=hardware.gpu_memory_utilization,
         pool_of_free=hardware.pool_of_free,
         t2_bytes_per_node=(tiers["T2"].capacity_bytes or 0) // hardware.nodes,
-        t3_bytes_per_node=-(-t3_used // hardware.nodes),
+        t3_bytes_per_node=-(-tiers["T3"].used_bytes // hardware.nodes),
+        released_bytes_per_node=-(-released // hardware.nodes),
+        t4_bytes_per_node=-(-(t4.used_bytes - released) // hardware.nodes),
         t3_dir=t3_dir,
         # the path the nodes really take (no EFA on SCRATCH or PERSISTENT_1, no GDS on Trainium)
         use_gds=t3_client_gbps(hardware.node, hardware.t3, hardware.t3_path)[0] == "efa_gds"
@@ -265,7 +283,22 @@ def emit(target: str, e: EmitInputs) -> str:
 
 def _header(e: EmitInputs, what: str) -> list[str]:
     layout = f"{e.instances} engine(s) of {e.layout} per node" if e.instances > 1 else e.layout
-    t3 = f"T3 {e.t3_bytes_per_node / 1e9:,.0f} GB on {e.t3_dir}" if e.t3_bytes_per_node else "no T3"
+    t3 = (
+        f"T3 {e.t3_bytes_per_node / 1e9:,.0f} GB on {e.t3_dir}"
+        + (" (the hot share on FSx)" if e.released_bytes_per_node else "")
+        if e.t3_files_bytes_per_node
+        else "no T3"
+    )
+    if e.released_bytes_per_node:
+        t3 += (
+            f"; {e.released_bytes_per_node / 1e9:,.0f} GB released to S3 through the data"
+            " repository association (files on FSx, data in S3)"
+        )
+    if e.t4_bytes_per_node:
+        t3 += (
+            f"; T4 {e.t4_bytes_per_node / 1e9:,.0f} GB past T3 in S3 (an engine-direct"
+            " connector, not configured here)"
+        )
     engine = [e.layout]
     if e.block_size is not None:
         engine.append(f"{e.block_size}-token blocks")
@@ -367,10 +400,16 @@ def lmcache_yaml(e: EmitInputs) -> str:
         "# (StorageManager.batched_put, v1/storage_backend/storage_manager.py:386-432): the"
         " eager posture, whatever --posture says (LMCache has no lazy, write-on-eviction, switch)",
     ]
-    if e.t3_bytes_per_node:
+    if e.t3_files_bytes_per_node:
         lines += [
             f"# T3: LMCache enforces no size on {e.t3_dir} and evicts nothing there; the plan"
-            f" needs {e.t3_bytes_per_node / 1e9:,.0f} GB per node.",
+            f" needs {e.t3_bytes_per_node / 1e9:,.0f} GB per node"
+            + (
+                f" on FSx (the hot share; the {e.released_bytes_per_node / 1e9:,.0f} GB released"
+                " keep their files here, their data in S3)."
+                if e.released_bytes_per_node
+                else "."
+            ),
             f"# Remove chunks nobody read for a day yourself, e.g. a cron job: find"
             f" {shlex.quote(e.t3_dir)} -type f -amin +1440 -delete",
             "# (last access: relatime records it at most once a day; on a noatime mount it"
@@ -450,7 +489,7 @@ def vllm_command(e: EmitInputs) -> str:
     gib = _floor(e.t2_bytes_per_engine / GIB)
     if e.cpu_build:
         lines.append("# No T2 offload: on vLLM's CPU build the KV pool is host memory already")
-    elif e.t3_bytes_per_node and e.vllm_t3 == "fs":
+    elif e.t3_files_bytes_per_node and e.vllm_t3 == "fs":
         args += ["--kv-offloading-backend", "native", "--kv-offloading-size", gib]
         args += [
             "--kv-transfer-config",
@@ -462,7 +501,7 @@ def vllm_command(e: EmitInputs) -> str:
             "# (a file per offloaded chunk, rank and KV cache group, v1/kv_offload/file_mapper.py;"
             " nothing caps or evicts the folder: kvtool gc does)",
         ]
-    elif e.t3_bytes_per_node:
+    elif e.t3_files_bytes_per_node:
         env = "LMCACHE_CONFIG_FILE=lmcache.yaml "
         args += ["--kv-transfer-config", json.dumps(LMCACHE_CONNECTOR, separators=(",", ":"))]
         lines.append("# T2 and T3 are served by LMCache: write lmcache.yaml with --emit lmcache")
@@ -515,7 +554,7 @@ def sglang_command(e: EmitInputs) -> str:
     if e.kv_dtype != e.model_dtype and e.kv_dtype not in SGLANG_KV_DTYPES:
         raise InputError(f"SGLang has no --kv-cache-dtype for {e.kv_dtype}")
     page = 1 if e.block_size is None else e.block_size
-    if e.t3_bytes_per_node and page < HICACHE_FILE_PAGE_TOKENS:
+    if e.t3_files_bytes_per_node and page < HICACHE_FILE_PAGE_TOKENS:
         raise InputError(
             f"SGLang's HiCache file tier writes one file per page and rank"
             f" (mem_cache/storage/file/lru_file_evictor.py:59): at the plan's {page}-token"
@@ -558,12 +597,15 @@ def sglang_command(e: EmitInputs) -> str:
         + (", each a full copy of an MLA cache" if copy else "")
         + ")"
     )
-    if e.t3_bytes_per_node:
+    if e.t3_files_bytes_per_node:
         # MLA files have one writer a pipeline stage, its first tensor-parallel rank
         # (mem_cache/hicache_storage.py:68-74, 749-750); GQA ranks, and attention-data-parallel
-        # ranks, own their own
+        # ranks, own their own. The cap counts released files too: the evictor sums each
+        # file's st_size (lru_file_evictor.py:300-304, 0.5.23), which a release keeps, so a
+        # cap of the hot share alone would delete the sessions the plan releases to S3
         owners = e.pp if copy else e.ranks
-        cap_gb = int(e.t3_bytes_per_engine / owners // 1e9)
+        files_per_engine = -(-e.t3_files_bytes_per_node // e.instances)
+        cap_gb = int(files_per_engine / owners // 1e9)
         env = [
             f"SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR={shlex.quote(e.t3_dir)}",
             f"SGLANG_HICACHE_FILE_BACKEND_MAX_SIZE={cap_gb}G",
@@ -582,6 +624,12 @@ def sglang_command(e: EmitInputs) -> str:
                 else " (MLA: the first rank writes them all)"
                 if copy
                 else f" ({e.ranks} ranks)"
+            )
+            + (
+                ", released ones included (a released file keeps its size; a cap of the hot"
+                " share would delete them)"
+                if e.released_bytes_per_node
+                else ""
             )
         )
     # --nnodes, --node-rank, --dist-init-addr: fields/parallel.py:43-44 (0.5.23)
@@ -604,7 +652,7 @@ def dynamo_env(e: EmitInputs) -> str:
         "  # decimal GB for this engine, all its ranks"
         + (" (each rank keeps a full MLA copy)" if e.is_mla else "")
     )
-    if e.t3_bytes_per_node:
+    if e.t3_files_bytes_per_node:
         lines += [
             "# KVBM's disk tier is a private file per worker, unlinked when it exits: on FSx it",
             "# would NOT be a shared T3 (no prefix hits across nodes, nothing survives a",
@@ -678,7 +726,7 @@ def trtllm_config(e: EmitInputs) -> str:
             + (", each a full MLA copy" if e.is_mla else "")
             + ")"
         )
-    if e.t3_bytes_per_node:
+    if e.t3_files_bytes_per_node:
         lines += [
             "# T3: TensorRT-LLM 1.2.1 keeps no file tier of its own; the plan's"
             f" {e.t3_bytes_per_node / 1e9:,.0f} GB a node on {e.t3_dir}",

@@ -191,3 +191,42 @@ def test_emit_puts_the_release_before_the_command_and_only_where_t3_is_on_fsx(
         other = kvtool(*args, "--emit", target)
         assert other.exit_code == 0, other.stderr
         assert "AutoExportPolicy" not in other.stdout
+
+
+def test_emit_says_what_fsx_holds_and_the_released_share_apart(kvtool: Callable) -> None:
+    """The PB case: FSx holds the 69 hot sessions, 69 x 541,165,879,296 B = 37,340 GB; the
+    358 released, 193,737 GB, are in S3 (their files stay in the folder). Their sum, 231,078 GB,
+    was once given as what FSx must hold. SGLang's file cap still counts the released files
+    (its evictor sums st_size, which a release keeps): 427 x 541.17 GB / 144 ranks = 1,604 GB."""
+    args = ("plan", "llama-3.1-405b", "--hardware", "trn3-ultraserver", "--ctx", "1M",
+            "--sessions", "500", "--set", "mean_idle=30m")  # fmt: skip
+    per = 541_165_879_296
+    assert (round(69 * per / 1e9), round(358 * per / 1e9)) == (37_340, 193_737)
+    lmcache = kvtool(*args, "--emit", "lmcache")
+    assert lmcache.exit_code == 0, lmcache.stderr
+    text = " ".join(lmcache.stdout.split())
+    assert "231,078" not in text
+    assert "T3 37,340 GB on /fsx/kvcache (the hot share on FSx); 193,737 GB released to S3" in text
+    assert (
+        "the plan needs 37,340 GB per node on FSx (the hot share; the 193,737 GB released keep"
+        " their files here, their data in S3)" in text
+    )
+    sglang = kvtool(*args, "--set", "block_tokens=64", "--emit", "sglang")
+    assert sglang.exit_code == 0, sglang.stderr
+    assert f"SGLANG_HICACHE_FILE_BACKEND_MAX_SIZE={int(427 * per / 144 // 1e9)}G" in sglang.stdout
+    assert int(427 * per / 144 // 1e9) == 1_604
+    assert "released ones included" in sglang.stdout
+
+
+def test_emit_keeps_what_spills_past_a_bounded_fsx_out_of_t3(kvtool: Callable) -> None:
+    """--fsx-capacity 38400GiB, nothing released: 76 sessions (41,129 GB) on FSx, the other
+    351 (189,949 GB) past it in S3, said as T4, not added to what FSx holds."""
+    result = kvtool("plan", "llama-3.1-405b", "--hardware", "trn3-ultraserver", "--ctx", "1M",
+                    "--sessions", "500", "--fsx-capacity", "38400GiB",
+                    "--emit", "lmcache")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    per = 541_165_879_296
+    assert (round(76 * per / 1e9), round(351 * per / 1e9)) == (41_129, 189_949)
+    assert "T3 41,129 GB on /fsx/kvcache; T4 189,949 GB past T3 in S3" in text
+    assert "the plan needs 41,129 GB per node." in text
