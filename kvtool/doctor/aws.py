@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -98,8 +99,8 @@ def kv_export(facts: NodeFacts) -> Finding:
             "WARN",
             f"no data repository association holds the KV folder ({path} on the file system):"
             " its files never reach S3, so gc --release has nothing to release there",
-            fix="gc removes instead; or link the folder to S3: aws fsx"
-            " create-data-repository-association --file-system-path " + path,
+            fix="gc removes instead; or link the folder to S3 with automatic export, as"
+            " kvtool plan --emit does: " + _association_fix(facts, path),
         )
     dra = max(holding, key=lambda a: len(a.get("FileSystemPath") or ""))
     events = ((dra.get("S3") or {}).get("AutoExportPolicy") or {}).get("Events") or []
@@ -117,6 +118,26 @@ def kv_export(facts: NodeFacts) -> Finding:
         f"aws fsx describe-data-repository-associations: {dra.get('FileSystemPath', '?')} <->"
         f" {dra.get('DataRepositoryPath', '?')} ({len(assocs)} association(s))",
     )
+
+
+def _association_fix(facts: NodeFacts, path: str) -> str:
+    """The DRA line ``--emit`` prints (``plan/release.py``'s ``create_association``), on one
+    line for the KV folder at ``path`` on the file system: the file system's id where FSx
+    described it, else ``$FSX_ID``; the bucket, which doctor cannot know, ``$BUCKET``."""
+    from kvtool.plan.release import FILL_IN, create_association, s3_prefix
+
+    fs_id = (facts.aws.file_system or {}).get("FileSystemId")
+    unknown = {"BUCKET": FILL_IN["BUCKET"][1]}
+    if not fs_id:
+        unknown = {"FSX_ID": FILL_IN["FSX_ID"][1], **unknown}
+    line = " ".join(
+        create_association(
+            file_system_id=shlex.quote(fs_id) if fs_id else '"$FSX_ID"',
+            path=shlex.quote(path),
+            prefix=s3_prefix(path),
+        )
+    )
+    return "set " + " and ".join(f"{k} to {what}" for k, what in unknown.items()) + ", then " + line
 
 
 def _lifecycle(fs: dict[str, Any]) -> Finding:

@@ -247,6 +247,31 @@ FILL_IN = {
 }
 
 
+# the DRA's automatic export the article's T4 path needs: every file the engine writes,
+# changes or deletes reaches the bucket (FSx's EventType enum: NEW, CHANGED, DELETED)
+AUTO_EXPORT = "AutoExportPolicy={Events=[NEW,CHANGED,DELETED]}"
+
+
+def s3_prefix(folder: str) -> str:
+    """The bucket prefix for a KV folder: its name, or ``kvcache`` where the name is not a
+    plain S3 key part."""
+    name = posixpath.basename(posixpath.normpath(folder))
+    return name if re.fullmatch(r"[A-Za-z0-9._-]+", name) else "kvcache"
+
+
+def create_association(*, file_system_id: str, path: str, prefix: str) -> tuple[str, str, str]:
+    """``aws fsx create-data-repository-association`` with the T4 path's automatic export, as
+    three pieces of shell text (``--emit`` puts them on three lines, doctor's fix on one).
+    ``file_system_id`` and ``path`` (the folder from the file system's root) are shell text
+    already: a quoted value, or a variable in double quotes; the bucket is always ``$BUCKET``
+    (kvtool never knows it), the prefix ``s3_prefix``'s."""
+    return (
+        f"aws fsx create-data-repository-association --file-system-id {file_system_id}",
+        f'--file-system-path {path} --data-repository-path "s3://$BUCKET/{prefix}/"',
+        f"--s3 {shlex.quote(AUTO_EXPORT)}",
+    )
+
+
 def release_commands(release: Release, *, t3_dir: str) -> list[str]:
     """Comment lines for ``--emit``: the DRA's export policy and how the release runs, as
     shell lines: what kvtool cannot know (the file system's id, the bucket; the folder's path
@@ -256,8 +281,6 @@ def release_commands(release: Release, *, t3_dir: str) -> list[str]:
     the bucket as ``s3://bucket/prefix/``."""
     after = release.release_after_s
     folder = posixpath.normpath(t3_dir)
-    name = posixpath.basename(folder)
-    prefix = name if re.fullmatch(r"[A-Za-z0-9._-]+", name) else "kvcache"
     fill = dict(FILL_IN)
     if folder.startswith(MOUNT_POINT + "/"):
         path = shlex.quote(folder.removeprefix(MOUNT_POINT))
@@ -271,6 +294,9 @@ def release_commands(release: Release, *, t3_dir: str) -> list[str]:
         path = '"$FSX_PATH"'
         where = [f"# Link {t3_dir} to an S3 bucket with automatic export."]
     width = max(len(f"{name}={value}") for name, (value, _) in fill.items())
+    head, where_to, export = create_association(
+        file_system_id='"$FSX_ID"', path=path, prefix=s3_prefix(t3_dir)
+    )
     lines = [
         "# T4, the AWS article's path: FSx exports every file to S3 and releases idle ones.",
         *where,
@@ -279,9 +305,9 @@ def release_commands(release: Release, *, t3_dir: str) -> list[str]:
             f"#   {f'{name}={value}':<{width}}  # fill in: {what}"
             for name, (value, what) in fill.items()
         ),
-        '#   aws fsx create-data-repository-association --file-system-id "$FSX_ID" \\',
-        f'#     --file-system-path {path} --data-repository-path "s3://$BUCKET/{prefix}/" \\',
-        "#     --s3 'AutoExportPolicy={Events=[NEW,CHANGED,DELETED]}'",
+        f"#   {head} \\",
+        f"#     {where_to} \\",
+        f"#     {export}",
     ]
     quoted = shlex.quote(t3_dir)
     if after >= DAY_S:

@@ -9,6 +9,7 @@ from kvtool.doctor.aws import check_aws, described_facts, kv_export
 from kvtool.doctor.checks import DoctorOptions
 from kvtool.probe.gather import GatherOptions, gather
 from kvtool.probe.host import SnapshotHost
+from tests.aws_cli import aws_request, validate
 
 from .snapshots import KV_PATH, healthy
 
@@ -59,3 +60,32 @@ def test_the_kv_folders_association_and_export_policy_are_reported(node) -> None
     assert kv_export(node._replace(aws=node.aws._replace(associations=[root]))).status == "PASS"
     unread = kv_export(node._replace(aws=node.aws._replace(associations=None)))
     assert unread.status == "SKIP"
+
+
+def test_the_fix_for_a_folder_no_association_holds_is_a_line_fsx_accepts(node) -> None:
+    """The fix is the DRA line --emit prints (plan/release.py's create_association), whole:
+    the described file system's id, the folder's path on it, the bucket left as $BUCKET;
+    read by the AWS CLI's own driver and checked against botocore's FSx model. Without a
+    description, the id is $FSX_ID too."""
+    (dra,) = node.aws.associations
+    elsewhere = {**dra, "FileSystemPath": "/kvcache-other"}
+    lone = node._replace(aws=node.aws._replace(associations=[elsewhere]))
+    fix = kv_export(lone).fix
+    assert "set BUCKET to an S3 general purpose bucket in the file system's Region, then aws" in fix
+    line = fix[fix.index("aws fsx create") :].replace("$BUCKET", "kv-export-bucket")
+    operation, params = aws_request(line)
+    validate(operation, params)
+    assert operation == "CreateDataRepositoryAssociation"
+    assert params == {
+        "FileSystemId": "fs-0a0a63dea8324225b",
+        "FileSystemPath": "/kvcache",
+        "DataRepositoryPath": "s3://kv-export-bucket/kvcache/",
+        "S3": {"AutoExportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]}},
+    }
+    undescribed = lone._replace(aws=lone.aws._replace(file_system=None))
+    fix = kv_export(undescribed).fix
+    assert "set FSX_ID to the file system's id (aws fsx describe-file-systems) and BUCKET" in fix
+    line = fix[fix.index("aws fsx create") :].replace("$FSX_ID", "fs-0123456789abcdef0")
+    params = aws_request(line.replace("$BUCKET", "kv-export-bucket"))[1]
+    validate("CreateDataRepositoryAssociation", params)
+    assert params["FileSystemId"] == "fs-0123456789abcdef0"
