@@ -212,6 +212,9 @@ def described_facts(aws: Any, fs: dict[str, Any]) -> FsxFacts:
             for a in assocs or ()
             if (a.get("S3") or {}).get("AutoExportPolicy", {}).get("Events")
         ),
+        auto_export=None
+        if assocs is None
+        else any((a.get("S3") or {}).get("AutoExportPolicy", {}).get("Events") for a in assocs),
         file_system_id=fs.get("FileSystemId", "?"),
         source=f"aws fsx describe-file-systems {fs.get('FileSystemId', '')}".strip(),
         unknown=unknown,

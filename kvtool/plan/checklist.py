@@ -43,7 +43,7 @@ from kvtool.plan.deployment import (
 )
 from kvtool.plan.folder_rules import FolderFacts, folder_findings
 from kvtool.plan.fsx import file_system
-from kvtool.plan.fsx_rules import FsxFacts, fsx_settings
+from kvtool.plan.fsx_rules import FsxFacts, T4Release, fsx_settings
 from kvtool.plan.measured import MeasuredTier
 from kvtool.plan.offload import LAYOUTS
 from kvtool.plan.reload import DEFAULT_CHUNK_TOKENS, t3_client_gbps
@@ -145,7 +145,7 @@ def check_plan(
     )
     findings += _fsx_checklist(
         plan, fsx, wants_efa=efa, nodes=w.nodes, chunk_file=chunk_file,
-        fan_in=w.shared_prefix > 0,
+        fan_in=w.shared_prefix > 0, t4=t4_release(plan, planned),
     )  # fmt: skip
     share = None
     if fs is not None:
@@ -277,6 +277,34 @@ def _tiers(plan: PlanFile, planned: WorkloadPlan) -> list[Finding]:
     return out
 
 
+def t4_release(plan: PlanFile, planned: WorkloadPlan) -> T4Release:
+    """What the plan does with its S3 association, for ``fsx.s3_association``: whether it
+    releases idle sessions to S3 through it (the AWS article's T4, ``plan/release.py``), why
+    or why not, and the export PUTs one written session costs (one object per chunk file:
+    chunks of the mean context x the workers that store a chunk)."""
+    w, release = plan.workload, planned.release
+    chunks = sum(share * -(-ctx // DEFAULT_CHUNK_TOKENS) for ctx, share in w.contexts.items())
+    objects = planned.t4_objects_per_chunk
+    puts = (
+        f"a session written is {chunks * objects:,.0f} chunk files ({chunks:,.0f}"
+        f" {DEFAULT_CHUNK_TOKENS}-token chunks x {objects:,} worker{'s' if objects > 1 else ''}),"
+        " one export PUT each"
+    )
+    if release is not None and release.released_sessions:
+        return T4Release(True, release.split(sessions=planned.peak_sessions), puts)
+    if plan.fsx is None or not plan.fsx.s3_association:
+        why = "no S3 data repository association declared"
+    elif release is None or not release.planned:
+        why = release.summary(sessions=planned.peak_sessions) if release else "no T4 release"
+    elif release.mean_idle_s is None:
+        why = "no mean_idle: the plan releases no session (the AWS article's T4 needs one)"
+    elif not release.spilled_sessions:
+        why = "no session spills past T1 and T2 at peak: nothing to release"
+    else:
+        why = release.split(sessions=planned.peak_sessions)
+    return T4Release(False, why, puts)
+
+
 def declared_facts(fsx: FsxSettings) -> FsxFacts:
     """The file system as the plan declares it; an S3 association not declared is none."""
     return FsxFacts(
@@ -288,6 +316,7 @@ def declared_facts(fsx: FsxSettings) -> FsxFacts:
         data_compression_type=fsx.data_compression_type,
         same_az=fsx.same_az,
         s3_association=bool(fsx.s3_association),
+        auto_export=fsx.auto_export,
         source=fsx.source,
     )
 
@@ -300,6 +329,7 @@ def _fsx_checklist(
     nodes: int,
     chunk_file: int,
     fan_in: bool,
+    t4: T4Release | None = None,
 ) -> list[Finding]:
     """The file system's settings (``plan/fsx_rules.py``, shared with kvtool doctor), then how
     the nodes mount and use it; the stripe count for a ``chunk_file``-byte chunk file
@@ -307,7 +337,7 @@ def _fsx_checklist(
     ``fan_in`` (a prefix shared across nodes)."""
     if fsx is None:
         return [_f("fsx.checklist", "SKIP", "the plan deploys no FSx file system")]
-    out = fsx_settings(declared_facts(fsx), wants_efa=wants_efa)
+    out = fsx_settings(declared_facts(fsx), wants_efa=wants_efa, t4=t4)
     options = fsx.mount_options
     if options is None:
         out.append(_f("fsx.mount_options", "SKIP", "mount_options not declared"))

@@ -14,13 +14,18 @@ setting gets the same id, status and threshold from either:
 * ``fsx.same_az``: the nodes' Availability Zone; another one FAIL over EFA (EFA does not cross
   AZs), WARN over TCP (latency and data-transfer cost).
 * ``fsx.s3_association``: an S3 data repository association for export to T4 (WARN without);
-  a broken one FAIL; auto-export on WARN (every short-lived chunk becomes S3 PUTs).
+  a broken one FAIL. Its automatic export is judged by the plan's T4 (``T4Release``): where the
+  plan releases idle sessions to S3 through the association (the AWS article's T4 path,
+  ``plan/release.py``), auto-export is what that path needs (PASS; off WARN: gc --release frees
+  only exported files); where nothing is released, auto-export only costs S3 PUTs, one per chunk
+  file written (WARN). Without a plan (doctor) the finding says both cases (PASS).
 
 A fact that is None is not known: SKIP, with ``unknown[key]`` as the reason where one is given.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -28,6 +33,9 @@ from kvtool.findings import Finding, Status
 
 EFA_RECOMMENDED_GBYTES_S = 10.0  # FSx User Guide: EFA for file systems above 10 GB/s
 TCP_CLIENT_GBPS = 100  # FSx for Lustre per-client ceiling over ENA/TCP
+# the DRA's automatic export the article's T4 path needs (plan/release.py emits it): every
+# file the engine writes, changes or deletes reaches the bucket (FSx's EventType enum)
+AUTO_EXPORT = "AutoExportPolicy={Events=[NEW,CHANGED,DELETED]}"
 
 
 class FsxFacts(NamedTuple):
@@ -46,6 +54,7 @@ class FsxFacts(NamedTuple):
     s3_association: bool | None = None
     broken_associations: tuple[str, ...] = ()
     auto_export_paths: tuple[str, ...] = ()
+    auto_export: bool | None = None  # an association exports automatically; None: not known
     file_system_id: str | None = None
     source: str = ""
     unknown: Mapping[str, str] = {}
@@ -58,6 +67,16 @@ class FsxFacts(NamedTuple):
         return self.storage_capacity_gib / 1024 * self.per_unit_storage_throughput / 1000
 
 
+class T4Release(NamedTuple):
+    """What a plan does with the association (``kvtool check`` knows; doctor has no plan):
+    ``released`` the plan releases idle sessions to S3 through it; ``why`` the release split,
+    or why nothing is released; ``puts`` the export PUTs one written session costs."""
+
+    released: bool
+    why: str
+    puts: str = ""
+
+
 def _f(id_: str, status: Status, message: str, evidence: str = "", fix: str = "") -> Finding:
     return Finding(id_, "fsx", status, message, evidence, fix)
 
@@ -66,10 +85,13 @@ def _skip(facts: FsxFacts, id_: str, key: str, what: str) -> Finding:
     return _f(id_, "SKIP", facts.unknown.get(key) or f"{what} not declared")
 
 
-def fsx_settings(facts: FsxFacts, *, wants_efa: bool | None) -> list[Finding]:
+def fsx_settings(
+    facts: FsxFacts, *, wants_efa: bool | None, t4: T4Release | None = None
+) -> list[Finding]:
     """Every rule of the module docstring, in order. ``wants_efa``: the clients mean to read
     T3 over EFA (a plan's efa or efa-gds path on a node with EFA); None when that is not known
-    (a live node), and then an EFA-enabled file system is taken to be read over EFA."""
+    (a live node), and then an EFA-enabled file system is taken to be read over EFA. ``t4``:
+    the plan's release to S3, None without a plan."""
     over_efa = bool(facts.efa_enabled) if wants_efa is None else wants_efa
     return [
         _deployment(facts),
@@ -77,7 +99,7 @@ def fsx_settings(facts: FsxFacts, *, wants_efa: bool | None) -> list[Finding]:
         _compression(facts),
         _efa(facts, bool(wants_efa)),
         _same_az(facts, over_efa),
-        _association(facts),
+        _association(facts, t4),
     ]
 
 
@@ -198,7 +220,7 @@ def _same_az(facts: FsxFacts, wants_efa: bool) -> Finding:
     )
 
 
-def _association(facts: FsxFacts) -> Finding:
+def _association(facts: FsxFacts, t4: T4Release | None) -> Finding:
     if facts.s3_association is None:
         return _f(
             "fsx.s3_association",
@@ -227,14 +249,71 @@ def _association(facts: FsxFacts) -> Finding:
             facts.source,
             "recreate the association (aws fsx delete-data-repository-association, then create)",
         )
-    if facts.auto_export_paths:
+    return _auto_export(facts, t4)
+
+
+# what auto-export does, and what turns it off, for the messages and fixes below
+EXPORTS = "every chunk file the engine writes becomes an S3 PUT"
+RELEASE_NEEDS = "gc --release frees only files exported to S3"
+
+
+def _auto_export(facts: FsxFacts, t4: T4Release | None) -> Finding:
+    """An association in place, judged by its automatic export against the plan's T4."""
+    on = bool(facts.auto_export_paths) or bool(facts.auto_export)
+    where = f" for {', '.join(facts.auto_export_paths)}" if facts.auto_export_paths else ""
+    if facts.auto_export is None and not on:
+        return _f(
+            "fsx.s3_association",
+            "PASS",
+            "S3 data repository association in place"
+            + ("" if t4 is None or not t4.released else f" ({t4.why}; auto_export not declared)"),
+            facts.source,
+        )
+    if t4 is None:  # doctor: no plan says whether idle sessions are released
+        if not on:
+            return _f("fsx.s3_association", "PASS", "S3 data repository association in place")
+        return _f(
+            "fsx.s3_association",
+            "PASS",
+            f"auto-export is on{where}: what the AWS article's T4 path needs where idle"
+            f" sessions are released to S3 (kvtool plan with a mean idle time; {RELEASE_NEEDS});"
+            f" where nothing is released it only costs PUTs ({EXPORTS}): turn it off then",
+            facts.source,
+        )
+    evidence = "; ".join(x for x in (t4.why, t4.puts, facts.source) if x)
+    if t4.released and on:
+        return _f(
+            "fsx.s3_association",
+            "PASS",
+            f"auto-export is on{where}: what the plan's T4 path needs (its release to S3)",
+            f"{evidence}; the AWS article's T4: idle sessions released through the association,"
+            f" and {RELEASE_NEEDS}",
+        )
+    if t4.released:
         return _f(
             "fsx.s3_association",
             "WARN",
-            f"auto-export is on for {', '.join(facts.auto_export_paths)}: every short-lived"
-            " KV chunk becomes S3 PUTs (cost); export on demand instead",
-            facts.source,
+            f"auto-export is off but the plan releases idle sessions to S3 through the"
+            f" association: {RELEASE_NEEDS}, so only what an export task put there is released",
+            evidence,
             "aws fsx update-data-repository-association --association-id <id>"
-            " --s3 AutoExportPolicy={Events=[]}",
+            f" --s3 {shlex.quote(AUTO_EXPORT)}"
+            if facts.file_system_id
+            else "an AutoExportPolicy with events NEW, CHANGED, DELETED on the association, as"
+            " kvtool plan --emit prints it",
         )
-    return _f("fsx.s3_association", "PASS", "S3 data repository association in place")
+    if on:
+        return _f(
+            "fsx.s3_association",
+            "WARN",
+            f"auto-export is on{where} but the plan releases nothing to S3: {EXPORTS} (cost)"
+            " with no release to use it; export on demand instead",
+            evidence,
+            "aws fsx update-data-repository-association --association-id <id>"
+            " --s3 AutoExportPolicy={Events=[]}"
+            if facts.file_system_id
+            else "an AutoExportPolicy with no events on the association (export on demand), or"
+            " plan the release: mean_idle (the AWS article's T4)",
+        )
+    return _f("fsx.s3_association", "PASS", "S3 data repository association in place, auto-export"
+              " off (nothing released)", evidence)  # fmt: skip

@@ -9,6 +9,9 @@
   ``PerUnitStorageThroughput``, ``DataCompressionType``, ``EfaEnabled``); intrinsic functions
   (``!Ref``) leave a value undeclared. ``AWS::FSx::DataRepositoryAssociation`` counts as the
   S3 association.
+* Either way, an association's automatic export: Terraform's ``s3`` block,
+  ``auto_export_policy`` ``events``; CloudFormation's ``S3.AutoExportPolicy.Events``. Any event
+  on any association is auto-export on; associations with none, off; no association, undeclared.
 """
 
 from __future__ import annotations
@@ -87,12 +90,20 @@ def fsx_from_terraform(
         names = ", ".join(str(r.get("address")) for r in found)
         raise InputError(f"{source}: several FSx file systems ({names})", "keep one in the plan")
     values = _mapping(found[0].get("values"))
-    associations = any(
-        r.get("type") == "aws_fsx_data_repository_association"
+    dras = [
+        _mapping(r.get("values"))
         for module in _modules(root)
         for r in _list(module.get("resources"))
-        if isinstance(r, Mapping)
-    )
+        if isinstance(r, Mapping) and r.get("type") == "aws_fsx_data_repository_association"
+    ]
+    associations = bool(dras)
+    events = [
+        event
+        for dra in dras
+        for s3 in _list(dra.get("s3"))
+        for policy in _list(_mapping(s3).get("auto_export_policy"))
+        for event in _list(_mapping(policy).get("events"))
+    ]
     return FsxSettings(
         deployment_type=_text(values.get("deployment_type")),
         storage_type=_text(values.get("storage_type")) or "SSD",
@@ -103,6 +114,7 @@ def fsx_from_terraform(
         efa_enabled=bool(_bool(values.get("efa_enabled"))),  # absent = false, AWS's default
         data_compression_type=_text(values.get("data_compression_type")) or "NONE",
         s3_association=associations or None,
+        auto_export=bool(events) if associations else None,
         source=f"{source} ({found[0].get('address')})",
     )
 
@@ -126,10 +138,17 @@ def fsx_from_cloudformation(template: Mapping[str, Any], *, source: str) -> FsxS
     key, resource = found[0]
     props = _mapping(resource.get("Properties"))
     lustre = _mapping(props.get("LustreConfiguration"))
-    associations = any(
-        isinstance(r, Mapping) and r.get("Type") == "AWS::FSx::DataRepositoryAssociation"
+    dras = [
+        _mapping(r.get("Properties"))
         for r in resources.values()
-    )
+        if isinstance(r, Mapping) and r.get("Type") == "AWS::FSx::DataRepositoryAssociation"
+    ]
+    associations = bool(dras)
+    events = [
+        event
+        for dra in dras
+        for event in _list(_mapping(_mapping(dra.get("S3")).get("AutoExportPolicy")).get("Events"))
+    ]
     return FsxSettings(
         deployment_type=_text(lustre.get("DeploymentType")),
         storage_type=_text(props.get("StorageType")) or "SSD",
@@ -140,6 +159,7 @@ def fsx_from_cloudformation(template: Mapping[str, Any], *, source: str) -> FsxS
         efa_enabled=bool(_bool(lustre.get("EfaEnabled"))),  # absent = false, AWS's default
         data_compression_type=_text(lustre.get("DataCompressionType")) or "NONE",
         s3_association=associations or None,
+        auto_export=bool(events) if associations else None,
         source=f"{source} ({key})",
     )
 

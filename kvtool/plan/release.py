@@ -53,6 +53,7 @@ from dataclasses import dataclass, replace
 
 from kvtool.plan.cluster import Hardware
 from kvtool.plan.fsx import FileSystem
+from kvtool.plan.fsx_rules import AUTO_EXPORT
 from kvtool.plan.placement import TierPlan, TierUse
 from kvtool.plan.reload import ReloadAssumptions, TierPath, restore
 from kvtool.plan.requests import RestoreTerms
@@ -245,11 +246,6 @@ FILL_IN = {
     "FSX_ID": ("fs-...", "the file system's id (aws fsx describe-file-systems)"),
     "BUCKET": ("...", "an S3 general purpose bucket in the file system's Region"),
 }
-
-
-# the DRA's automatic export the article's T4 path needs: every file the engine writes,
-# changes or deletes reaches the bucket (FSx's EventType enum: NEW, CHANGED, DELETED)
-AUTO_EXPORT = "AutoExportPolicy={Events=[NEW,CHANGED,DELETED]}"
 
 
 def s3_prefix(folder: str) -> str:

@@ -225,6 +225,7 @@ FSX_KEYS = (
     "efa_enabled",
     "data_compression_type",
     "s3_association",
+    "auto_export",
     "mount_options",
     "stripe_count",
     "same_az",
@@ -247,6 +248,7 @@ class FsxSettings(NamedTuple):
     efa_enabled: bool | None = None
     data_compression_type: str | None = None
     s3_association: bool | None = None
+    auto_export: bool | None = None  # the association exports every file to S3 by itself
     mount_options: tuple[str, ...] | None = None
     stripe_count: int | None = None
     same_az: bool | None = None
@@ -306,6 +308,7 @@ def plan_from_mapping(data: Mapping[str, Any], *, source: str) -> PlanFile:
             efa_enabled=_optional_flag(fsx_data, "efa_enabled", source),
             data_compression_type=_upper(fsx_data.get("data_compression_type")),
             s3_association=_optional_flag(fsx_data, "s3_association", source),
+            auto_export=_optional_flag(fsx_data, "auto_export", source),
             mount_options=None
             if fsx_data.get("mount_options") is None
             else tuple(o.strip() for o in str(fsx_data["mount_options"]).split(",") if o.strip()),

@@ -13,6 +13,7 @@ from kvtool.plan.fsx_rules import (
     EFA_RECOMMENDED_GBYTES_S,
     TCP_CLIENT_GBPS,
     FsxFacts,
+    T4Release,
     fsx_settings,
 )
 from tests.aws_cli import aws_request, validate
@@ -255,13 +256,61 @@ def test_a_broken_association_fails_before_auto_export_is_looked_at() -> None:
     assert finding.fix.startswith("recreate the association")
 
 
-def test_auto_export_warns_that_every_chunk_becomes_s3_puts() -> None:
+def association(facts: FsxFacts, t4: T4Release | None) -> Finding:
+    return {f.id: f for f in fsx_settings(facts, wants_efa=True, t4=t4)}["fsx.s3_association"]
+
+
+RELEASES = T4Release(True, "358 released to S3", "a session written is 589,824 chunk files")
+NOTHING = T4Release(False, "no mean_idle: the plan releases no session", "589,824 chunk files")
+
+
+def test_auto_export_is_what_the_t4_path_needs_where_the_plan_releases() -> None:
+    """kvtool check, the plan releasing idle sessions through the association: PASS, the
+    release and the export PUTs a written session costs as evidence (it WARNed before, while
+    plan --emit turned auto-export on for the same path)."""
+    on = association(GOOD._replace(auto_export=True), RELEASES)
+    assert on.status == "PASS"
+    assert on.message.startswith("auto-export is on: what the plan's T4 path needs")
+    assert on.evidence.startswith("358 released to S3; a session written is 589,824 chunk files")
+    off = association(GOOD._replace(auto_export=False), RELEASES)
+    assert off.status == "WARN"
+    assert "gc --release frees only files exported to S3" in off.message
+    live = association(GOOD._replace(auto_export=False, file_system_id=FS_ID), RELEASES)
+    params = validate_update(live.fix)
+    assert params["S3"] == {"AutoExportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]}}
+
+
+def test_auto_export_only_costs_puts_where_nothing_is_released() -> None:
+    on = association(GOOD._replace(auto_export=True), NOTHING)
+    assert on.status == "WARN"
+    assert "the plan releases nothing to S3: every chunk file the engine writes" in on.message
+    assert on.evidence.startswith("no mean_idle: the plan releases no session; 589,824")
+    assert on.fix.startswith("an AutoExportPolicy with no events on the association")
+    live = association(GOOD._replace(auto_export_paths=("/kvcache",), file_system_id=FS_ID),
+                       NOTHING)  # fmt: skip
+    assert live.message.startswith("auto-export is on for /kvcache but the plan releases nothing")
+    assert validate_update(live.fix)["S3"] == {"AutoExportPolicy": {"Events": []}}
+    off = association(GOOD._replace(auto_export=False), NOTHING)
+    assert off.status == "PASS"
+
+
+def test_doctor_with_no_plan_says_both_cases() -> None:
+    """doctor (no plan, ``t4`` None): auto-export on is what the release path needs, and only
+    costs PUTs where nothing is released; the same id as check's."""
     finding = by_id(GOOD._replace(auto_export_paths=("/kvcache", "/prefix")))["fsx.s3_association"]
-    assert finding.status == "WARN"
-    assert finding.message.startswith("auto-export is on for /kvcache, /prefix:")
-    assert "AutoExportPolicy={Events=[]}" in finding.fix
-    fix = finding.fix.replace("<id>", "dra-0123456789abcdef0")
-    validate(*aws_request(fix))  # UpdateDataRepositoryAssociation, botocore's fsx model
+    assert finding.status == "PASS"
+    assert finding.message.startswith("auto-export is on for /kvcache, /prefix: what the AWS")
+    assert "where idle sessions are released to S3" in finding.message
+    assert "where nothing is released it only costs PUTs" in finding.message
+    assert association(GOOD._replace(auto_export=False), None).status == "PASS"
+
+
+def validate_update(fix: str) -> dict:
+    """The fix as the AWS CLI reads it, the association id filled in, held to FSx's model."""
+    operation, params = aws_request(fix.replace("<id>", "dra-0123456789abcdef0"))
+    assert operation == "UpdateDataRepositoryAssociation"
+    validate(operation, params)
+    return params
 
 
 # --- what is not known ------------------------------------------------------------------------

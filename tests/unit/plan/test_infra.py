@@ -59,6 +59,7 @@ def test_the_example_terraform_plan_is_read_from_its_child_module() -> None:
         efa_enabled=True,
         data_compression_type="NONE",
         s3_association=True,  # module.kv_tier.aws_fsx_data_repository_association.kv
+        auto_export=True,  # its s3 block's auto_export_policy: NEW, CHANGED, DELETED
         source=f"terraform-plan.json ({FS_ADDRESS})",
     )
     # what only the plan file states is left undeclared
@@ -233,8 +234,42 @@ def test_every_lustre_property_is_read_and_an_association_counts() -> None:
         efa_enabled=True,
         data_compression_type="NONE",
         s3_association=True,
+        auto_export=False,  # an association with no AutoExportPolicy
         source="t.yaml (Kv)",
     )
+
+
+def test_an_associations_automatic_export_is_read_from_terraform_and_cloudformation() -> None:
+    """Any export event on an association is auto-export on; none, off; no association,
+    undeclared (what fsx.s3_association judges against the plan's release)."""
+    fs = lustre("aws_fsx_lustre_file_system.kv", deployment_type="PERSISTENT_2")
+
+    def dra(events: list[str] | None) -> dict[str, Any]:
+        policy = [] if events is None else [{"events": events}]
+        s3 = [{"auto_export_policy": policy, "auto_import_policy": []}]
+        return {"address": "aws_fsx_data_repository_association.kv",
+                "type": "aws_fsx_data_repository_association", "name": "kv",
+                "values": {"s3": s3}}  # fmt: skip
+
+    def tf(*resources: dict[str, Any]) -> bool | None:
+        return fsx_from_terraform(terraform_resources(fs, *resources), source="t").auto_export
+
+    assert tf(dra(["NEW", "CHANGED"])) is True
+    assert tf(dra(None)) is False
+    assert tf(dra(None), dra(["DELETED"])) is True
+    assert tf() is None
+
+    def cfn(s3: dict[str, Any] | None) -> bool | None:
+        resources: dict[str, Any] = {"Kv": cfn_lustre(StorageCapacity=1200)}
+        if s3 is not None:
+            resources["Export"] = {"Type": "AWS::FSx::DataRepositoryAssociation",
+                                   "Properties": {"S3": s3}}  # fmt: skip
+        return fsx_from_cloudformation({"Resources": resources}, source="t").auto_export
+
+    assert cfn({"AutoExportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]}}) is True
+    assert cfn({"AutoExportPolicy": {"Events": []}}) is False
+    assert cfn({"AutoImportPolicy": {"Events": ["NEW"]}}) is False
+    assert cfn(None) is None
 
 
 def test_file_systems_that_are_not_lustre_are_ignored() -> None:
