@@ -288,7 +288,7 @@ def t4_release(plan: PlanFile, planned: WorkloadPlan) -> T4Release:
     puts = (
         f"a session written is {chunks * objects:,.0f} chunk files ({chunks:,.0f}"
         f" {DEFAULT_CHUNK_TOKENS}-token chunks x {objects:,} worker{'s' if objects > 1 else ''}),"
-        " one export PUT each"
+        " one export PUT each at least (kvtool has not read how FSx uploads a large file)"
     )
     if release is not None and release.released_sessions:
         return T4Release(True, release.split(sessions=planned.peak_sessions), puts)
