@@ -107,8 +107,10 @@ def run_gc(
                 progress=step("reading"), tick=tick, held=release is not None, shard=shard,
                 exchange=exchange, candidates=found,
             )  # fmt: skip
-            if planned.known_files == 0 and not scope.include_unknown:
-                seen = ", ".join(planned.unknown_examples[:5]) or "nothing"
+            # an empty folder is an answer (nothing yet: a tier before its first write, gc
+            # from cron); files of no layout kvtool knows are the wrong folder, most likely
+            if planned.known_files == 0 and planned.unknown_files and not scope.include_unknown:
+                seen = ", ".join(planned.unknown_examples[:5])
                 raise InputError(
                     f"{root} holds no file of a layout kvtool knows (saw "
                     f"{planned.unknown_files:,} other files: {seen})",

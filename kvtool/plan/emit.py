@@ -410,11 +410,16 @@ def lmcache_yaml(e: EmitInputs) -> str:
                 if e.released_bytes_per_node
                 else "."
             ),
-            f"# Remove chunks nobody read for a day yourself, e.g. a cron job: find"
-            f" {shlex.quote(e.t3_dir)} -type f -amin +1440 -delete",
-            "# (last access: relatime records it at most once a day; on a noatime mount it"
-            " never moves, and this deletes by age, chunks still being read included)",
+            "# Remove chunks nobody read for a day yourself, e.g. a cron job on one node:"
+            f" kvtool gc {shlex.quote(e.t3_dir)} --max-age 1d",
+            "# (whole chunks, every rank's file of one together; one run at a time across"
+            " nodes; never a link: docs/gc.md)",
         ]
+        if e.released_bytes_per_node:
+            lines.append(
+                "# The DRA exports DELETED: a chunk gc removes loses its S3 copy too, so"
+                " --max-age is how long a released session stays in S3"
+            )
         if e.use_gds:
             lines += [
                 "# T3 through GPUDirect Storage (cuFile) on FSx for Lustre",

@@ -225,6 +225,15 @@ def test_a_folder_of_no_known_layout_is_an_error_and_nothing_goes(tmp_path):
     assert _files(tmp_path) == {"a.txt"}
 
 
+def test_an_empty_folder_is_an_answer_not_an_error(tmp_path):
+    """gc from cron on a tier before its first write (as the emitted LMCache config suggests)
+    finds nothing to do: exit 0, not 'no file of a layout kvtool knows'."""
+    planned, outcome = _run(tmp_path, limits=Limits(max_age=86400))
+    assert (planned.known_files, planned.unknown_files) == (0, 0)
+    assert outcome.removed_files == 0
+    assert _files(tmp_path) == set()
+
+
 def test_a_file_that_will_not_go_does_not_stop_the_rest(tmp_path, monkeypatch):
     now = time.time()
     paths = [tmp_path / f"{c * 64}_m-x_0_1.bin" for c in "abc"]

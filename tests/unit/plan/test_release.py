@@ -230,3 +230,21 @@ def test_emit_keeps_what_spills_past_a_bounded_fsx_out_of_t3(kvtool: Callable) -
     assert (round(76 * per / 1e9), round(351 * per / 1e9)) == (41_129, 189_949)
     assert "T3 41,129 GB on /fsx/kvcache; T4 189,949 GB past T3 in S3" in text
     assert "the plan needs 41,129 GB per node." in text
+
+
+def test_the_emitted_clean_up_is_kvtool_gc_and_says_what_the_dra_deletes(kvtool: Callable) -> None:
+    """LMCache's emitted config once suggested `find DIR -type f -amin +1440 -delete`: file by
+    file (a chunk's rank files apart), and on a plan that releases to S3 through a DRA that
+    exports DELETED, silently the S3 copies of the released sessions too."""
+    args = ("plan", "llama-3.1-405b", "--hardware", "trn3-ultraserver", "--ctx", "1M",
+            "--sessions", "500", "--set", "mean_idle=30m")  # fmt: skip
+    released = kvtool(*args, "--emit", "lmcache")
+    assert released.exit_code == 0, released.stderr
+    assert "-delete" not in released.stdout
+    assert "kvtool gc /fsx/kvcache --max-age 1d" in released.stdout
+    assert "a chunk gc removes loses its S3 copy too" in released.stdout
+    hot = kvtool("plan", "llama-3.1-70b", "--hardware", "p5en", "--ctx", "128k", "--sessions",
+                 "1000", "--nodes", "8", "--emit", "lmcache")  # fmt: skip
+    assert hot.exit_code == 0, hot.stderr
+    assert "kvtool gc /fsx/kvcache --max-age 1d" in hot.stdout
+    assert "S3 copy" not in hot.stdout
