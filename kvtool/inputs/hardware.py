@@ -150,6 +150,15 @@ def model_settings(settings: Mapping[str, str]) -> dict[str, Any]:
             if not 0 < seconds <= MAX_IDLE_S:
                 raise InputError(f"--set {key}={settings[key]} is not an idle time", "e.g. 30m")
             out[f"{key}_s"] = seconds
+    if "lookup_timeout" in settings:
+        # LMCache's lookup_timeout_ms, a whole number of ms that zmq takes as a C int
+        timeout = parse_duration(settings["lookup_timeout"], what="--set lookup_timeout")
+        if not 1e-3 <= timeout <= (2**31 - 1) / 1e3:
+            raise InputError(
+                f"--set lookup_timeout={settings['lookup_timeout']} is not a lookup timeout",
+                "from 1ms to 24d, e.g. 3s (LMCache's lookup_timeout_ms, 3000 by default)",
+            )
+        out["lookup_timeout_s"] = round(timeout * 1e3) / 1e3
     if "s3_lookups" in settings:
         text = settings["s3_lookups"].strip()
         out["s3_lookups"] = 0 if text == "0" else parse_count(text, what="--set s3_lookups")

@@ -29,6 +29,7 @@ SETTINGS: dict[str, str] = {
     "s3_lookups": "--set s3_lookups",  # requests before each GET (LMCache: 1 HEAD)
     "s3_lookups_at_once": "--set s3_lookups_at_once",  # sessions an engine looks up at once
     "s3_prefixes": "--set s3_prefixes",  # S3 partitioned prefixes the keys spread over (1)
+    "lookup_timeout": "--set lookup_timeout",  # LMCache's lookup_timeout_ms (3s): then recompute
     "metadata_iops": "--set metadata_iops",  # FSx Metadata IOPS (USER_PROVISIONED)
     "mean_idle": "--set mean_idle",  # sessions' mean idle time: who is released to S3
     "release_after": "--set release_after",  # idle time before FSx releases a session (10m)
@@ -36,7 +37,8 @@ SETTINGS: dict[str, str] = {
 # the keys resolve_assumptions reads from one mapping (SizeRequest.settings)
 MODEL_KEYS = (
     "fp8_attention", "chunk_tokens", "io_threads", "s3_connections", "s3_lookups",
-    "s3_lookups_at_once", "s3_prefixes", "metadata_iops", "mean_idle", "release_after",
+    "s3_lookups_at_once", "s3_prefixes", "lookup_timeout", "metadata_iops", "mean_idle",
+    "release_after",
 )  # fmt: skip
 BOOLEAN_KEYS = ("dp_attention", "fp8_attention")
 RELEASE_KEYS = ("mean_idle", "release_after")  # the AWS article's T4: kvtool advise's --set

@@ -33,7 +33,13 @@ from kvtool.plan.placement import (
     TierPlan,
     plan_tiers,
 )
-from kvtool.plan.plan_notes import folder_notes, offload_notes, s3_out_reads, t3_notes
+from kvtool.plan.plan_notes import (
+    folder_notes,
+    lookup_timeout_notes,
+    offload_notes,
+    s3_out_reads,
+    t3_notes,
+)
 from kvtool.plan.release import Release, hydrated, release_idle
 from kvtool.plan.reload import (
     DEFAULT_T3_RELOAD_FROM_TOKENS,
@@ -337,7 +343,9 @@ def plan_deployment(
     ]
     restores = {p.tier: restore(p, session, ctx_tokens, assumptions) for p in paths}
     release = hydrated(release, paths, hardware, fs, session, ctx_tokens, assumptions)
-    notes += s3_out_reads(crossovers, t3, paths, hardware.nodes, restores.get("T4"))
+    notes += s3_out_reads(crossovers, t3, paths, hardware.nodes, restores.get("T4"),
+                          assumptions.chunk_tokens)  # fmt: skip
+    notes += lookup_timeout_notes(paths, restores, scheme, assumptions)
     t3_from = crossovers.get("T3")
     if t3_from is not None and t3_from < ARTICLE_CHEAP_TOKENS:
         notes.append(

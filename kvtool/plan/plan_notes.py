@@ -2,44 +2,96 @@
 
 ``plan_deployment`` (``plan/deployment.py``) adds them: how the T3 file system was chosen and
 what bounds its reads, what the offload stack changes (single MLA copies, a private file tier,
-a GDS buffer), and a warning when S3 reads back faster than the T3 the plan uses.
+a GDS buffer), a warning when S3 reads back faster than the T3 the plan uses, and where the
+engine gives up its engine-direct S3 lookup before it ends.
 """
 
 from __future__ import annotations
+
+import math
 
 from kvtool.plan.cluster import Hardware
 from kvtool.plan.folder_rules import FILES_PER_FOLDER
 from kvtool.plan.fsx import smallest_size_at_least
 from kvtool.plan.metadata import folder_layout, folders_needed, provisionable
 from kvtool.plan.offload import OffloadLayout
-from kvtool.plan.reload import TierPath, t3_client_gbps
-from kvtool.plan.requests import RestoreTerms
+from kvtool.plan.reload import ReloadAssumptions, TierPath, t3_client_gbps
+from kvtool.plan.requests import KeyScheme, RestoreTerms
 from kvtool.plan.serving import Serving
 from kvtool.plan.t3_size import FOR_CAPACITY, FOR_THROUGHPUT, T3Size
 
 
 def s3_out_reads(
     crossovers: dict[str, int | None], t3: T3Size, paths: list[TierPath], nodes: int,
-    t4_restore: RestoreTerms | None = None,
+    t4_restore: RestoreTerms | None = None, chunk_tokens: int = 256,
 ) -> list[str]:  # fmt: skip
     """A warning when reloading from S3 beats recompute from a shorter context than T3 does
     (only then), with the FSx capacity whose share per node reads as fast as S3 restores at
-    the plan's context (``t4_restore``: its bytes over its time, requests included)."""
+    the plan's context (``t4_restore``: its bytes over its time, requests included); none
+    where the engine gives the lookup up at the plan's context (S3 restores nothing there).
+    Where the lookup timeout bounds T4's win, the note says up to which context."""
     t3_from, t4_from = crossovers.get("T3"), crossovers.get("T4")
     if t4_from is None or (t3_from is not None and t3_from <= t4_from):
         return []
+    if t4_restore is not None and t4_restore.lookup_times_out:
+        return []
+    t4 = next(p for p in paths if p.tier == "T4")
+    limit = t4.lookup_limit_tokens(chunk_tokens)
+    until = (
+        f" to {limit:,} tokens (its lookup times out past them)"
+        if limit is not None and limit < 10_000_000
+        else " tokens"
+    )
     fs = t3.file_system
-    s3 = next(p.node_bytes_per_s for p in paths if p.tier == "T4")
+    s3 = t4.node_bytes_per_s
     if t4_restore is not None and t4_restore.total_s > 0:
         s3 *= t4_restore.transfer_s / t4_restore.total_s  # what S3 delivers, requests and all
     gib = smallest_size_at_least(fs.profile, s3 * nodes / (fs.throughput_mbps_per_tib * 1e6) * 1024,
                                  fs.throughput_mbps_per_tib, efa=fs.efa)  # fmt: skip
     return [
-        f"S3 out-reads this T3: reload from T4 wins from {t4_from:,} tokens, from T3"
+        f"S3 out-reads this T3: reload from T4 wins from {t4_from:,}{until}, from T3"
         f" {'never' if t3_from is None else f'from {t3_from:,} tokens'} ({fs.capacity_gib:,}"
         f" GiB, {t3.source}); --fsx-capacity {gib:,} GiB would give each node the"
         f" {s3 / 1e9:,.2f} GB/s S3 restores at"
     ]
+
+
+def lookup_timeout_notes(
+    paths: list[TierPath], restores: dict[str, RestoreTerms], scheme: KeyScheme,
+    a: ReloadAssumptions,
+) -> list[str]:  # fmt: skip
+    """Where one session's engine-direct S3 lookup at the plan's context outlasts the engine's
+    lookup timeout (LMCache's ``lookup_timeout_ms``): nothing is restored from S3 that way,
+    the engine recomputes. Says from which context, the setting and its source, and how the
+    AWS article's T4 (released files read back through FSx, a stat a chunk) fares. The same
+    for every context past the limit (the restore at each context says what lets it through)."""
+    path = next((p for p in paths if p.tier == "T4"), None)
+    terms = restores.get("T4")
+    if path is None or terms is None or not terms.lookup_times_out:
+        return []
+    r = path.requests
+    limit = path.lookup_limit_tokens(a.chunk_tokens) or 0
+    timeout = r.lookup_timeout_s
+    ms = f"{timeout * 1e3:,.0f}"
+    setting = (
+        f"{ms} by --set lookup_timeout, 3,000 by default in {scheme.timeout_source}"
+        if a.lookup_timeout_s is not None
+        else f"{ms} by default in {scheme.timeout_source}"
+    )
+    note = (
+        f"T4 engine-direct restores no session past {limit:,} tokens: its lookup (a"
+        f" {r.lookup_s_per_chunk * 1e3:,.0f} ms HEAD a chunk, in turn) outlasts"
+        f" lookup_timeout_ms, {setting}, so {scheme.timeout_effect}"
+    )
+    fsx = next((p for p in paths if p.tier == "T3"), None)
+    if fsx is not None and fsx.requests.lookup_s_per_chunk > 0:
+        each = fsx.requests.lookup_s_per_chunk
+        chunks = math.floor(timeout / each * (1 + 1e-9))
+        note += (
+            f"; the AWS article's T4 through FSx ({each * 1e6:,.0f} us a chunk) holds to"
+            f" {chunks * a.chunk_tokens:,} tokens"
+        )
+    return [note]
 
 
 def metadata_notes(t3: T3Size) -> list[str]:

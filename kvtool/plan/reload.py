@@ -41,7 +41,14 @@ from dataclasses import dataclass, field
 from kvtool.errors import InputError
 from kvtool.model.params import ParamCount
 from kvtool.model.spec import AttentionLayers, IndexerLayers, MlaLayers, ModelSpec
-from kvtool.plan.requests import LMCACHE_S3, KeyScheme, Requests, RestoreTerms, restore_terms
+from kvtool.plan.requests import (
+    LMCACHE_S3,
+    KeyScheme,
+    Requests,
+    RestoreTerms,
+    lookup_limit_chunks,
+    restore_terms,
+)
 from kvtool.profiles.hardware import NodeProfile, StorageProfile
 
 T2_LATENCY_S = 5e-6  # the AWS article: single-digit microseconds for host DRAM (estimate)
@@ -72,6 +79,13 @@ class TierPath:
     bandwidth_source: str = "spec"  # "measured" when kvtool bench's figure replaced the spec
     requests: Requests = field(default_factory=Requests)  # files/objects a chunk, requests
 
+    def lookup_limit_tokens(self, chunk_tokens: int) -> int | None:
+        """The longest context whose lookup the engine waits for (LMCache's
+        ``lookup_timeout_ms`` over a chunk's HEAD: 3 s / 100 ms x 256 = 7,680 tokens); past
+        it the engine recomputes. None where no timeout holds the lookup."""
+        chunks = lookup_limit_chunks(self.requests)
+        return None if chunks is None else chunks * chunk_tokens
+
 
 @dataclass(frozen=True)
 class ReloadAssumptions:
@@ -93,6 +107,8 @@ class ReloadAssumptions:
     # sessions an engine instance looks up at once; None: LMCache's one (its lookup server)
     s3_lookups_at_once: int | None = None
     s3_prefixes: int | None = None  # partitioned prefixes; None: the key scheme's
+    # how long LMCache waits for one session's lookup (lookup_timeout_ms); None: its 3 s
+    lookup_timeout_s: float | None = None
     overhead_s: float = DEFAULT_OVERHEAD_S
     # what an FSx that kvtool sizes must reach: T3 reload beating recompute from this many
     # tokens (the AWS article's line), or, when given, restoring within this many seconds
@@ -241,6 +257,15 @@ def s3_path(
     latency = t4.latency_us * 1e-6
     instances = max(node.instances, 1)
     connections = a.s3_connections * instances
+    timeout = scheme.lookup_timeout_s
+    if a.lookup_timeout_s is not None:
+        if timeout == math.inf:
+            raise InputError(
+                f"--set lookup_timeout is LMCache's lookup_timeout_ms: {scheme.connector}"
+                " has none that kvtool has read",
+                "leave --set lookup_timeout out for this engine",
+            )
+        timeout = a.lookup_timeout_s
     lookups = scheme.lookups if a.s3_lookups is None else a.s3_lookups
     per_engine = 1 if a.s3_lookups_at_once is None else a.s3_lookups_at_once
     at_once = per_engine * max(engines, 1)
@@ -299,6 +324,7 @@ def s3_path(
             lookup_s_per_chunk=lookups * latency,
             lookup_requests=lookups,
             lookups_at_once=at_once,
+            lookup_timeout_s=timeout if lookups else math.inf,
         ),
     )
 
@@ -474,7 +500,14 @@ def crossover_tokens(
     max_tokens: int = 10_000_000,
 ) -> int | None:
     """The smallest context from which reloading from ``path`` beats recomputing, and keeps
-    beating it up to ``max_tokens``; 1 if it always wins, None if it never does."""
+    beating it up to ``max_tokens`` or the longest context whose lookup the engine waits for
+    (``lookup_limit_tokens``: past it nothing is reloaded); 1 if it always wins, None if it
+    never does."""
+    limit = path.lookup_limit_tokens(a.chunk_tokens)
+    if limit is not None:
+        if limit < 1:
+            return None
+        max_tokens = min(max_tokens, limit)
 
     def reload_wins(tokens: int) -> bool:
         reload = reload_seconds(path, bytes_at(tokens), tokens, a)

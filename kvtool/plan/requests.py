@@ -18,7 +18,11 @@ two phases, each as long as its slowest term (``RestoreTerms``):
   So the lookup takes ``max(ceil(N / lookups at once) x chunks x first byte, lookup requests /
   the node's share of the rate)``: its HEADs count against the store's rate like any read.
   The lookup's HEAD is paid there once: the connector keeps the size it read and its GET does
-  not ask again (``object_size_cache``, s3_connector.py:341-358, 280-292);
+  not ask again (``object_size_cache``, s3_connector.py:341-358, 280-292). LMCache waits
+  ``lookup_timeout_ms`` (3,000 by default, config.py:457-461) for one session's lookup and
+  then answers 0 hits, so vLLM recomputes (factory.py:226, zmq_transport.py:119-126): a
+  session whose own lookup (chunks x first byte, 30 x 100 ms) takes longer is not restored
+  (``RestoreTerms.lookup_times_out``; ``lookup_limit_chunks``);
 * **the reads** then take the longest of three things:
 
   - **the bytes**: N x a session's bytes in the tier / the node's bandwidth to it;
@@ -70,6 +74,9 @@ class Requests:
     # of ``requests_per_object``, those the lookup makes: waited for in the lookup, one after
     # another, so not in flight again with the reads (they still count against the rate)
     lookup_requests: int = 0
+    # how long the engine waits for one session's lookup before it gives up and recomputes
+    # (LMCache's lookup_timeout_ms); inf: it waits as long as the lookup takes
+    lookup_timeout_s: float = math.inf
 
 
 class RestoreTerms(NamedTuple):
@@ -88,6 +95,14 @@ class RestoreTerms(NamedTuple):
     lookup_latency_s: float = 0.0  # the lookup a chunk at a time, sessions as the engine does
     lookup_rate_s: float = 0.0  # the lookup's requests at the rate
     lookup_requests: int = 0
+    lookup_session_s: float = 0.0  # one session's lookup, its chunks one after another
+    lookup_timeout_s: float = math.inf  # the engine gives a session's lookup up past this
+
+    @property
+    def lookup_times_out(self) -> bool:
+        """Whether one session's lookup outlasts the engine's lookup timeout: the engine then
+        finds no hits and recomputes, so nothing is restored."""
+        return times_out(self.lookup_session_s, self.lookup_timeout_s)
 
     @property
     def read_requests(self) -> int:
@@ -182,7 +197,23 @@ def restore_terms(
         lookup_latency_s=rounds * chunks * r.lookup_s_per_chunk,
         lookup_rate_s=at_rate(lookup_requests),
         lookup_requests=lookup_requests,
+        lookup_session_s=chunks * r.lookup_s_per_chunk,
+        lookup_timeout_s=r.lookup_timeout_s,
     )
+
+
+def times_out(lookup_s: float, timeout_s: float) -> bool:
+    """``lookup_s`` past ``timeout_s`` (30 chunks x 100 ms is within 3 s, whatever the
+    floating point says)."""
+    return lookup_s > timeout_s * (1 + 1e-9)
+
+
+def lookup_limit_chunks(r: Requests) -> int | None:
+    """The most chunks one session's lookup may check before the engine gives it up (3 s /
+    100 ms = 30); None where no timeout holds it or the lookup costs nothing."""
+    if r.lookup_timeout_s == math.inf or r.lookup_s_per_chunk <= 0:
+        return None
+    return math.floor(r.lookup_timeout_s / r.lookup_s_per_chunk * (1 + 1e-9))
 
 
 class KeyScheme(NamedTuple):
@@ -194,6 +225,11 @@ class KeyScheme(NamedTuple):
     prefixes: int
     lookups: int  # requests before the GET, per object, on a node that did not write it
     source: str
+    # how long the stack's lookup client waits for one session before it recomputes (inf:
+    # none read), and where that is set
+    lookup_timeout_s: float = math.inf
+    timeout_source: str = ""
+    timeout_effect: str = ""  # what the engine does when the lookup times out
 
 
 LMCACHE_S3 = KeyScheme(
@@ -204,6 +240,14 @@ LMCACHE_S3 = KeyScheme(
     lookups=1,
     source="lmcache 0.5.6 v1/storage_backend/connector/s3_connector.py:169-176 (the key),"
     " 341-358 and 603-630 (a HEAD per key not cached, one after another), utils.py:467-475",
+    # lookup_timeout_ms, 3,000 by default (v1/config.py:457-461): the synchronous lookup client
+    # takes it as its socket timeout (v1/lookup_client/factory.py:226) and, on timeout, answers
+    # 0 hits (v1/rpc/zmq_transport.py:119-126, lmcache_lookup_client.py:142-144), so vLLM
+    # recomputes; the asynchronous client gives up after it too
+    # (lmcache_async_lookup_client.py:176)
+    lookup_timeout_s=3.0,
+    timeout_source="LMCache 0.5.6's v1/config.py:457-461",
+    timeout_effect="vLLM recomputes",
 )
 SGLANG_NIXL_OBJ = KeyScheme(
     connector="SGLang HiCache's NIXL object backend",

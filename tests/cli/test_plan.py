@@ -365,6 +365,55 @@ def test_the_t4_restore_says_which_term_bounds_each_phase(kvtool: Run) -> None:
     assert bad.stderr.startswith("kvtool: error: --set s3_lookups_at_once"), bad.stderr
 
 
+def test_lmcaches_lookup_timeout_gives_t4_engine_direct_up_and_the_plan_says_so(
+    kvtool: Run,
+) -> None:
+    """LMCache answers 0 hits after lookup_timeout_ms (3 s) and vLLM recomputes: a 128K
+    session's 500 HEADs of 100 ms take 50 s, so S3 engine-direct restores nothing, wins at no
+    context, and the plan says so; with an hour the old crossover returns, bounded (issue 49)."""
+    base = ["plan", "llama-3.1-70b", "--hardware", "p5en", "--ctx", "128k", "--sessions",
+            "1000", "--nodes", "8"]  # fmt: skip
+    plain = " ".join(kvtool(*base).stdout.split())
+    assert "reload wins never (times out past 7,680 tokens)" in plain
+    assert "T4 engine-direct restores no session past 7,680 tokens" in plain
+    assert "lookup_timeout_ms, 3,000 by default in LMCache 0.5.6's v1/config.py:457-461" in plain
+    assert "the AWS article's T4 through FSx (300 us a chunk) holds to 2,560,000 tokens" in plain
+    assert (
+        "not restored: its 50.00 s lookup outlasts the 3.00 s timeout (lookup_timeout=50s lets it"
+        " through)" in plain
+    )
+    assert "1,023.46 s !" in plain
+    assert "1,023.46 s *" not in plain
+    got = json.loads(kvtool(*base, "--json").stdout)["results"][0]["reload"]
+    t4 = next(p for p in got["paths"] if p["tier"] == "T4")
+    assert (t4["reload_wins_from_tokens"], t4["reload_up_to_tokens"], t4["lookup_timeout_s"]) == (
+        None, 7_680, 3.0)  # fmt: skip
+    assert (t4["restore"]["lookup_session_s"], t4["restore"]["lookup_times_out"]) == (50.0, True)
+    t3 = next(p for p in got["paths"] if p["tier"] == "T3")
+    assert (t3["reload_up_to_tokens"], t3["restore"]["lookup_times_out"]) == (None, False)
+    hour = " ".join(kvtool(*base, "--set", "lookup_timeout=1h").stdout.split())
+    assert "reload wins from 1,102,211 to 9,216,000 tokens (times out past them)" in hour
+    assert "T4 engine-direct restores no session" not in hour
+    assert "not restored" not in hour
+    waited = json.loads(kvtool(*base, "--json", "--set", "lookup_timeout=50s").stdout)
+    assert waited["results"][0]["reload"]["assumptions"]["lookup_timeout_s"] == 50.0
+    t4 = next(p for p in waited["results"][0]["reload"]["paths"] if p["tier"] == "T4")
+    assert t4["restore"]["lookup_times_out"] is False  # 50 s lets 128K through
+    for item, message in (
+        ("lookup_timeout=3", "--set lookup_timeout '3' is not a duration"),
+        ("lookup_timeout=0", "--set lookup_timeout=0 is not a lookup timeout"),
+    ):
+        bad = kvtool(*base, "--set", item)
+        assert bad.exit_code == 2, item
+        assert bad.stderr.startswith(f"kvtool: error: {message}"), bad.stderr
+    sglang = kvtool(*base, "--engine", "sglang", "--set", "lookup_timeout=1h")
+    assert sglang.exit_code == 2
+    assert sglang.stderr.startswith("kvtool: error: --set lookup_timeout is LMCache's"), (
+        sglang.stderr
+    )
+    assert "lookup_timeout_ms" not in kvtool(*base, "--engine", "sglang").stdout
+
+
 def test_no_command_shows_more_than_20_options() -> None:
     import typer.main
 
@@ -436,7 +485,7 @@ def test_the_same_reload_section_is_printed_once(kvtool: Run) -> None:
     referred to at the second; the fan-in (a session's size) is each context's own."""
     out = kvtool("plan", "llama-3.1-70b", "--ctx", "10k,50k", "--hardware", "p5en").stdout
     assert out.count("Reload vs recompute (16 sessions at once per node") == 1
-    assert out.count("(* reload beats recompute)") == 1
+    assert out.count("(* reload beats recompute") == 1
     assert "Reload vs recompute: as at 10,000 tokens above" in out
     assert out.count("departs from the AWS article's \"below 10K") == 1
     assert out.count("Fan-in from T3 at") == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from kvtool.cli.render.text import QUIET, Table, echo, plural, print_notes, seconds
@@ -94,6 +95,7 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
                 "s3_lookups": a.s3_lookups,
                 "s3_lookups_at_once": a.s3_lookups_at_once,
                 "s3_prefixes": a.s3_prefixes,
+                "lookup_timeout_s": a.lookup_timeout_s,
                 "overhead_s": a.overhead_s,
                 "t3_reload_from_tokens": a.t3_reload_from_tokens,
                 "restore_slo_s": a.restore_slo_s,
@@ -110,6 +112,10 @@ def plan_json(plan: DeploymentPlan) -> dict[str, Any]:
                     "node_bytes_per_s": p.node_bytes_per_s,
                     "bandwidth_source": p.bandwidth_source,
                     "reload_wins_from_tokens": plan.crossovers[p.tier],
+                    "reload_up_to_tokens": p.lookup_limit_tokens(a.chunk_tokens),
+                    "lookup_timeout_s": None
+                    if p.requests.lookup_timeout_s == float("inf")
+                    else p.requests.lookup_timeout_s,
                     "capacity_bytes": fs.capacity_bytes if p.tier == "T3" else None,
                     "capacity_source": t3.source if p.tier == "T3" else None,
                     "objects_per_chunk": p.requests.objects_per_chunk,
@@ -196,6 +202,8 @@ def _restore_json(
         "lookup_rate_s": terms.lookup_rate_s,
         "lookup_requests": terms.lookup_requests,
         "lookup_bound": terms.lookup_bound,
+        "lookup_session_s": terms.lookup_session_s,
+        "lookup_times_out": terms.lookup_times_out,
         "total_s": terms.total_s,
         "bound": terms.bound,
         "requests_per_s_to_match_recompute": terms.rate_needed_per_s(recompute),
@@ -247,7 +255,14 @@ def print_verdicts(
             echo(at + verdict.text)
 
 
-def _crossover(tokens: int | None) -> str:
+def _crossover(tokens: int | None, limit: int | None = None) -> str:
+    """``from 45,775 tokens``; with ``limit`` (the longest context whose lookup the engine
+    waits for, below 10M): ``never (times out past 7,680 tokens)`` or ``from X to 7,680
+    tokens (times out past them)``."""
+    if limit is not None and limit < 10_000_000:
+        if tokens is None:
+            return f"never (times out past {limit:,} tokens)"
+        return f"from {max(tokens, 1):,} to {limit:,} tokens (times out past them)"
     if tokens is None:
         return "never (up to 10M tokens)"
     if tokens <= 1:
@@ -299,6 +314,13 @@ def _restore_text(
             f"; as fast as recompute ({seconds(recompute)}) needs {need:,.0f} {unit}/s a node"
             f" against {r.rate_per_s:,.0f}/s: {met}"
         )
+    if terms.lookup_times_out:
+        need_ms = math.ceil(terms.lookup_session_s * 1e3 - 1e-6)
+        given = f"{need_ms // 1000}s" if need_ms % 1000 == 0 else f"{need_ms}ms"
+        text += (
+            f"; not restored: its {seconds(terms.lookup_session_s)} lookup outlasts the"
+            f" {seconds(terms.lookup_timeout_s)} timeout (lookup_timeout={given} lets it through)"
+        )
     return text
 
 
@@ -337,10 +359,11 @@ def _reload_block(plan: DeploymentPlan) -> list[str]:
         f" share its links, prefills its compute at {a.mfu:.0%} MFU of the"
         f" {_peaks(plan)})"
     ]
+    limits = {p.tier: p.lookup_limit_tokens(a.chunk_tokens) for p in plan.paths}
     for path in plan.paths:
         lines.append(
             f"  {path.tier}: {path.description}; latency {seconds(path.latency_s)};"
-            f" reload wins {_crossover(plan.crossovers[path.tier])}"
+            f" reload wins {_crossover(plan.crossovers[path.tier], limits[path.tier])}"
         )
     tiers_in_use = [p.tier for p in plan.paths]
     table = Table("context", "session KV", "recompute", *(f"{t} reload" for t in tiers_in_use))
@@ -351,10 +374,18 @@ def _reload_block(plan: DeploymentPlan) -> list[str]:
             seconds(row.recompute_s),
         ]
         for tier in tiers_in_use:
-            mark = " *" if row.reload_s[tier] < row.recompute_s else ""
+            limit = limits[tier]
+            if limit is not None and row.ctx_tokens > limit:
+                mark = " !"
+            else:
+                mark = " *" if row.reload_s[tier] < row.recompute_s else ""
             cells.append(seconds(row.reload_s[tier]) + mark)
         table.add_row(*cells)
-    lines += [table.render(), "(* reload beats recompute)"]
+    legend = "(* reload beats recompute"
+    if any(limit is not None and limit < max(r.ctx_tokens for r in plan.break_even)
+           for limit in limits.values()):  # fmt: skip
+        legend += "; ! past the lookup timeout: recomputed"
+    lines += [table.render(), legend + ")"]
     if not QUIET[0]:  # (--quiet: no notes, as print_notes)
         lines += [f"note: {note}" for note in dict.fromkeys(plan.notes)]
     return lines

@@ -24,7 +24,7 @@ from kvtool.model.params import ParamCount, count_params
 from kvtool.model.spec import ModelSpec
 from kvtool.plan.deployment import DeploymentPlan
 from kvtool.plan.reload import TierPath, recompute_seconds, reload_seconds, restore
-from kvtool.plan.requests import RestoreTerms
+from kvtool.plan.requests import RestoreTerms, lookup_limit_chunks
 from kvtool.plan.striping import DEFAULT_STRIPE_SIZE, judge_stripes
 
 from .conftest import session_bytes
@@ -69,11 +69,12 @@ def figure(value: str) -> tuple[float, int] | str:
 
 @dataclass(frozen=True)
 class Case:
-    """One worked plan, as kvtool makes it."""
+    """One worked plan, as kvtool makes it (``name``: p5en or trn3)."""
 
     sized: Sized
     spec: ModelSpec
     params: ParamCount
+    name: str = ""
 
     @property
     def plan(self) -> DeploymentPlan:
@@ -99,9 +100,17 @@ class Case:
 
     @property
     def crossover(self) -> int:
-        found = self.plan.crossovers["T4"]
+        """T4's crossover were LMCache to wait an hour for a lookup (``lookup_timeout=1h``):
+        on its 3 s default T4 wins nowhere (``wins``)."""
+        found = waited(self.name).plan.crossovers["T4"]
         assert found is not None
         return found
+
+    @property
+    def wins(self) -> str:
+        """T4's crossover on the defaults, as the plan says it."""
+        found = self.plan.crossovers["T4"]
+        return "never" if found is None else f"{found:,}"
 
     def released_s(self) -> float:
         """The plan's restore of released sessions, read back through FSx."""
@@ -149,18 +158,27 @@ class Case:
         return judged.effective, judged.status, fix
 
 
-def _case(model: str, hardware: str, ctx: str, sessions: str, nodes: str | None) -> Case:
+def _case(name: str, settings: dict[str, str] | None = None) -> Case:
+    model, hardware, ctx, sessions, nodes = (
+        ("llama-3.1-70b", "p5en", "128k", "1000", "8")
+        if name == "p5en"
+        else ("llama-3.1-405b", "trn3-ultraserver", "200k", "100", None)
+    )
     request = SizeRequest(model, ctx=ctx, sessions=sessions, hardware=hardware, nodes=nodes,
-                          cost=nodes is not None)  # fmt: skip
+                          cost=nodes is not None, settings=settings)  # fmt: skip
     sized = size_models(request, []).sized[0]
-    return Case(sized, sized.resolved.spec, count_params(sized.resolved.spec))
+    return Case(sized, sized.resolved.spec, count_params(sized.resolved.spec), name)
 
 
 @cache
 def case(name: str) -> Case:
-    if name == "p5en":
-        return _case("llama-3.1-70b", "p5en", "128k", "1000", "8")
-    return _case("llama-3.1-405b", "trn3-ultraserver", "200k", "100", None)
+    return _case(name)
+
+
+@cache
+def waited(name: str) -> Case:
+    """The same plan with ``--set lookup_timeout=1h``."""
+    return _case(name, {"lookup_timeout": "1h"})
 
 
 Getter = Callable[[Case], float | str | None]  # None: kvtool has no such figure
@@ -193,7 +211,14 @@ COMMON: dict[str, Getter] = {
     "T4 reload": lambda c: c.t4.total_s,
     "recompute": lambda c: c.recompute(c.plan.ctx_tokens),
     "GET/s to match recompute": lambda c: c.t4.rate_needed_per_s(c.recompute(c.plan.ctx_tokens)),
-    "T4 wins from": lambda c: c.crossover,
+    "a session's lookup": lambda c: c.t4.lookup_session_s,
+    "lookup timeout, chunks": lambda c: lookup_limit_chunks(c.path("T4").requests),
+    "lookup timeout, tokens": lambda c: c.path("T4").lookup_limit_tokens(
+        c.plan.assumptions.chunk_tokens
+    ),
+    "lookup_timeout_ms it needs": lambda c: math.ceil(c.t4.lookup_session_s * 1e3 - 1e-6),
+    "T4 wins from": lambda c: c.wins,
+    "T4 wins from, lookup_timeout=1h": lambda c: c.crossover,
     "a session at the crossover": lambda c: session_bytes(c.spec, c.crossover),
     "T4 reload at the crossover": lambda c: c.t4_reload(c.crossover),
     "recompute at the crossover": lambda c: c.recompute(c.crossover),
@@ -277,8 +302,10 @@ def test_each_value_is_what_kvtool_computes(name: str, row: Row) -> None:
     [
         ("p5en", "takes {reload:,.2f} s against {recompute:,.2f} s of recompute"),
         ("trn3", "takes {reload:,.2f} s against {recompute:,.2f} s of recompute"),
-        ("p5en", "S3 wins only from {crossover:,} tokens"),
-        ("trn3", "S3 wins only from {crossover:,} tokens"),
+        ("p5en", "S3 would win only from {crossover:,} tokens"),
+        ("trn3", "S3 would win only from {crossover:,} tokens"),
+        ("p5en", "gives a session's lookup up after 3,000 ms"),
+        ("trn3", "gives a session's lookup up after 3,000 ms"),
     ],
 )
 def test_the_prose_says_the_tables_figures(name: str, said: str) -> None:
@@ -290,8 +317,13 @@ def test_the_prose_says_the_tables_figures(name: str, said: str) -> None:
 
 def test_the_worked_plans_print_no_false_s3_note() -> None:
     """Done-when of issue 49: on the defaults T4 never wins from a few hundred tokens and no
-    "S3 out-reads T3" is said, for both cases."""
+    "S3 out-reads T3" is said, for both cases: LMCache gives their lookups up (3 s), and the
+    plan says so; were it to wait an hour, T4 would win only past the plan's context."""
     for name in GETTERS:
         plan = case(name).plan
+        assert plan.crossovers["T4"] is None
+        assert plan.restores["T4"].lookup_times_out
+        assert [n for n in plan.notes if n.startswith("T4 engine-direct restores no session")]
         assert case(name).crossover > plan.ctx_tokens
         assert not [n for n in plan.notes if "out-reads" in n]
+        assert not [n for n in waited(name).plan.notes if "out-reads" in n]

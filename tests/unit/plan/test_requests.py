@@ -18,6 +18,7 @@ from kvtool.plan.requests import (
     Requests,
     RestoreTerms,
     key_scheme,
+    lookup_limit_chunks,
     restore_terms,
 )
 from kvtool.profiles.load import load_node_profile, load_storage_profile
@@ -171,3 +172,26 @@ def test_key_schemes_are_the_engines_own() -> None:
     assert LMCACHE_S3.prefixes == 1
     assert "s3_connector.py" in LMCACHE_S3.source
     assert math.isinf(Requests().rate_per_s)
+
+
+def test_lmcache_gives_a_session_lookup_up_past_its_timeout() -> None:
+    """LMCache's lookup_timeout_ms (3,000 by default, v1/config.py:457-461): a session whose
+    own lookup, a 100 ms HEAD a chunk in turn, takes longer is answered 0 hits and recomputed.
+    30 chunks (3.0 s, 7,680 tokens) are waited for, whatever the floating point says; 31 are
+    not. The timeout is per session: 16 sessions one at a time do not add up against it."""
+    r = Requests(lookup_s_per_chunk=0.1, lookup_requests=1, requests_per_object=2,
+                 lookups_at_once=1, lookup_timeout_s=3.0)  # fmt: skip
+    assert lookup_limit_chunks(r) == 30
+
+    def at_ctx(tokens: int) -> RestoreTerms:
+        return restore_terms(r, sessions=16, tier_bytes_per_session=1e9, tokens=tokens,
+                             chunk_tokens=256, bytes_per_s=1e10, fixed_s=0.0)  # fmt: skip
+
+    at = {tokens: at_ctx(tokens) for tokens in (7_680, 7_681)}
+    assert (at[7_680].lookup_session_s, at[7_680].lookup_times_out) == (pytest.approx(3.0), False)
+    assert at[7_680].lookup_latency_s == pytest.approx(16 * 3.0)  # the phase: all 16 in turn
+    assert at[7_681].lookup_times_out
+    assert lookup_limit_chunks(Requests(lookup_s_per_chunk=0.1)) is None  # no timeout: waits
+    assert not restore_terms(Requests(lookup_s_per_chunk=0.1), sessions=1,
+                             tier_bytes_per_session=1e9, tokens=1_000_000, chunk_tokens=256,
+                             bytes_per_s=1e10, fixed_s=0.0).lookup_times_out  # fmt: skip

@@ -63,7 +63,9 @@ def test_the_articles_line_holds_for_the_t3_kvtool_sizes() -> None:
     assert plan.file_system.capacity_gib == 9_600
     assert plan.crossovers["T3"] is not None
     assert plan.crossovers["T3"] <= 50_000
-    assert plan.crossovers["T3"] < plan.crossovers["T4"]  # type: ignore[operator]
+    assert plan.crossovers["T4"] is None  # LMCache gives S3 lookups past 7,680 tokens up
+    waited = _plan("llama-3.1-70b", 50_000, assumptions=ReloadAssumptions(lookup_timeout_s=3600))
+    assert plan.crossovers["T3"] < waited.crossovers["T4"]  # type: ignore[operator]
     assert not any(note.startswith("S3 out-reads") for note in plan.notes)
 
 
@@ -77,8 +79,12 @@ def test_eight_nodes_share_a_file_system_sized_for_all_of_them() -> None:
     assert plan.crossovers["T3"] <= 50_000
     row = next(r for r in plan.break_even if r.ctx_tokens == 50_000)
     assert row.reload_s["T3"] < row.recompute_s
-    # docs/planning.md's table: T3 from 45,775 tokens; S3, object by object, from 1,102,211
-    assert (plan.crossovers["T3"], plan.crossovers["T4"]) == (45_775, 1_102_211)
+    # docs/planning.md's table: T3 from 45,775 tokens; S3, object by object, never on
+    # LMCache's 3 s lookup timeout, from 1,102,211 with an hour's
+    assert (plan.crossovers["T3"], plan.crossovers["T4"]) == (45_775, None)
+    waited = _plan("llama-3.1-70b", 50_000, sessions=1_000, nodes=8,
+                   assumptions=ReloadAssumptions(lookup_timeout_s=3600))  # fmt: skip
+    assert (waited.crossovers["T3"], waited.crossovers["T4"]) == (45_775, 1_102_211)
     assert not any(note.startswith("S3 out-reads") for note in plan.notes)
 
 
@@ -90,9 +96,12 @@ def test_a_given_capacity_is_used_as_given_beside_the_one_kvtool_would_size() ->
     notes = "\n".join(plan.notes)
     assert "--fsx-capacity 4,800 GiB as given" in notes
     # S3 read object by object (8 a chunk, a HEAD and a GET each, the lookup a session at a
-    # time) wins only from 1,102,211 tokens: it was a 41,373-token "S3 out-reads this T3" when
-    # S3 was one 5.4 GB/s pipe
-    assert plan.crossovers["T4"] == 1_102_211
+    # time) wins never on LMCache's 3 s lookup timeout, and only from 1,102,211 tokens with an
+    # hour's: it was a 41,373-token "S3 out-reads this T3" when S3 was one 5.4 GB/s pipe
+    assert plan.crossovers["T4"] is None
+    waited = _plan("llama-3.1-70b", 50_000, fsx_capacity_bytes=4_800 * GIB,
+                   assumptions=ReloadAssumptions(lookup_timeout_s=3600))  # fmt: skip
+    assert waited.crossovers["T4"] == 1_102_211
     assert "S3 out-reads" not in notes
     assert "T3 as given (4,800 GiB): reload wins from 64,527 tokens; the 9,600 GiB kvtool would" \
         " size (sized for throughput): from 16 tokens" in notes  # fmt: skip
