@@ -414,6 +414,17 @@ def test_lmcaches_lookup_timeout_gives_t4_engine_direct_up_and_the_plan_says_so(
     assert "lookup_timeout_ms" not in kvtool(*base, "--engine", "sglang").stdout
 
 
+def test_emit_lmcache_has_no_s3_backend_so_keeps_lmcaches_lookup_timeout(kvtool: Run) -> None:
+    """lookup_timeout_ms matters to an S3 remote backend (a HEAD a chunk, 100 ms): the emitted
+    YAML has none (T3 through the fs plugin, a 300 us stat a chunk), so it leaves LMCache's
+    3000 ms as it is, even where the plan says T4 engine-direct would time out (issue 49)."""
+    out = kvtool("plan", "llama-3.1-70b", "--hardware", "p5en", "--ctx", "128k", "--sessions",
+                 "1000", "--nodes", "8", "--emit", "lmcache").stdout  # fmt: skip
+    keys = [line.split(":")[0].strip() for line in out.splitlines() if not line.startswith("#")]
+    assert 'remote_storage_plugins: ["fs"]' in out
+    assert not [k for k in keys if k in ("remote_url", "lookup_timeout_ms") or "s3" in k]
+
+
 def test_no_command_shows_more_than_20_options() -> None:
     import typer.main
 
