@@ -269,7 +269,8 @@ def key_scheme(stack: str) -> tuple[KeyScheme, str]:
     LMCache's for a stack whose object tier it has not read."""
     if stack in KEY_SCHEMES:
         return KEY_SCHEMES[stack], ""
-    return LMCACHE_S3, (
+    # its lookup timeout too, as LMCache's; what gives up is that stack's engine, not vLLM
+    return LMCACHE_S3._replace(timeout_effect="the engine recomputes"), (
         f"the {stack} stack's own object tier is not read: its engine-direct S3 path is planned"
         " as LMCache's S3 connector"
     )

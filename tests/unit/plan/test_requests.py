@@ -167,8 +167,12 @@ def test_key_schemes_are_the_engines_own() -> None:
     assert key_scheme("vllm") == (LMCACHE_S3, "")
     assert key_scheme("sglang") == (SGLANG_NIXL_OBJ, "")
     scheme, note = key_scheme("dynamo")
-    assert scheme is LMCACHE_S3
+    assert scheme._replace(timeout_effect="") == LMCACHE_S3._replace(timeout_effect="")
     assert "not read" in note
+    # LMCache's lookup timeout, said as LMCache's; the engine that recomputes is not vLLM there
+    assert (LMCACHE_S3.lookup_timeout_s, SGLANG_NIXL_OBJ.lookup_timeout_s) == (3.0, math.inf)
+    assert "vLLM" in LMCACHE_S3.timeout_effect
+    assert scheme.timeout_effect == "the engine recomputes"
     assert LMCACHE_S3.prefixes == 1
     assert "s3_connector.py" in LMCACHE_S3.source
     assert math.isinf(Requests().rate_per_s)
