@@ -91,8 +91,8 @@ def test_lmcache_yaml_uses_known_keys_and_gib(use_gds: bool, is_mla: bool) -> No
 def test_lmcache_says_it_enforces_no_t3_size() -> None:
     text = emit("lmcache", inputs())
     assert "LMCache enforces no size on /fsx/kv cache and evicts nothing" in text
-    assert "find '/fsx/kv cache' -type f -amin +1440 -delete" in text  # last access
-    assert "noatime" in text  # and when the mount does not record it
+    assert "kvtool gc '/fsx/kv cache' --max-age 1d" in text  # whole chunks, the path quoted
+    assert "-delete" not in text  # find -delete took a chunk's files one by one
 
 
 @pytest.mark.parametrize("is_mla", [False, True])
