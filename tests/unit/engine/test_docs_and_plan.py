@@ -40,9 +40,9 @@ def test_the_plans_crossovers_decide_reload_or_recompute() -> None:
         assumptions=ReloadAssumptions(),
     )
     crossovers = plans.plans[0].crossovers
-    t4 = crossovers["T4"]
-    assert t4 is not None
-    assert t4 > 4096  # a short prefix is cheaper to recompute than to fetch from S3
+    # a short prefix is cheaper to recompute than to fetch from S3, and past 7,680 tokens
+    # LMCache gives the S3 lookup up (lookup_timeout_ms): T4 never wins, so the engine recomputes
+    assert crossovers["T4"] is None
     clock = [0.0]
     m = Manager(
         EngineConfig(
