@@ -16,7 +16,7 @@ from kvtool.plan.fsx import smallest_size_at_least
 from kvtool.plan.metadata import folder_layout, folders_needed, provisionable
 from kvtool.plan.offload import OffloadLayout
 from kvtool.plan.reload import ReloadAssumptions, TierPath, t3_client_gbps
-from kvtool.plan.requests import KeyScheme, RestoreTerms
+from kvtool.plan.requests import KeyScheme, RestoreTerms, times_out
 from kvtool.plan.serving import Serving
 from kvtool.plan.t3_size import FOR_CAPACITY, FOR_THROUGHPUT, T3Size
 
@@ -65,10 +65,11 @@ def lookup_timeout_notes(
     the engine recomputes. Says from which context, the setting and its source, and how the
     AWS article's T4 (released files read back through FSx, a stat a chunk) fares. The same
     for every context past the limit (the restore at each context says what lets it through)."""
+    notes = _t3_lookup_timeout(paths, restores, scheme, a)
     path = next((p for p in paths if p.tier == "T4"), None)
     terms = restores.get("T4")
     if path is None or terms is None or not terms.lookup_times_out:
-        return []
+        return notes
     r = path.requests
     limit = path.lookup_limit_tokens(a.chunk_tokens) or 0
     timeout = r.lookup_timeout_s
@@ -91,7 +92,40 @@ def lookup_timeout_notes(
             f"; the AWS article's T4 through FSx ({each * 1e6:,.0f} us a chunk) holds to"
             f" {chunks * a.chunk_tokens:,} tokens"
         )
-    return [note]
+    return [note, *notes]
+
+
+def _t3_lookup_timeout(
+    paths: list[TierPath], restores: dict[str, RestoreTerms], scheme: KeyScheme,
+    a: ReloadAssumptions,
+) -> list[str]:  # fmt: skip
+    """Where one session's T3 lookup at the plan's context (a stat a chunk, in turn) outlasts
+    LMCache's lookup timeout: its fs and GDS backends answer through the same lookup client
+    (abstract_backend.py:272-293), so past it LMCache finds no hits and the engine recomputes.
+    kvtool's T3 times there assume the timeout raised: said, with the value that lets it
+    through. Only for stacks planned on LMCache's lookup (``scheme.lookup_timeout_s``)."""
+    fsx = next((p for p in paths if p.tier == "T3"), None)
+    terms = restores.get("T3")
+    timeout = a.lookup_timeout_s if a.lookup_timeout_s is not None else scheme.lookup_timeout_s
+    if (
+        fsx is None
+        or terms is None
+        or timeout == math.inf
+        or fsx.requests.lookup_s_per_chunk <= 0
+        or not times_out(terms.lookup_session_s, timeout)
+    ):
+        return []
+    each = fsx.requests.lookup_s_per_chunk
+    limit = math.floor(timeout / each * (1 + 1e-9)) * a.chunk_tokens
+    need_ms = math.ceil(terms.lookup_session_s * 1e3)
+    return [
+        f"LMCache's T3 (its fs or GDS backend) restores no session past {limit:,} tokens: a"
+        f" session's lookup here ({each * 1e6:,.0f} us a chunk, in turn:"
+        f" {terms.lookup_session_s:,.2f} s) outlasts lookup_timeout_ms ({timeout * 1e3:,.0f},"
+        f" {scheme.timeout_source}), so {scheme.timeout_effect}; the T3 reload times here"
+        f" assume lookup_timeout_ms {need_ms:,} or more in LMCache's config (vLLM's own fs"
+        " offload and SGLang's file tier have no such timeout)"
+    ]
 
 
 def metadata_notes(t3: T3Size) -> list[str]:

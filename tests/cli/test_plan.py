@@ -414,6 +414,24 @@ def test_lmcaches_lookup_timeout_gives_t4_engine_direct_up_and_the_plan_says_so(
     assert "lookup_timeout_ms" not in kvtool(*base, "--engine", "sglang").stdout
 
 
+def test_a_t3_lookup_past_lmcaches_timeout_is_said(kvtool: Run) -> None:
+    """LMCache's fs and GDS backends answer through the same lookup client and its 3 s
+    lookup_timeout_ms: at 3M tokens a session's 12,288 stats of 300 us take 3.69 s, so on
+    LMCache's defaults T3 restores nothing there and the plan's T3 times assume the timeout
+    raised; said, with the value. Not below 2,560,000 tokens, not with the timeout given
+    past it, not for SGLang's file tier (issue 49)."""
+    base = ["plan", "llama-4-scout", "--hardware", "p5en", "--sessions", "4"]
+    plain = " ".join(kvtool(*base, "--ctx", "3M").stdout.split())
+    assert "LMCache's T3 (its fs or GDS backend) restores no session past 2,560,000 tokens" in plain
+    assert "(300 us a chunk, in turn: 3.69 s) outlasts lookup_timeout_ms (3,000," in plain
+    assert "assume lookup_timeout_ms 3,687 or more in LMCache's config" in plain
+    for more in (["--ctx", "2M"], ["--ctx", "3M", "--set", "lookup_timeout=4s"],
+                 ["--ctx", "3M", "--engine", "sglang"]):  # fmt: skip
+        done = kvtool(*base, *more)
+        assert done.exit_code == 0, (more, done.stderr)
+        assert "LMCache's T3" not in done.stdout, more
+
+
 def test_emit_lmcache_has_no_s3_backend_so_keeps_lmcaches_lookup_timeout(kvtool: Run) -> None:
     """lookup_timeout_ms matters to an S3 remote backend (a HEAD a chunk, 100 ms): the emitted
     YAML has none (T3 through the fs plugin, a 300 us stat a chunk), so it leaves LMCache's
