@@ -126,6 +126,7 @@ def plan_cost(
     hardware: Hardware, tiers: TierPlan, prices: Prices, *, sessions: int, ctx_tokens: int,
     chunk_tokens: int, file_system: FileSystem | None = None, required: tuple[str, ...] = (),
     all_fsx_bytes: int | None = None, objects_per_chunk: int = 1, requests_per_object: int = 1,
+    read_back_up_to_tokens: int | None = None,
     metadata: MetadataPlan | None = None, tiering: Tiering | None = None,
 ) -> Cost:  # fmt: skip
     """The cost under ``prices`` of ``sessions`` (of ``ctx_tokens``, the mean of a mix)
@@ -137,7 +138,9 @@ def plan_cost(
     the FSx that would hold them all: the larger of the size holding those bytes and the
     plan's own (its throughput goal still holds on a larger one). A chunk is
     ``objects_per_chunk`` objects in S3, each read back with ``requests_per_object`` requests
-    (the path's ``Requests``: a GET and the engine's lookups). ``metadata``, the plan's
+    (the path's ``Requests``: a GET and the engine's lookups); past
+    ``read_back_up_to_tokens`` the engine's lookup times out and it reads nothing back (said
+    beside the read's price). ``metadata``, the plan's
     Metadata IOPS, bills those provisioned past AUTOMATIC's; ``tiering`` prices FSx
     Intelligent-Tiering for the released sessions beside S3."""
     price = _Priced(prices)
@@ -215,7 +218,14 @@ def plan_cost(
             notes.append(
                 f"T4 requests: ${per_write:.4f} to write a session ({puts:,} PUTs: {each}),"
                 f" ${per_read:.4f} to read one back engine-direct ({gets:,} requests: {reads} an"
-                " object); not in the monthly total, which has no request rate"
+                " object"
+                + (
+                    f", were it read: its lookup times out past {read_back_up_to_tokens:,}"
+                    " tokens, and the engine recomputes"
+                    if read_back_up_to_tokens is not None and ctx_tokens > read_back_up_to_tokens
+                    else ""
+                )
+                + "); not in the monthly total, which has no request rate"
             )
     if prices.cross_az_per_gb is not None:
         notes.append(f"no cross-AZ transfer in this plan (one zone); it would cost"
@@ -266,6 +276,9 @@ def deployment_cost(plan: DeploymentPlan, prices: Prices, *, sessions: int) -> C
         all_fsx_bytes=plan.release.all_fsx_bytes if plan.release else None,
         objects_per_chunk=r.objects_per_chunk if r else 1,
         requests_per_object=r.requests_per_object if r else 1,
+        read_back_up_to_tokens=(
+            path.lookup_limit_tokens(plan.assumptions.chunk_tokens) if path is not None else None
+        ),
         metadata=plan.t3_size.metadata, tiering=plan_tiering(plan),
     )  # fmt: skip
 

@@ -125,3 +125,23 @@ def test_all_fsx_buys_the_metadata_iops_its_automatic_lacks() -> None:
                      all_fsx_bytes=plan.release.all_fsx_bytes, metadata=need)  # fmt: skip
     assert cost.all_fsx_gib == 216_000
     assert cost.all_fsx_usd_per_month == pytest.approx(129_600 + (156_000 - 108_000) * 0.055)
+
+
+def test_a_read_back_price_says_when_the_lookup_times_out(kvtool: Callable) -> None:
+    """The engine-direct read's request price is what a read would cost; past LMCache's
+    lookup timeout (30 chunks of 100 ms HEADs: 7,680 tokens) nothing is read back, and the
+    price once read as if it were (issue 49)."""
+    long = kvtool("plan", "llama-3.1-405b", "--hardware", "trn3-ultraserver", "--ctx", "1M",
+                  "--sessions", "500", "--set", "mean_idle=30m", "--cost")  # fmt: skip
+    assert long.exit_code == 0, long.stderr
+    text = " ".join(long.stdout.split())
+    assert (
+        "$0.4719 to read one back engine-direct (1,179,648 requests: a GET and 1 lookup(s) an"
+        " object, were it read: its lookup times out past 7,680 tokens, and the engine"
+        " recomputes)" in text
+    )
+    short = kvtool("plan", "llama-3.1-70b", "--hardware", "p5en", "--ctx", "4k", "--sessions",
+                   "100000", "--fsx-capacity", "1200GiB", "--t3-path", "ena", "--cost")  # fmt: skip
+    assert short.exit_code == 0, short.stderr
+    assert "to read one back engine-direct (256 requests" in " ".join(short.stdout.split())
+    assert "times out" not in short.stdout.split("T4 requests")[1].split("note:")[0]
