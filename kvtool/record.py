@@ -7,8 +7,9 @@ tuple subclass with named fields, defaults, ``_fields``, ``_field_defaults``, ``
 it is defined: typing's check of each field's annotation (a string annotation is compiled
 there) and ``collections.namedtuple``'s ``eval`` of the constructor's source. Together about
 0.1 ms a class; ``kvtool size`` defines 25 of them on its way to its answer (docs/architecture.md,
-"Start-up"). Building a record costs about what a NamedTuple's does; keyword arguments and
-defaults go through one Python loop instead of the generated signature.
+"Start-up"). Building a record with every field by position costs what a NamedTuple's does;
+with keywords or defaults it goes through one Python loop instead of a generated signature,
+about 1 us more (2.3 us against 0.9 us), on paths that build dozens.
 """
 
 import collections
