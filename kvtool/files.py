@@ -160,8 +160,9 @@ _JSON_CONSTANTS = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": 
 def _loads_json(text: str, pairs_hook: Any) -> Any:
     """``json.loads(text, object_pairs_hook=pairs_hook)``, read by json's C scanner alone when
     the text is well formed. Importing the json package costs ``kvtool size`` 1.7 ms (its
-    pure-Python fallback's regular expressions, compiled at import), a sixth of what its
-    start-up may add to typer's and rich's (docs/architecture.md, "Start-up"); the C scanner is
+    pure-Python fallback's regular expressions, compiled at import), a twelfth of the ~21 ms
+    its start-up may add to typer's and rich's ~70 ms (docs/architecture.md, "Start-up"); the
+    C scanner is
     what json.loads runs anyway. Anything the scanner does not take whole (malformed text, a
     byte order mark, text after the value, a Python without ``_json``) is read again by
     json.loads, so every error is json's own."""
