@@ -121,10 +121,10 @@ def kv_export(facts: NodeFacts) -> Finding:
 
 
 def _association_fix(facts: NodeFacts, path: str) -> str:
-    """The DRA line ``--emit`` prints (``plan/release.py``'s ``create_association``), on one
+    """The DRA line ``--emit`` prints (``plan/fsx_rules.py``'s ``create_association``), on one
     line for the KV folder at ``path`` on the file system: the file system's id where FSx
     described it, else ``$FSX_ID``; the bucket, which doctor cannot know, ``$BUCKET``."""
-    from kvtool.plan.release import FILL_IN, create_association, s3_prefix
+    from kvtool.plan.fsx_rules import FILL_IN, create_association, s3_prefix
 
     fs_id = (facts.aws.file_system or {}).get("FileSystemId")
     unknown = {"BUCKET": FILL_IN["BUCKET"][1]}

@@ -25,6 +25,8 @@ A fact that is None is not known: SKIP, with ``unknown[key]`` as the reason wher
 
 from __future__ import annotations
 
+import posixpath
+import re
 import shlex
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -36,6 +38,32 @@ TCP_CLIENT_GBPS = 100  # FSx for Lustre per-client ceiling over ENA/TCP
 # the DRA's automatic export the article's T4 path needs (plan/release.py emits it): every
 # file the engine writes, changes or deletes reaches the bucket (FSx's EventType enum)
 AUTO_EXPORT = "AutoExportPolicy={Events=[NEW,CHANGED,DELETED]}"
+
+
+FILL_IN = {
+    "FSX_ID": ("fs-...", "the file system's id (aws fsx describe-file-systems)"),
+    "BUCKET": ("...", "an S3 general purpose bucket in the file system's Region"),
+}
+
+
+def s3_prefix(folder: str) -> str:
+    """The bucket prefix for a KV folder: its name, or ``kvcache`` where the name is not a
+    plain S3 key part."""
+    name = posixpath.basename(posixpath.normpath(folder))
+    return name if re.fullmatch(r"[A-Za-z0-9._-]+", name) else "kvcache"
+
+
+def create_association(*, file_system_id: str, path: str, prefix: str) -> tuple[str, str, str]:
+    """``aws fsx create-data-repository-association`` with the T4 path's automatic export, as
+    three pieces of shell text (``--emit`` puts them on three lines, doctor's fix on one).
+    ``file_system_id`` and ``path`` (the folder from the file system's root) are shell text
+    already: a quoted value, or a variable in double quotes; the bucket is always ``$BUCKET``
+    (kvtool never knows it), the prefix ``s3_prefix``'s."""
+    return (
+        f"aws fsx create-data-repository-association --file-system-id {file_system_id}",
+        f'--file-system-path {path} --data-repository-path "s3://$BUCKET/{prefix}/"',
+        f"--s3 {shlex.quote(AUTO_EXPORT)}",
+    )
 
 
 class FsxFacts(NamedTuple):
@@ -220,6 +248,21 @@ def _same_az(facts: FsxFacts, wants_efa: bool) -> Finding:
     )
 
 
+def _create_association(file_system_id: str) -> str:
+    """The DRA line ``--emit`` and doctor print (``plan/release.py``'s ``create_association``)
+    for the file system ``file_system_id``, on one line: the KV folder's path on the file
+    system and the bucket, which a plan file does not give, are variables to set first."""
+    line = " ".join(
+        create_association(
+            file_system_id=shlex.quote(file_system_id), path='"$FSX_PATH"', prefix="kvcache"
+        )
+    )
+    return (
+        "set FSX_PATH to the KV folder's path on the file system (from its root: /kvcache for"
+        f" /fsx/kvcache) and BUCKET to {FILL_IN['BUCKET'][1]}, then {line}"
+    )
+
+
 def _association(facts: FsxFacts, t4: T4Release | None) -> Finding:
     if facts.s3_association is None:
         return _f(
@@ -234,9 +277,7 @@ def _association(facts: FsxFacts, t4: T4Release | None) -> Finding:
             "no S3 data repository association: the AWS article's checklist wants one for export"
             " to T4",
             facts.source,
-            f"aws fsx create-data-repository-association --file-system-id"
-            f" {facts.file_system_id} --file-system-path /kvcache"
-            " --data-repository-path s3://<bucket>/kvcache/"
+            _create_association(facts.file_system_id)
             if facts.file_system_id
             else "aws_fsx_data_repository_association (Terraform) or"
             " AWS::FSx::DataRepositoryAssociation, export on demand",

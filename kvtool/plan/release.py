@@ -47,13 +47,12 @@ from __future__ import annotations
 
 import math
 import posixpath
-import re
 import shlex
 from dataclasses import dataclass, replace
 
 from kvtool.plan.cluster import Hardware
 from kvtool.plan.fsx import FileSystem
-from kvtool.plan.fsx_rules import AUTO_EXPORT
+from kvtool.plan.fsx_rules import FILL_IN, create_association, s3_prefix
 from kvtool.plan.placement import TierPlan, TierUse
 from kvtool.plan.reload import ReloadAssumptions, TierPath, restore
 from kvtool.plan.requests import RestoreTerms
@@ -241,33 +240,9 @@ def hydrate_path(t3_path: TierPath, t4: StorageProfile, a: ReloadAssumptions, *,
 
 
 MOUNT_POINT = "/fsx"  # where AWS's FSx for Lustre examples mount the file system
+
+
 # what the emitted lines leave to the user, as shell variables set first
-FILL_IN = {
-    "FSX_ID": ("fs-...", "the file system's id (aws fsx describe-file-systems)"),
-    "BUCKET": ("...", "an S3 general purpose bucket in the file system's Region"),
-}
-
-
-def s3_prefix(folder: str) -> str:
-    """The bucket prefix for a KV folder: its name, or ``kvcache`` where the name is not a
-    plain S3 key part."""
-    name = posixpath.basename(posixpath.normpath(folder))
-    return name if re.fullmatch(r"[A-Za-z0-9._-]+", name) else "kvcache"
-
-
-def create_association(*, file_system_id: str, path: str, prefix: str) -> tuple[str, str, str]:
-    """``aws fsx create-data-repository-association`` with the T4 path's automatic export, as
-    three pieces of shell text (``--emit`` puts them on three lines, doctor's fix on one).
-    ``file_system_id`` and ``path`` (the folder from the file system's root) are shell text
-    already: a quoted value, or a variable in double quotes; the bucket is always ``$BUCKET``
-    (kvtool never knows it), the prefix ``s3_prefix``'s."""
-    return (
-        f"aws fsx create-data-repository-association --file-system-id {file_system_id}",
-        f'--file-system-path {path} --data-repository-path "s3://$BUCKET/{prefix}/"',
-        f"--s3 {shlex.quote(AUTO_EXPORT)}",
-    )
-
-
 def release_commands(release: Release, *, t3_dir: str) -> list[str]:
     """Comment lines for ``--emit``: the DRA's export policy and how the release runs, as
     shell lines: what kvtool cannot know (the file system's id, the bucket; the folder's path

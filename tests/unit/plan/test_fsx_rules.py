@@ -236,14 +236,16 @@ def test_no_association_warns_with_infrastructure_code_or_a_cli_command() -> Non
         " AWS::FSx::DataRepositoryAssociation, export on demand"
     )
     live = by_id(SCRATCH._replace(file_system_id=FS_ID))["fsx.s3_association"]
-    assert live.fix.startswith(
-        f"aws fsx create-data-repository-association --file-system-id {FS_ID}"
-    )
-    assert "--data-repository-path s3://<bucket>/kvcache/" in live.fix
-    # the command as the AWS CLI reads it, the bucket filled in, held to FSx's model
-    operation, params = aws_request(live.fix.replace("<bucket>", "kv-export-bucket"))
+    assert f"aws fsx create-data-repository-association --file-system-id {FS_ID}" in live.fix
+    assert live.fix.startswith("set FSX_PATH to the KV folder's path on the file system")
+    assert "<bucket>" not in live.fix  # the same line --emit and doctor print, variables set first
+    # the command as the AWS CLI reads it, the variables filled in, held to FSx's model
+    line = live.fix[live.fix.index("aws fsx create") :]
+    line = line.replace('"$FSX_PATH"', "/kvcache").replace("$BUCKET", "kv-export-bucket")
+    operation, params = aws_request(line)
     validate(operation, params)
     assert (operation, params["FileSystemPath"]) == ("CreateDataRepositoryAssociation", "/kvcache")
+    assert params["S3"]["AutoExportPolicy"]["Events"] == ["NEW", "CHANGED", "DELETED"]
 
 
 def test_a_broken_association_fails_before_auto_export_is_looked_at() -> None:
