@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvtool.errors import InputError, has_control_character
 from kvtool.plan.offload import GDS_BUFFER_MIB
@@ -133,6 +133,11 @@ class EmitInputs(NamedTuple):
     # what spills past T3 with nothing released: S3 through an engine-direct connector, which
     # no configuration here sets up
     t4_bytes_per_node: int = 0
+    # LMCache's lookup_timeout_ms where the YAML must set it: the one given (--set
+    # lookup_timeout), or where one session's T3 lookup at the plan's context (a stat a chunk,
+    # in turn) outlasts LMCache's 3,000 ms default, whole seconds past it; 0: left out
+    lookup_timeout_ms: int = 0
+    lookup_why: str = ""
 
     @property
     def ranks(self) -> int:
@@ -238,7 +243,36 @@ def emit_inputs(
         t4_lines=tuple(release_commands(plan.release, t3_dir=t3_dir))
         if plan.release and plan.release.planned and plan.release.spilled_sessions
         else (),
+        **_lookup_timeout(plan),
     )
+
+
+def _lookup_timeout(plan: DeploymentPlan) -> dict[str, Any]:
+    """``lookup_timeout_ms`` for LMCache's YAML: as given (``--set lookup_timeout``), or
+    where one session's T3 lookup at the plan's context outlasts LMCache's default, so that
+    the engine waits for the restore the plan times (past it LMCache answers 0 hits and the
+    engine recomputes: v1/config.py:457-461, factory.py:226, zmq_transport.py:119-126)."""
+    from kvtool.plan.requests import LMCACHE_S3
+
+    given = plan.assumptions.lookup_timeout_s
+    if given is not None:
+        return {"lookup_timeout_ms": math.ceil(given * 1e3), "lookup_why": "--set lookup_timeout"}
+    t3 = next((p for p in plan.paths if p.tier == "T3"), None)
+    if t3 is None or t3.requests.lookup_s_per_chunk <= 0:
+        return {}
+    chunks = -(-plan.ctx_tokens // plan.assumptions.chunk_tokens)
+    lookup_s = chunks * t3.requests.lookup_s_per_chunk
+    if lookup_s <= LMCACHE_S3.lookup_timeout_s:
+        return {}
+    return {
+        "lookup_timeout_ms": math.ceil(lookup_s) * 1000,
+        "lookup_why": (
+            f"a session's T3 lookup at {plan.ctx_tokens:,} tokens takes {lookup_s:,.2f} s"
+            f" ({chunks:,} chunks, a {t3.requests.lookup_s_per_chunk * 1e6:,.0f} us stat each, in"
+            " turn), past LMCache's 3000 default (v1/config.py:457-461): past it the engine"
+            " recomputes"
+        ),
+    }
 
 
 def _yaml_str(text: str) -> str:
@@ -391,6 +425,8 @@ def lmcache_yaml(e: EmitInputs) -> str:
             extra.append(
                 "  save_only_first_rank: false  # pipeline stages: each rank saves its own layers"
             )
+    if e.lookup_timeout_ms:
+        lines.append(f"lookup_timeout_ms: {e.lookup_timeout_ms}  # {e.lookup_why}")
     lines += [
         "max_local_disk_size: 0",
         "remote_serde: naive",

@@ -118,6 +118,39 @@ def test_lmcache_own_loader_reads_the_yaml_without_a_warning(tmp_path: Path, is_
     assert loaded.extra_config["remote_storage_plugin.fs.base_path"] == "/fsx/kv cache"
 
 
+def test_lmcache_yaml_sets_the_lookup_timeout_its_t3_restores_need(tmp_path: Path) -> None:
+    """At 12,288 chunks a session's T3 lookup (a 300 us stat each, in turn) takes 3.69 s,
+    past LMCache's 3000 ms lookup_timeout_ms, after which it answers 0 hits: the YAML sets
+    4000, and LMCache's own loader takes it; a given --set lookup_timeout is written as given;
+    below the limit the key is left out (issue 49)."""
+    config = pytest.importorskip("lmcache.v1.config")
+    from kvtool.inputs.shape import resolve_shape
+    from kvtool.plan.deployment import make_hardware, plan_contexts
+    from kvtool.plan.emit import _lookup_timeout
+    from kvtool.plan.reload import ReloadAssumptions
+    from kvtool.profiles.load import load_node_profile, load_storage_profile
+
+    def plan_at(tokens: int, **assumed: Any) -> Any:
+        hardware = make_hardware(
+            load_node_profile("p5en"), load_storage_profile("fsx"), load_storage_profile("s3")
+        )
+        shape = resolve_shape("llama-4-scout", tp=8)
+        return plan_contexts(
+            shape, contexts=[tokens], sessions=4, hardware=hardware,
+            assumptions=ReloadAssumptions(**assumed),
+        ).plans[0]  # fmt: skip
+
+    long = _lookup_timeout(plan_at(3 * 2**20))
+    assert long["lookup_timeout_ms"] == 4000
+    assert "takes 3.69 s (12,288 chunks, a 300 us stat each, in turn)" in long["lookup_why"]
+    assert _lookup_timeout(plan_at(2 * 2**20)) == {}
+    given = _lookup_timeout(plan_at(2 * 2**20, lookup_timeout_s=3600.0))
+    assert given == {"lookup_timeout_ms": 3_600_000, "lookup_why": "--set lookup_timeout"}
+    path = tmp_path / "lmcache.yaml"
+    path.write_text(emit("lmcache", inputs(lookup_timeout_ms=4000, lookup_why="test")))
+    assert config.LMCacheEngineConfig.from_file(str(path)).lookup_timeout_ms == 4000
+
+
 def test_vllm_with_t3_uses_the_lmcache_connector() -> None:
     env, words = command(emit("vllm", inputs()))
     assert env == {"LMCACHE_CONFIG_FILE": "lmcache.yaml"}
