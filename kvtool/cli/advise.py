@@ -143,7 +143,7 @@ def advise(
             result.hardware, result.placed.tiers,
             resolve_prices(prices, region=region, hardware=inputs.hardware),
             sessions=result.placed.peak_sessions, ctx_tokens=mean_ctx, chunk_tokens=256,
-            required=result.advice.tiers,
+            required=result.advice.tiers, file_system=result.file_system,
             all_fsx_bytes=result.placed.release.all_fsx_bytes if result.placed.release else None,
             objects_per_chunk=result.placed.t4_objects_per_chunk,
             requests_per_object=result.placed.t4_requests_per_object,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kvtool.model.params import count_params
 from kvtool.model.shape import KvShape
 from kvtool.plan.deployment import (
     Hardware,
@@ -36,11 +37,14 @@ from kvtool.plan.deployment import (
     WorkloadPlan,
     engine_hosts,
     offload_divisors,
+    plan_assumptions,
     plan_workload,
 )
 from kvtool.plan.fsx import FileSystem
 from kvtool.plan.offload import LAYOUTS
-from kvtool.plan.reload import ReloadAssumptions
+from kvtool.plan.reload import ReloadAssumptions, node_compute
+from kvtool.plan.requests import key_scheme
+from kvtool.plan.t3_size import T3Size, plan_t3, read_paths
 from kvtool.plan.workload import Workload
 from kvtool.units import format_bytes, plural
 
@@ -247,8 +251,10 @@ class AdviceResult:
     session_bytes: dict[int, int]
     placed: WorkloadPlan | None = None  # the workload at peak on the cluster (for --cost)
     hardware: Hardware | None = None
-    # the FSx for what stays on T3 at peak (the hot share where idle sessions are released)
+    # the FSx for what stays on T3 at peak (the hot share where idle sessions are released),
+    # sized as kvtool plan sizes it (``workload_t3``), and why
     file_system: FileSystem | None = None
+    t3_size: T3Size | None = None
 
 
 def capacity_of(planned: WorkloadPlan, nodes: int, *, t2_divisor: int = 1) -> Capacity:
@@ -273,7 +279,8 @@ def advise_workload(
     """Serve, price and place the workload as ``kvtool plan`` and ``kvtool check``
     do (``plan_workload``: idle sessions released to S3 by the workload's mean idle time,
     given in ``idle_from``, or ``--set mean_idle`` in ``assumptions``), then apply the
-    criteria. The FSx is the smallest that holds what stays on T3 at peak.
+    criteria. The FSx is the one ``kvtool plan`` sizes for what stays on T3 at peak
+    (``workload_t3``): the larger of holding it and restoring from it in time.
 
     Raises InputError when the weights (or one session) leave no room for KV on the node.
     """
@@ -284,7 +291,9 @@ def advise_workload(
                                tp=serving.kv_tp, pp=serving.pp,
                                hosts=engine_hosts(serving, hardware.node))["T2"]  # fmt: skip
     advice = advise(workload, capacity_of(planned, workload.nodes, t2_divisor=divisor))
-    need = planned.tiers.t3_bytes_needed
+    t3 = None
+    if planned.tiers.t3_bytes_needed and "T3" in advice.tiers:
+        t3 = workload_t3(shape, planned, hardware, assumptions)
     return AdviceResult(
         workload=workload,
         model=shape.spec.name,
@@ -294,5 +303,31 @@ def advise_workload(
         session_bytes=planned.session_bytes,
         placed=planned,
         hardware=hardware,
-        file_system=hardware.file_system(need) if need and "T3" in advice.tiers else None,
+        file_system=None if t3 is None else t3.file_system,
+        t3_size=t3,
     )
+
+
+def workload_t3(
+    shape: KvShape,
+    planned: WorkloadPlan,
+    hardware: Hardware,
+    assumptions: ReloadAssumptions | None = None,
+) -> T3Size:
+    """The FSx for what stays on T3 at the workload's peak, sized by ``kvtool plan``'s rule
+    (``t3_size.plan_t3``, the same read paths and goal: the larger of holding those bytes and
+    restoring the concurrent sessions from it faster than recomputing them from the AWS
+    article's 50K tokens, or ``--set reload_from``); ``hardware`` with no FSx size to size
+    one, with one to judge it. ``kvtool advise`` and ``kvtool check`` name this size."""
+    serving, node = planned.serving, hardware.node
+    stack = LAYOUTS[shape.rules.offload_stack]  # plan_workload's (and plan's) default stack
+    divisors = offload_divisors(stack, is_mla=shape.spec.is_mla, tp=serving.kv_tp, pp=serving.pp,
+                                hosts=engine_hosts(serving, node))  # fmt: skip
+    a = plan_assumptions(assumptions, serving, node)
+    compute = node_compute(node, weights_bytes_per_instance=serving.weights_bytes_per_instance,
+                           tp=serving.tp, a=a)  # fmt: skip
+    paths_at = read_paths(hardware, a, divisors=divisors, objects=planned.t4_objects_per_chunk,
+                          scheme=key_scheme(stack.name)[0], engines=serving.instances)  # fmt: skip
+    return plan_t3(shape.spec, count_params(shape.spec), compute, hardware,
+                   planned.tiers.t3_bytes_needed, paths_at, planned.bytes_at, a,
+                   max(planned.sizes))  # fmt: skip

@@ -25,7 +25,6 @@ from kvtool.model.spec import ModelSpec
 from kvtool.plan.cluster import Hardware, client_path, make_hardware, over_nodes, uses_gds
 from kvtool.plan.fsx import FileSystem
 from kvtool.plan.measured import apply_measured
-from kvtool.plan.metadata import FILE_OPS_PER_READ, MetadataPlan, metadata_path, plan_metadata
 from kvtool.plan.offload import LAYOUTS, OffloadLayout, copies_divisor
 from kvtool.plan.placement import (
     NodeTooSmall,
@@ -42,7 +41,6 @@ from kvtool.plan.plan_notes import (
 )
 from kvtool.plan.release import Release, hydrated, release_idle
 from kvtool.plan.reload import (
-    DEFAULT_T3_RELOAD_FROM_TOKENS,
     BreakEven,
     Compute,
     ReloadAssumptions,
@@ -51,11 +49,8 @@ from kvtool.plan.reload import (
     crossover_tokens,
     fan_in_per_s,
     node_compute,
-    recompute_seconds,
-    reload_seconds,
     restore,
     t3_client_gbps,
-    tier_paths,
 )
 from kvtool.plan.requests import RestoreTerms, key_scheme
 from kvtool.plan.serving import (
@@ -68,7 +63,7 @@ from kvtool.plan.serving import (
     kv_format_notes,
     node_gpu,
 )
-from kvtool.plan.t3_size import GIVEN, T3Size, size_t3
+from kvtool.plan.t3_size import GIVEN, T3Size, plan_t3, read_paths
 from kvtool.plan.verdict import Replan, Verdict, judge, rescue
 from kvtool.plan.workload import Workload
 from kvtool.profiles.hardware import NodeProfile
@@ -77,8 +72,8 @@ __all__ = [
     "BREAK_EVEN_CONTEXTS", "ContextPlans", "DeploymentPlan", "FanIn", "Hardware", "Layout",
     "Serving", "Unservable", "WorkloadPlan", "best_layout", "capability_family", "choose_serving",
     "client_path", "engine_hosts", "kv_format_notes", "make_hardware", "node_batched_tokens",
-    "node_gpu", "offload_divisors", "place_sessions", "plan_contexts", "plan_deployment",
-    "plan_workload", "serve", "serve_chosen", "uses_gds",
+    "node_gpu", "offload_divisors", "place_sessions", "plan_assumptions", "plan_contexts",
+    "plan_deployment", "plan_workload", "serve", "serve_chosen", "uses_gds",
 ]  # fmt: skip
 
 BREAK_EVEN_CONTEXTS = (1_000, 4_000, 10_000, 32_000, 50_000, 128_000, 200_000, 1_000_000)
@@ -235,35 +230,10 @@ def plan_deployment(
     scheme, scheme_note = key_scheme(offload.name)
     objects = workers_storing(serving, divisors["T3"])
 
-    def paths_at(
-        share: float, fsx_why: str = "", metadata: MetadataPlan | None = None
-    ) -> list[TierPath]:
-        """The read paths with each node's share of the file system at ``share`` (and of its
-        Metadata IOPS, when ``metadata`` is given)."""
-        paths = [
-            replace(path, bytes_divisor=divisors.get(path.tier, divisors["T3"]))
-            for path in tier_paths(
-                node,
-                hardware.t3,
-                hardware.t4,
-                t3_path=hardware.t3_path,
-                a=assumptions,
-                fsx_bytes_per_s_per_node=share,
-                fsx_why=fsx_why,
-                objects_per_chunk=objects,
-                nodes=hardware.nodes,
-                scheme=scheme,
-                engines=serving.instances,
-            )
-        ]
-        if metadata is None or not metadata.modelled:
-            return paths
-        return [
-            metadata_path(p, hardware.t3, hardware.nodes, metadata) if p.tier == "T3" else p
-            for p in paths
-        ]
+    paths_at = read_paths(hardware, assumptions, divisors=divisors, objects=objects,
+                          scheme=scheme, engines=serving.instances)  # fmt: skip
 
-    t3 = _size_t3(spec, params, compute, hardware, tiers.t3_bytes_needed, paths_at, bytes_at,
+    t3 = plan_t3(spec, params, compute, hardware, tiers.t3_bytes_needed, paths_at, bytes_at,
                   assumptions, ctx_tokens)  # fmt: skip
     fs, share = t3.file_system, t3.share_bytes_per_s
     fsx_why = (
@@ -356,7 +326,7 @@ def plan_deployment(
         )
     if t3.source == GIVEN:  # beside the given file system, the one kvtool would size
         unsized = replace(hardware, fsx_capacity_bytes=None)
-        sized = _size_t3(spec, params, compute, unsized, tiers.t3_bytes_needed, paths_at,
+        sized = plan_t3(spec, params, compute, unsized, tiers.t3_bytes_needed, paths_at,
                          bytes_at, assumptions, ctx_tokens)  # fmt: skip
         path = next(p for p in paths_at(sized.share_bytes_per_s) if p.tier == "T3")
         wins = crossover_tokens(spec, params, compute, path, bytes_at, assumptions)
@@ -519,10 +489,7 @@ def plan_contexts(
         max_num_batched_tokens=batched.value, reserve=reserve, pp=pp,
         dp_attention=dp_attention, choose=choose_layout,
     )  # fmt: skip
-    a = assumptions or ReloadAssumptions()
-    if a.use_fp8_compute is None:
-        narrow = serving.weights_dtype in ("fp8", "mxfp4", "nvfp4")
-        a = replace(a, use_fp8_compute=narrow and hardware.node.fp8_tflops_per_chip > 0)
+    a = plan_assumptions(assumptions, serving, hardware.node)
     format_notes = kv_format_notes(shape, hardware.node)
     sizes = tuple(
         priced.size(tokens, sessions, max_num_batched_tokens=batched.value) for tokens in contexts
@@ -600,6 +567,18 @@ def plan_contexts(
     )
 
 
+def plan_assumptions(
+    assumptions: ReloadAssumptions | None, serving: Serving, node: NodeProfile
+) -> ReloadAssumptions:
+    """The reload model's assumptions as the plan takes them: unless set, prefill runs at fp8
+    where the weights are narrow (fp8, mxfp4, nvfp4) and the accelerator has fp8 throughput."""
+    a = assumptions or ReloadAssumptions()
+    if a.use_fp8_compute is None:
+        narrow = serving.weights_dtype in ("fp8", "mxfp4", "nvfp4")
+        a = replace(a, use_fp8_compute=narrow and node.fp8_tflops_per_chip > 0)
+    return a
+
+
 def engine_pool(shape: KvShape, hardware: Hardware) -> Hardware:
     """``hardware`` with the engine's rule for its KV pool: TensorRT-LLM takes
     ``free_gpu_memory_fraction`` (0.9, or --gpu-memory-utilization when given) of the memory
@@ -659,6 +638,7 @@ class WorkloadPlan:
     mean_admission_bytes: int | None
     peak_sessions: int
     tiers: TierPlan
+    bytes_at: Callable[[int], int]  # one session's KV at a context, under the serving layout
     # what one chunk is in S3: objects (one per worker, ``workers_storing``) and the requests
     # reading each back takes (a GET and the key scheme's lookups), for the request cost
     t4_objects_per_chunk: int = 1
@@ -735,56 +715,8 @@ def plan_workload(
         mean_admission_bytes=admission,
         peak_sessions=peak,
         tiers=tiers,
+        bytes_at=priced.session_bytes,
         t4_objects_per_chunk=workers_storing(serving, divisors["T3"]),
         t4_requests_per_object=1 + scheme.lookups,
         release=release,
     )
-
-
-def _size_t3(
-    spec: ModelSpec, params: ParamCount, compute: Compute, hardware: Hardware, need_bytes: int,
-    paths_at: Callable[[float], list[TierPath]], bytes_at: Callable[[int], int],
-    a: ReloadAssumptions, ctx_tokens: int,
-) -> T3Size:  # fmt: skip
-    """The plan's T3 (``t3_size.size_t3``): sized so that restoring the plan's concurrent
-    sessions from it beats recomputing them from ``a.t3_reload_from_tokens`` (the article's
-    50K), or, with ``a.restore_slo_s``, brings sessions of the plan's context back in time."""
-    if a.restore_slo_s is not None:
-        tokens, deadline = ctx_tokens, a.restore_slo_s
-        goal = (
-            f"{a.concurrent_loads} sessions of {tokens:,} tokens restored from T3 at once per"
-            f" node within {a.restore_slo_s * 1e3:,.0f} ms (--set restore_slo)"
-        )
-    else:
-        tokens = a.t3_reload_from_tokens
-        deadline = recompute_seconds(spec, params, compute, tokens, a)
-        origin = (
-            "the AWS article's line"
-            if tokens == DEFAULT_T3_RELOAD_FROM_TOKENS
-            else "--set reload_from"
-        )
-        goal = f"T3 reload beats recompute from {tokens:,} tokens ({origin})"
-    session = bytes_at(tokens)
-
-    def t3_path(share: float) -> TierPath:
-        return next(p for p in paths_at(share) if p.tier == "T3")
-
-    link = t3_path(float("inf")).node_bytes_per_s
-    sized = size_t3(
-        hardware, need_bytes, goal=goal, deadline_s=deadline, link_bytes_per_s=link,
-        reload_s=lambda share: reload_seconds(t3_path(share), session, tokens, a),
-    )  # fmt: skip
-    # the opens and closes of that restore, within what the lookup and latency leave of the
-    # deadline: the Metadata IOPS that reach the goal, sized like the throughput
-    terms = restore(t3_path(sized.share_bytes_per_s), session, tokens, a)
-    window = deadline - terms.fixed_s - terms.lookup_s
-    fs = sized.file_system
-    per_node = terms.objects / window if window > 0 else float("inf")
-    need = (
-        per_node * hardware.nodes * FILE_OPS_PER_READ / (fs.profile.metadata_file_ops_per_iops or 1)
-    )
-    md = plan_metadata(fs.profile, fs.capacity_gib, need_iops=need,
-                       given_iops=hardware.metadata_iops,
-                       automatic_only=sized.source == GIVEN)  # fmt: skip
-    return replace(sized, metadata=md, goal_met=sized.goal_met and md.goal_met,
-                   goal_files=terms.objects)  # fmt: skip

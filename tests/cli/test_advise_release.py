@@ -47,6 +47,7 @@ def test_advise_splits_the_pb_case_by_the_workloads_idle_time_as_plan_does(kvtoo
     placement, split = advise_split(kvtool, *PB_WORKLOAD)
     assert math.floor(500 * math.exp(-10 / 30)) == 358
     assert split == (358, 69, 38_400) == plan_split(kvtool, "30m")
+    assert placement["t3_capacity_source"] == "sized for capacity"  # it holds 69 and is fast
     tiers = {t["tier"]: t["sessions"] for t in placement["tiers"]}
     assert tiers == {"T1": 30, "T2": 43, "T3": 69, "T4": 358}
     release = placement["t4_release"]
@@ -73,15 +74,23 @@ def test_advise_says_where_the_idle_time_came_from(kvtool: Run, tmp_path: Path) 
 
 def test_an_explicit_set_mean_idle_wins_over_the_workloads_and_says_so(kvtool: Run) -> None:
     """--set mean_idle=1h over --idle 30m: exp(-10m / 1h) of 500, 423, released; 4 of 427
-    stay hot, 2.16 TB: the smallest EFA PERSISTENT_2, 4,800 GiB, holds them (advise sizes for
-    capacity; plan sizes 24,000 GiB, to restore at the 50K line's speed)."""
+    stay hot, 2.16 TB: the smallest EFA PERSISTENT_2, 4,800 GiB, holds them, but advise sizes
+    the FSx as plan does, 24,000 GiB, to restore at the 50K line's speed (before the fix
+    advise sized for capacity alone and said 4,800 GiB)."""
     placement, split = advise_split(kvtool, *PB_WORKLOAD, "--set", "mean_idle=1h")
     assert math.floor(500 * math.exp(-1 / 6)) == 423
-    assert split == (423, 4, 4_800)
-    assert plan_split(kvtool, "1h") == (423, 4, 24_000)
+    assert split == (423, 4, 24_000) == plan_split(kvtool, "1h")
+    assert placement["t3_capacity_source"] == "sized for throughput"
+    assert placement["t3_capacity_to_hold_gib"] == 4_800
+    assert placement["t3_goal_met"] is True
     assert placement["t4_release"]["mean_idle_source"] == "--set mean_idle, over 30m from --idle"
     text = " ".join(kvtool("advise", *PB, *PB_WORKLOAD, "--set", "mean_idle=1h").stdout.split())
     assert "mean idle 1h (--set mean_idle, over 30m from --idle)" in text
+    assert (
+        "FSx 24,000 GiB holds the hot share (sized for throughput, as kvtool plan sizes it: T3"
+        " reload beats recompute from 50,000 tokens (the AWS article's line); 4,800 GiB would"
+        " hold what stays on T3)"
+    ) in text
 
 
 def test_advise_set_takes_the_release_keys_alone(kvtool: Run) -> None:
@@ -97,6 +106,16 @@ def test_advise_cost_prices_the_hot_share_beside_all_fsx(kvtool: Run) -> None:
     t3 = next(line for line in cost["lines"] if line["tier"] == "T3")
     assert "38,400 GiB" in t3["what"]
     assert cost["all_fsx_gib"] == 216_000
+
+
+def test_advise_cost_prices_the_fsx_it_prints(kvtool: Run) -> None:
+    """At mean_idle 1h the FSx is sized for throughput, 24,000 GiB: --cost prices that one,
+    not the 4,800 GiB that would only hold the 4 hot sessions."""
+    result = kvtool("advise", *PB, *PB_WORKLOAD, "--set", "mean_idle=1h", "--cost", "--json")
+    assert result.exit_code == 0, result.stderr
+    cost = json.loads(result.stdout)["cost"]
+    t3 = next(line for line in cost["lines"] if line["tier"] == "T3")
+    assert "24,000 GiB" in t3["what"], t3
 
 
 def pb_plan(tmp_path: Path, **fsx: object) -> Path:

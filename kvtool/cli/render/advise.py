@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvtool.cli.render.text import Table, echo, plural, print_notes
+from kvtool.plan.t3_size import FOR_CAPACITY, FOR_THROUGHPUT
 from kvtool.units import format_bytes
 
 if TYPE_CHECKING:
     from kvtool.plan.advise import AdviceResult
+    from kvtool.plan.t3_size import T3Size
 
 
 def advice_json(result: AdviceResult) -> dict[str, Any]:
@@ -55,19 +57,18 @@ def _placement_json(result: AdviceResult) -> dict[str, Any] | None:
     placed = result.placed
     if placed is None:
         return None
-    fs, release = result.file_system, placed.release
+    t3, release = result.t3_size, placed.release
     return {
         "peak_sessions": placed.peak_sessions,
         "tiers": [
             {"tier": t.name, "medium": t.medium, "sessions": t.sessions, "used_bytes": t.used_bytes}
             for t in placed.tiers.tiers
         ],
-        "t3_capacity_gib": None if fs is None else fs.capacity_gib,
-        "t3_capacity_source": None
-        if fs is None
-        else "sized for capacity"
-        if fs.assumed
-        else "given",
+        "t3_capacity_gib": None if t3 is None else t3.file_system.capacity_gib,
+        "t3_capacity_source": None if t3 is None else t3.source,
+        "t3_capacity_to_hold_gib": None if t3 is None else t3.capacity_gib,
+        "t3_goal_text": None if t3 is None else t3.goal,
+        "t3_goal_met": None if t3 is None else t3.goal_met,
         "t4_release": None if release is None else release_json(release),
     }
 
@@ -92,9 +93,10 @@ def print_advice(result: AdviceResult) -> None:
     echo(f"recommended tiers: {' + '.join(advice.tiers)}    write posture: {advice.posture}")
     for reason in advice.reasons:
         echo(f"  - {reason}")
-    placed, fs = result.placed, result.file_system
-    if placed is None or fs is None:
+    placed, t3 = result.placed, result.t3_size
+    if placed is None or t3 is None:
         return
+    fs = t3.file_system
     by_name = {t.name: t for t in placed.tiers.tiers}
     release = placed.release
     released = release.released_sessions if release is not None else 0
@@ -106,8 +108,25 @@ def print_advice(result: AdviceResult) -> None:
         f"at peak: {plural(by_name['T1'].sessions, 'session')} in T1,"
         f" {by_name['T2'].sessions:,} in T2, {kept}; FSx {fs.capacity_gib:,} GiB holds "
         + ("the hot share" if released else "them")
-        + (" (sized for capacity; kvtool plan sizes it for restores too)" if fs.assumed else ""),
+        + f" ({_why_t3(t3)})",
         hang=2,
     )
     if release is not None and release.spilled_sessions:
         print_notes([release.summary(sessions=placed.peak_sessions)], blank_line=False)
+
+
+def _why_t3(t3: T3Size) -> str:
+    """Which need decided the FSx size, as ``kvtool plan`` says it (``plan/t3_size.py``)."""
+    if t3.source == FOR_THROUGHPUT:
+        return (
+            f"sized for throughput, as kvtool plan sizes it: {t3.goal};"
+            f" {t3.capacity_gib:,} GiB would hold what stays on T3"
+        )
+    if t3.source == FOR_CAPACITY and t3.goal_met:
+        return f"sized for capacity, as kvtool plan sizes it, already meeting its goal: {t3.goal}"
+    if t3.source == FOR_CAPACITY:
+        return (
+            f"sized for capacity, as kvtool plan sizes it: no file system reaches {t3.goal},"
+            " the client links cap that restore"
+        )
+    return "as given" + ("" if t3.goal_met else f", short of: {t3.goal}")
