@@ -25,13 +25,14 @@ Rules, each a finding with its fix:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import NamedTuple
 
 from kvtool.errors import InputError
 from kvtool.findings import Finding, Report, Status
 from kvtool.model.shape import KvShape
-from kvtool.plan.advise import advise, capacity_of
+from kvtool.plan.advise import advise, capacity_of, workload_t3
 from kvtool.plan.deployment import (
     Hardware,
     WorkloadPlan,
@@ -48,6 +49,7 @@ from kvtool.plan.measured import MeasuredTier
 from kvtool.plan.offload import LAYOUTS
 from kvtool.plan.reload import DEFAULT_CHUNK_TOKENS, t3_client_gbps
 from kvtool.plan.striping import DEFAULT_STRIPE_SIZE, judge_stripes
+from kvtool.plan.t3_size import T3Size, sized_why
 from kvtool.plan.workload import FsxSettings, PlanFile
 from kvtool.units import format_bytes, plural
 
@@ -136,7 +138,8 @@ def check_plan(
         LAYOUTS[shape.rules.offload_stack], is_mla=shape.spec.is_mla, tp=planned.serving.kv_tp,
         pp=planned.serving.pp, hosts=engine_hosts(planned.serving, hardware.node),
     )  # fmt: skip
-    findings.append(_capacity(plan, planned, replace(cluster, fsx_capacity_bytes=None)))
+    unsized = replace(cluster, fsx_capacity_bytes=None)
+    findings.append(_capacity(plan, planned, lambda: workload_t3(shape, planned, unsized)))
     findings += _tiers(plan, planned)
     chunk_file = (
         shape.block_bytes(DEFAULT_CHUNK_TOKENS)
@@ -162,10 +165,11 @@ def check_plan(
     return findings
 
 
-def _capacity(plan: PlanFile, planned: WorkloadPlan, unsized: Hardware) -> Finding:
+def _capacity(plan: PlanFile, planned: WorkloadPlan, sized: Callable[[], T3Size]) -> Finding:
     """The peak working set in the deployed tiers: sessions released to S3 through the plan's
     data repository association (``plan/release.py``) are held, the rest of T4 overflows;
-    ``unsized``, the cluster with no FSx size, names the size that holds what stays on T3."""
+    ``sized`` names the FSx ``kvtool plan`` would size for what stays on T3 (``workload_t3``:
+    the larger of holding it and restoring from it in time), and which need decided."""
     tiers, release = planned.tiers, planned.release
     t3 = tiers.tiers[2]
     released = release.released_sessions if release is not None else 0
@@ -190,8 +194,11 @@ def _capacity(plan: PlanFile, planned: WorkloadPlan, unsized: Hardware) -> Findi
             evidence += f"; {release.split(sessions=planned.peak_sessions)}"
     if not spill.sessions:
         if released:
-            need = unsized.file_system(tiers.t3_bytes_needed).capacity_gib
-            evidence += f"; {need:,} GiB of FSx holds the hot share"
+            fsx = sized()
+            evidence += (
+                f"; {fsx.file_system.capacity_gib:,} GiB of FSx holds the hot share"
+                f" ({sized_why(fsx)})"
+            )
         return _f("plan.capacity", "PASS", "the deployed tiers hold the peak working set", evidence)
     if plan.fsx is None:
         need = spill.used_bytes
@@ -203,14 +210,14 @@ def _capacity(plan: PlanFile, planned: WorkloadPlan, unsized: Hardware) -> Findi
             evidence,
             f"add an FSx for Lustre T3 of at least {format_bytes(need)} (fsx: in the plan)",
         )
+    fsx = sized()
     return _f(
         "plan.capacity",
         "FAIL",
         f"{format_bytes(spill.used_bytes)} of the peak working set overflows the file system",
         evidence,
-        "grow storage_capacity_gib to"
-        f" {unsized.file_system(tiers.t3_bytes_needed).capacity_gib:,} GiB, the"
-        " smallest FSx size holding what stays on T3 at peak",
+        f"grow storage_capacity_gib to {fsx.file_system.capacity_gib:,} GiB for what stays on T3"
+        f" at peak ({sized_why(fsx)})",
     )
 
 

@@ -120,6 +120,24 @@ def size_t3(
                   reload_s(share(fs)), deadline_s)  # fmt: skip
 
 
+def sized_why(t3: T3Size) -> str:
+    """Which need decided the file system, in words, for ``kvtool advise`` and ``kvtool check``
+    (``kvtool plan`` says it in its notes)."""
+    if t3.source == FOR_THROUGHPUT:
+        return (
+            f"sized for throughput, as kvtool plan sizes it: {t3.goal};"
+            f" {t3.capacity_gib:,} GiB would hold what stays on T3"
+        )
+    if t3.source == FOR_CAPACITY and t3.goal_met:
+        return f"sized for capacity, as kvtool plan sizes it, already meeting its goal: {t3.goal}"
+    if t3.source == FOR_CAPACITY:
+        return (
+            f"sized for capacity, as kvtool plan sizes it: no file system reaches {t3.goal},"
+            " the client links cap that restore"
+        )
+    return "as given" + ("" if t3.goal_met else f", short of: {t3.goal}")
+
+
 class PathsAt(Protocol):
     """The read paths with each node's share of the file system at ``share``."""
 

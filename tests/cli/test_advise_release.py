@@ -143,7 +143,24 @@ def test_check_holds_the_pb_case_on_the_fsx_plan_sizes_for_the_hot_share(
     assert found["status"] == "PASS", found
     assert "T1 30, T2 43, T3 69, released to S3 358, overflow 0" in found["evidence"]
     assert "mean idle 30m (the plan's mean_idle)" in found["evidence"]
-    assert found["evidence"].endswith("; 38,400 GiB of FSx holds the hot share")
+    assert found["evidence"].endswith(
+        "; 38,400 GiB of FSx holds the hot share (sized for capacity, as kvtool plan sizes it,"
+        " already meeting its goal: T3 reload beats recompute from 50,000 tokens (the AWS"
+        " article's line))"
+    )
+
+
+def test_check_names_the_fsx_plan_sizes_for_restores_too(kvtool: Run, tmp_path: Path) -> None:
+    """At mean_idle 1h 4 sessions stay hot: 4,800 GiB holds them, but kvtool plan sizes 24,000
+    GiB so restores beat recompute from 50K tokens; check names that size (it said 4,800)."""
+    plan = pb_plan(tmp_path, storage_capacity_gib=38_400, s3_association=True)
+    plan.write_text(plan.read_text().replace("mean_idle: 30m", "mean_idle: 1h"))
+    found = capacity(kvtool, plan)
+    assert found["status"] == "PASS", found
+    assert "released to S3 423" in found["evidence"]
+    assert "; 24,000 GiB of FSx holds the hot share (sized for throughput" in found["evidence"]
+    assert found["evidence"].endswith("; 4,800 GiB would hold what stays on T3)")
+    assert plan_split(kvtool, "1h")[2] == 24_000
 
 
 def test_check_releases_nothing_without_a_data_repository_association(

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvtool.cli.render.text import Table, echo, plural, print_notes
-from kvtool.plan.t3_size import FOR_CAPACITY, FOR_THROUGHPUT
+from kvtool.plan.t3_size import sized_why
 from kvtool.units import format_bytes
 
 if TYPE_CHECKING:
     from kvtool.plan.advise import AdviceResult
-    from kvtool.plan.t3_size import T3Size
 
 
 def advice_json(result: AdviceResult) -> dict[str, Any]:
@@ -108,25 +107,8 @@ def print_advice(result: AdviceResult) -> None:
         f"at peak: {plural(by_name['T1'].sessions, 'session')} in T1,"
         f" {by_name['T2'].sessions:,} in T2, {kept}; FSx {fs.capacity_gib:,} GiB holds "
         + ("the hot share" if released else "them")
-        + f" ({_why_t3(t3)})",
+        + f" ({sized_why(t3)})",
         hang=2,
     )
     if release is not None and release.spilled_sessions:
         print_notes([release.summary(sessions=placed.peak_sessions)], blank_line=False)
-
-
-def _why_t3(t3: T3Size) -> str:
-    """Which need decided the FSx size, as ``kvtool plan`` says it (``plan/t3_size.py``)."""
-    if t3.source == FOR_THROUGHPUT:
-        return (
-            f"sized for throughput, as kvtool plan sizes it: {t3.goal};"
-            f" {t3.capacity_gib:,} GiB would hold what stays on T3"
-        )
-    if t3.source == FOR_CAPACITY and t3.goal_met:
-        return f"sized for capacity, as kvtool plan sizes it, already meeting its goal: {t3.goal}"
-    if t3.source == FOR_CAPACITY:
-        return (
-            f"sized for capacity, as kvtool plan sizes it: no file system reaches {t3.goal},"
-            " the client links cap that restore"
-        )
-    return "as given" + ("" if t3.goal_met else f", short of: {t3.goal}")
