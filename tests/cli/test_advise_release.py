@@ -174,3 +174,22 @@ def test_check_releases_nothing_without_a_data_repository_association(
     )
     # 427 x 541 GB = 231 TB: 216,000 GiB in 4,800 GiB steps
     assert found["fix"].startswith("grow storage_capacity_gib to 216,000 GiB")
+
+
+def test_advise_and_plan_agree_on_the_fsx_over_several_nodes(kvtool: Run) -> None:
+    """Llama 3.1 70B, 128K x 400 sessions (peak 800) on 8 p5en, mean idle 2m: 14,400 GiB holds
+    the 308 hot sessions; each node's share of reads makes restores beat recompute from 50K
+    tokens at 43,200 GiB, the size advise and plan both give (advise said 14,400 before)."""
+    args = ("--model", "llama-3.1-70b", "--hardware", "p5en", "--nodes", "8", "--engine", "vllm")
+    result = kvtool("advise", *args, "--sessions", "400", "--ctx", "128k", "--idle", "2m",
+                    "--peak-to-mean", "2", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    placement = json.loads(result.stdout)["placement"]
+    sized = (placement["t3_capacity_gib"], placement["t3_capacity_source"])
+    assert sized == (43_200, "sized for throughput")
+    assert placement["t3_capacity_to_hold_gib"] == 14_400
+    plan = kvtool("plan", "llama-3.1-70b", *args[2:], "--ctx", "128k", "--sessions", "800",
+                  "--set", "mean_idle=2m", "--json")  # fmt: skip
+    assert plan.exit_code == 0, plan.stderr
+    fs = json.loads(plan.stdout)["results"][0]["plan"]["t3_file_system"]
+    assert (fs["capacity_bytes"] // 2**30, fs["capacity_source"]) == sized
