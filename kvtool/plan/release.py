@@ -108,8 +108,9 @@ class Release:
         if self.mean_idle_s is None:
             return f"{head}; none released without a mean idle time ({self.idle_source})"
         return (
-            f"{head}; {self.split(sessions=sessions)}, sized for them; a released session"
-            " returns when the engine reads its files on FSx, each loaded from S3 on first read;"
+            f"{head}; {self.split(sessions=sessions)}, FSx holding at least them; a released"
+            " session returns when the engine reads its files on FSx, each loaded from S3 on"
+            " first read;"
             " the engine-direct path is shown beside it, not used"
         )
 

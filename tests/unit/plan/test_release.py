@@ -248,3 +248,17 @@ def test_the_emitted_clean_up_is_kvtool_gc_and_says_what_the_dra_deletes(kvtool:
     assert hot.exit_code == 0, hot.stderr
     assert "kvtool gc /fsx/kvcache --max-age 1d" in hot.stdout
     assert "S3 copy" not in hot.stdout
+
+
+def test_the_t4_path_note_does_not_say_fsx_is_sized_for_the_hot_share_alone(
+    kvtool: Callable,
+) -> None:
+    """At 1h idle the 4 hot sessions fit 4,800 GiB but FSx is sized for throughput (24,000
+    GiB): the T4 path note said the hot sessions 'stay on FSx, sized for them'."""
+    done = kvtool("plan", "llama-3.1-405b", "--hardware", "trn3-ultraserver", "--ctx", "1M",
+                  "--sessions", "500", "--set", "mean_idle=1h")  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "24,000 GiB (sized for throughput" in text
+    assert "sized for them" not in text
+    assert "stay on FSx, FSx holding at least them" in text
