@@ -158,8 +158,8 @@ def plan_cost(
         lines = [CostLine("T1+T2", f"{nodes} x {node}", nodes * hourly * HOURS_PER_MONTH, basis)]
     notes: list[str] = []
     by_name = {t.name: t for t in tiers.tiers}
+    fs = file_system or hardware.file_system(tiers.t3_bytes_needed)
     if by_name["T3"].sessions or "T3" in required:
-        fs = file_system or hardware.file_system(tiers.t3_bytes_needed)
         key = f"{fs.profile.name}@{fs.throughput_mbps_per_tib}"
         rate = price("fsx_gb_month", key)
         what = (
@@ -177,10 +177,8 @@ def plan_cost(
             lines.append(CostLine("T3", what, fs.capacity_gib * rate, basis + why))
         lines += _metadata_lines(price, fs, metadata)
     elif metadata is not None and metadata.iops > metadata.automatic_iops:
-        fs = file_system or hardware.file_system(tiers.t3_bytes_needed)
         notes.append(_unbilled_t3(prices, fs, metadata))
     all_gib = all_usd = storage = None
-    fs = file_system or hardware.file_system(tiers.t3_bytes_needed)
     if all_fsx_bytes is not None and by_name["T4"].sessions and fs.assumed:
         all_gib = max(hardware.file_system(all_fsx_bytes).capacity_gib, fs.capacity_gib)
         rate = price("fsx_gb_month", f"{fs.profile.name}@{fs.throughput_mbps_per_tib}")
@@ -188,8 +186,8 @@ def plan_cost(
         if metadata is not None and all_usd is not None:  # its own Metadata IOPS, as sized
             sized = plan_metadata(fs.profile, all_gib, need_iops=metadata.need_iops)
             extra = _metadata_lines(price, replace(fs, capacity_gib=all_gib), sized)
-            all_usd = None if any(x.usd_per_month is None for x in extra) else all_usd + sum(
-                x.usd_per_month or 0.0 for x in extra)  # fmt: skip
+            more = _sum([x.usd_per_month for x in extra])
+            all_usd = None if more is None else all_usd + more
     t4 = hardware.t4.name
     per_write = per_read = None
     if by_name["T4"].sessions or "T4" in required:
@@ -231,11 +229,9 @@ def plan_cost(
         notes.append(f"no cross-AZ transfer in this plan (one zone); it would cost"
                      f" ${prices.cross_az_per_gb}/GB each way")  # fmt: skip
     if all_gib is not None:
-        held = [line.usd_per_month for line in lines if line.tier in ("T3", "T4")]
-        storage = None if None in held else sum(f for f in held if f is not None)
+        storage = _sum([line.usd_per_month for line in lines if line.tier in ("T3", "T4")])
     it = None if tiering is None else _tiering(prices, tiering, lines)
-    figures = [line.usd_per_month for line in lines]
-    total = None if None in figures else sum(f for f in figures if f is not None)
+    total = _sum([line.usd_per_month for line in lines])
     all_nodes = tiers.nodes_for_all_in_t1
     if price.missing:
         notes.insert(0, f"no total: {', '.join(price.missing)} missing from {prices.source};"
@@ -281,6 +277,11 @@ def deployment_cost(plan: DeploymentPlan, prices: Prices, *, sessions: int) -> C
         ),
         metadata=plan.t3_size.metadata, tiering=plan_tiering(plan),
     )  # fmt: skip
+
+
+def _sum(figures: list[float | None]) -> float | None:
+    """The sum of dollar figures, None where any is unpriced."""
+    return None if None in figures else sum(f for f in figures if f is not None)
 
 
 def _metadata_lines(price: _Priced, fs: FileSystem, md: MetadataPlan | None) -> list[CostLine]:
@@ -341,8 +342,6 @@ def _tiering(prices: Prices, t: Tiering, lines: list[CostLine]) -> TieringCost:
             if rate is None
             else CostLine("T4", what, amount * rate, basis.format(rate))
         )
-    figures = [line.usd_per_month for line in out]
-    own = None if None in figures else sum(f for f in figures if f is not None)
-    t3 = [line.usd_per_month for line in lines if line.tier == "T3"]
-    storage = None if own is None or None in t3 else own + sum(f for f in t3 if f is not None)
+    own = _sum([line.usd_per_month for line in out])
+    storage = _sum([own, *(line.usd_per_month for line in lines if line.tier == "T3")])
     return TieringCost(tuple(out), own, storage, t.fit(), t.sizing(), tuple(price.missing))
