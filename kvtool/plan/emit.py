@@ -252,7 +252,7 @@ def _lookup_timeout(plan: DeploymentPlan) -> dict[str, Any]:
     where one session's T3 lookup at the plan's context outlasts LMCache's default, so that
     the engine waits for the restore the plan times (past it LMCache answers 0 hits and the
     engine recomputes: v1/config.py:457-461, factory.py:226, zmq_transport.py:119-126)."""
-    from kvtool.plan.requests import LMCACHE_S3
+    from kvtool.plan.requests import LMCACHE_S3, times_out
 
     given = plan.assumptions.lookup_timeout_s
     if given is not None:
@@ -262,7 +262,7 @@ def _lookup_timeout(plan: DeploymentPlan) -> dict[str, Any]:
         return {}
     chunks = -(-plan.ctx_tokens // plan.assumptions.chunk_tokens)
     lookup_s = chunks * t3.requests.lookup_s_per_chunk
-    if lookup_s <= LMCACHE_S3.lookup_timeout_s:
+    if not times_out(lookup_s, LMCACHE_S3.lookup_timeout_s):
         return {}
     return {
         "lookup_timeout_ms": math.ceil(lookup_s) * 1000,

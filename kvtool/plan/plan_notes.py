@@ -9,6 +9,7 @@ engine gives up its engine-direct S3 lookup before it ends.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from kvtool.plan.cluster import Hardware
 from kvtool.plan.folder_rules import FILES_PER_FOLDER
@@ -16,7 +17,7 @@ from kvtool.plan.fsx import smallest_size_at_least
 from kvtool.plan.metadata import folder_layout, folders_needed, provisionable
 from kvtool.plan.offload import OffloadLayout
 from kvtool.plan.reload import ReloadAssumptions, TierPath, t3_client_gbps
-from kvtool.plan.requests import KeyScheme, RestoreTerms, times_out
+from kvtool.plan.requests import KeyScheme, RestoreTerms, lookup_limit_chunks, times_out
 from kvtool.plan.serving import Serving
 from kvtool.plan.t3_size import FOR_CAPACITY, FOR_THROUGHPUT, T3Size
 
@@ -87,7 +88,7 @@ def lookup_timeout_notes(
     fsx = next((p for p in paths if p.tier == "T3"), None)
     if fsx is not None and fsx.requests.lookup_s_per_chunk > 0:
         each = fsx.requests.lookup_s_per_chunk
-        chunks = math.floor(timeout / each * (1 + 1e-9))
+        chunks = lookup_limit_chunks(replace(fsx.requests, lookup_timeout_s=timeout)) or 0
         note += (
             f"; the AWS article's T4 through FSx ({each * 1e6:,.0f} us a chunk) holds to"
             f" {chunks * a.chunk_tokens:,} tokens"
@@ -116,7 +117,8 @@ def _t3_lookup_timeout(
     ):
         return []
     each = fsx.requests.lookup_s_per_chunk
-    limit = math.floor(timeout / each * (1 + 1e-9)) * a.chunk_tokens
+    chunks = lookup_limit_chunks(replace(fsx.requests, lookup_timeout_s=timeout)) or 0
+    limit = chunks * a.chunk_tokens
     need_ms = math.ceil(terms.lookup_session_s * 1e3)
     return [
         f"LMCache's T3 (its fs or GDS backend) restores no session past {limit:,} tokens: a"
