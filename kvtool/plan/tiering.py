@@ -133,7 +133,7 @@ def plan_tiering(plan: DeploymentPlan) -> Tiering | None:
     need_mbps = node_bytes * nodes / window / 1e6
     mbps = min(THROUGHPUT_MAX_MBPS, max(1, math.ceil(need_mbps / THROUGHPUT_STEP_MBPS))
                * THROUGHPUT_STEP_MBPS)  # fmt: skip
-    need_iops = shape.objects * nodes / window / (profile.metadata_file_ops_per_iops / 2)
+    need_iops = shape.objects * nodes / window / files_per_s(profile, 1)  # files a second
     iops = next((v for v in METADATA_IOPS if v >= need_iops), METADATA_IOPS[-1])
     hw = plan.hardware
     link = t3_client_gbps(hw.node, hw.t3, hw.t3_path)[1] * 1e9 / 8  # the node's client links
